@@ -1,0 +1,58 @@
+"""Command line: one thin command per DVC stage, each over a library function.
+
+    python -m pipeline --help
+    python -m pipeline check                     # validate params.yaml, print the planned runs
+    python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
+
+Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional `--set key.sub=value` overrides, validates
+it before doing any work, and turns a user's mistake (`PipelineError`) into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pipeline.errors import PipelineError
+
+#: command -> (module, help). Each module has `add_arguments(parser)` and `main(params, args)`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("pipeline.plan", "validate params.yaml and print the runs it plans"),
+    "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.split("\n")[0])
+    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a parameter, e.g. --set train.epochs=2 (repeatable)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(cmd)
+    args = parser.parse_args(argv)
+    args.print_help = parser.print_help
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipeline.config import load_params
+
+    try:
+        args = parse_args(argv)
+        params = load_params(args.params, args.overrides)
+        if args.command is None:  # validated the params; now say what can be done with them
+            args.print_help()
+            return 0
+        return importlib.import_module(COMMANDS[args.command][0]).main(params, args) or 0
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Whole recipes as data: `profiles/<name>.yaml` holds the keys of params.yaml that a recipe changes.
+
+`python -m pipeline profile <name>` merges that file into params.yaml (keeping params.yaml's comments and
+every key the profile does not name), validates the result, and only then writes it. `git diff params.yaml`
+shows what changed; `git checkout params.yaml` returns to the CPU default.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from pipeline.config import Params, build, yaml_load
+from pipeline.errors import PipelineError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+
+
+def _merge(base, overlay) -> None:
+    """Deep-merge mapping `overlay` into ruamel mapping `base` in place (lists are replaced whole)."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def apply_profile(name: str, params_path: str | Path) -> Params:
+    """Merge profiles/<name>.yaml into the file at `params_path`; return the validated result."""
+    source = PROFILES_DIR / f"{name}.yaml"
+    if not source.exists():
+        raise PipelineError(f"profile {name!r} not found; available: {', '.join(available())}")
+    overlay = yaml_load(source.read_text()) or {}
+    rt = YAML()
+    rt.preserve_quotes = True
+    params_path = Path(params_path)
+    doc = rt.load(params_path.read_text())
+    _merge(doc, overlay)
+    buffer = io.StringIO()
+    rt.dump(doc, buffer)
+    text = buffer.getvalue()
+    params = build(Params, yaml_load(text))  # validate before writing anything
+    params_path.write_text(text)
+    return params
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("name", help=f"profile name, one of: {', '.join(available()) or '(none)'}")
+
+
+def main(params: Params, args) -> int:
+    del params
+    result = apply_profile(args.name, args.params)
+    print(f"applied profile {args.name!r} to {args.params} (profile is now {result.profile!r});"
+          " `git diff params.yaml` shows the change")
+    return 0

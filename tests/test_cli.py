@@ -1,0 +1,43 @@
+"""The command line: help lists the stage commands; profiles apply onto params.yaml."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pipeline.__main__ import COMMANDS, main
+from pipeline.errors import PipelineError
+from pipeline.profiles import apply_profile, available
+
+
+def test_help_lists_every_command(repo_root):
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--help"], capture_output=True, text=True,
+                          cwd=repo_root)
+    assert proc.returncode == 0
+    for name in COMMANDS:
+        assert name in proc.stdout
+
+
+def test_check_prints_the_grid(params_file, capsys):
+    assert main(["--params", str(params_file), "--set", "seeds=[0,1,2]", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "9 = 1 dataset(s) x 3 arm(s) x 3 seed(s)" in out
+
+
+def test_unknown_profile_names_the_available_ones(params_file):
+    with pytest.raises(PipelineError, match="not found; available"):
+        apply_profile("no-such-profile", params_file)
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_profile_applies_and_validates(params_file, name):
+    before = params_file.read_text()
+    params = apply_profile(name, params_file)
+    text = params_file.read_text()
+    assert params.profile == name
+    assert "# the method under study" in text  # comments survive
+    assert yaml.safe_load(text)["profile"] == name
+    assert text != before

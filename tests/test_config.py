@@ -1,0 +1,102 @@
+"""params.yaml -> validated dataclasses: every mistake is one PipelineError naming key, value and fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from pipeline.config import INIT_METHODS, Params, apply_overrides, build, digest, load_params
+from pipeline.errors import PipelineError
+
+
+def test_repository_params_are_valid(repo_root):
+    params = load_params(repo_root / "params.yaml")
+    assert params.init in INIT_METHODS
+    assert params.arms[0] == params.init
+    assert params.datasets == ["fashion_mnist"]
+
+
+def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
+    """The YAML and the dataclasses agree both ways: no key is silently ignored, no section is missing."""
+    data = yaml.safe_load((repo_root / "params.yaml").read_text())
+    assert set(data) == {f for f in Params.__dataclass_fields__}
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("init=impulsee", ["init", "impulsee", "default, timm, mimetic, impulse"]),
+        ("baselines=[default, mimetc]", ["baselines", "mimetc"]),
+        ("datasets=[fashion_mnst]", ["datasets", "fashion_mnst", "cifar10"]),
+        ("train.epochs=-1", ["train.epochs", "-1"]),
+        ("train.lr=fast", ["train.lr", "fast", "float"]),
+        ("train.lrr=0.1", ["train.lrr", "unknown key", "lr"]),
+        ("colour=1", ["colour", "unknown key"]),
+        ("impulse.kernel_size=4", ["impulse.kernel_size", "4", "odd"]),
+        ("train.amp=fp8", ["train.amp", "fp8", "bf16"]),
+        ("model.num_heads=0", ["model.num_heads", "0"]),
+        ("seeds=[0, -3]", ["seeds", "-3"]),
+    ],
+)
+def test_bad_params_name_key_value_and_choices(params_file, override, words):
+    with pytest.raises(PipelineError) as err:
+        load_params(params_file, [override])
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_overrides_parse_yaml_values(params_file):
+    params = load_params(params_file, ["train.lr=2e-3", "seeds=[3, 4, 5]", "impulse.offsets=random"])
+    assert params.train.lr == pytest.approx(2e-3)
+    assert params.seeds == [3, 4, 5]
+    assert params.impulse.offsets == "random"
+
+
+def test_arms_put_the_method_first_without_repeats():
+    assert build(Params, {"init": "mimetic"}).arms == ["mimetic", "default"]
+    assert build(Params, {"init": "impulse", "baselines": ["default", "timm"]}).arms == [
+        "impulse", "default", "timm"]
+
+
+def test_method_options_are_the_params_section():
+    params = build(Params, {"mimetic": {"alpha_qk": 0.5}})
+    assert params.method_options("mimetic") == {"alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4}
+    assert params.method_options("timm") == {}
+
+
+def test_digest_changes_with_content():
+    a, b = build(Params, {}), build(Params, {"train": {"epochs": 3}})
+    assert digest(a) == digest(build(Params, {})) and digest(a) != digest(b)
+
+
+def test_apply_overrides_refuses_to_descend_into_a_value():
+    with pytest.raises(PipelineError, match="init is not a section"):
+        apply_overrides({"init": "impulse"}, ["init.x=1"])
+
+
+def test_cli_rejects_a_misspelt_init_quickly(params_file, repo_root):
+    params_file.write_text(params_file.read_text().replace("init: impulse ", "init: impulsee "))
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--params", str(params_file), "check"],
+                          capture_output=True, text=True, cwd=repo_root)
+    assert time.time() - start < 5
+    assert proc.returncode == 2
+    assert "init" in proc.stderr and "impulsee" in proc.stderr and "mimetic" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_baselines_must_fill_the_two_dvc_slots():
+    with pytest.raises(PipelineError, match="exactly two"):
+        build(Params, {"baselines": ["default"]})
+    assert build(Params, {"baselines": ["default", "default"]}).arms == ["impulse", "default"]
+
+
+def test_filter_study_dataset_must_be_fetched():
+    with pytest.raises(PipelineError, match="filter_study.dataset"):
+        build(Params, {"datasets": ["cifar10"]})
+    off = {"datasets": ["cifar10"], "filter_study": {"filters": [], "gaussian_sigmas": []}}
+    assert build(Params, off).filter_study.filters == []
