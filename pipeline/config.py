@@ -174,10 +174,13 @@ class DataConfig:
     folder_path: str = ""  #: the `folder` dataset: an ImageFolder tree with train/ and val/ (or test/)
     train_subset: int = 0  #: use the first n images of a fixed per-seed-independent shuffle; 0 = all
     val_subset: int = 0
+    normalization: str = "dataset"  #: mean/std: the dataset's own, or 'imagenet' (the [NeurIPS] recipe's)
 
     def __post_init__(self):
         if self.train_subset < 0 or self.val_subset < 0:
             raise PipelineError("data.train_subset / data.val_subset must be >= 0 (0 = the whole split)")
+        if self.normalization not in ("dataset", "imagenet"):
+            raise PipelineError(f"data.normalization = {self.normalization!r}: allowed are 'dataset', 'imagenet'")
 
 
 @dataclass
@@ -257,6 +260,14 @@ class Params:
                 )
 
         study = self.filter_study
+        if study.filters or study.gaussian_sigmas:
+            from pipeline.filters import parse_filter
+
+            for name in study.filters:
+                if name != "learned":
+                    parse_filter(name, study.model.kernel_size)
+            for sigma in study.gaussian_sigmas:
+                parse_filter(f"gaussian-{sigma}", study.model.kernel_size)
         if (study.filters or study.gaussian_sigmas) and study.dataset not in self.datasets:
             raise PipelineError(
                 f"filter_study.dataset = {study.dataset!r} is not in datasets {self.datasets}: the fetch@ stages"
