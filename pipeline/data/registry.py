@@ -1,8 +1,14 @@
 """The dataset registry: name -> where it comes from and what it is. Pure data, no torch, no I/O.
 
-Every dataset the papers train on ([NeurIPS] Table 1/2, [CI] Tables 3-8), our offline default
+Every dataset the papers train on ([NeurIPS] Table 1/2, [CI] Tables 3-8, [SIA]), our offline default
 Fashion-MNIST, and `folder` (a user's ImageFolder tree). Mean/std are the values the official recipes use
-(paper.md section 3): ImageNet's for the [NeurIPS] small-dataset recipe, the dataset's own for [CI]/[SIA].
+(paper.md section 3): ImageNet's for the [NeurIPS] small-dataset recipe and for the large sets, the dataset's
+own for CIFAR/SVHN as [CI]/[SIA] normalise. `config.py` validates dataset names against `DATASETS`, so this
+module must stay importable without torch.
+
+Split sizes are the published ones and `fetch` checks them, so a truncated or partial copy cannot pass as the
+dataset. Flowers-102 trains on its 1,020-image `train` split and evaluates on `test` (6,149); which splits the
+[NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md section 4, item 11).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from dataclasses import dataclass
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+CIFAR_CITATION = "Krizhevsky 2009, Learning Multiple Layers of Features from Tiny Images"
 
 
 @dataclass(frozen=True)
@@ -18,50 +25,70 @@ class DatasetInfo:
     """What the pipeline needs to know about a dataset before touching its files."""
 
     name: str
-    source: str  #: 'torchvision:<Class>', 'mirror+torchvision:<Class>', 'user-path', 'url'
-    num_classes: int
+    #: 'mirror+torchvision:<Class>' (a local mirror, else torchvision's download), 'torchvision:<Class>',
+    #: 'url' (an archive we download with torchvision's downloader), 'user-path' (never downloaded)
+    source: str
+    num_classes: int  #: 0 = read from the data (`folder`)
     channels: int
     native_size: int  #: side of the stored images (typical side for variable-size sets)
     train_split: str
     eval_split: str
+    train_size: int  #: images in the train split; 0 = whatever the user's folder holds
+    eval_size: int
     mean: tuple
     std: tuple
     citation: str
     licence: str
     in_memory: bool  #: small enough (<= 100k images of <= 96 px) to train from a uint8 tensor in memory
+    homepage: str  #: where a person gets the data by hand
 
 
 DATASETS: dict[str, DatasetInfo] = {
     d.name: d
     for d in [
-        DatasetInfo("fashion_mnist", "mirror+torchvision:FashionMNIST", 10, 1, 28, "train", "test",
-                    (0.2860,), (0.3530,), "Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747", "MIT", True),
-        DatasetInfo("cifar10", "torchvision:CIFAR10", 10, 3, 32, "train", "test",
-                    (0.4914, 0.4822, 0.4465), (0.2471, 0.2435, 0.2616),
-                    "Krizhevsky 2009, Learning Multiple Layers of Features from Tiny Images", "unspecified", True),
-        DatasetInfo("cifar100", "torchvision:CIFAR100", 100, 3, 32, "train", "test",
-                    (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762),
-                    "Krizhevsky 2009, Learning Multiple Layers of Features from Tiny Images", "unspecified", True),
-        DatasetInfo("svhn", "torchvision:SVHN", 10, 3, 32, "train", "test",
-                    (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970),
-                    "Netzer et al. 2011, NIPS Workshop on Deep Learning", "non-commercial", True),
-        DatasetInfo("stl10", "torchvision:STL10", 10, 3, 96, "train", "test",
-                    (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713),
-                    "Coates, Ng, Lee 2011, AISTATS", "unspecified", True),
-        DatasetInfo("food101", "torchvision:Food101", 101, 3, 512, "train", "test",
-                    IMAGENET_MEAN, IMAGENET_STD, "Bossard, Guillaumin, Van Gool 2014, ECCV", "research only",
-                    False),
-        DatasetInfo("flowers102", "torchvision:Flowers102", 102, 3, 500, "train", "test",
-                    IMAGENET_MEAN, IMAGENET_STD, "Nilsback, Zisserman 2008, ICVGIP", "unspecified", False),
-        DatasetInfo("pets", "torchvision:OxfordIIITPet", 37, 3, 500, "trainval", "test",
-                    IMAGENET_MEAN, IMAGENET_STD, "Parkhi et al. 2012, CVPR", "CC BY-SA 4.0", False),
-        DatasetInfo("tiny_imagenet", "url", 200, 3, 64, "train", "val",
-                    IMAGENET_MEAN, IMAGENET_STD, "Le, Yang 2015, Tiny ImageNet Visual Recognition Challenge",
-                    "ImageNet terms", False),
-        DatasetInfo("imagenet", "user-path", 1000, 3, 256, "train", "val",
-                    IMAGENET_MEAN, IMAGENET_STD, "Deng et al. 2009, CVPR; Russakovsky et al. 2015, IJCV",
-                    "ImageNet terms", False),
-        DatasetInfo("folder", "user-path", 0, 3, 224, "train", "val",
-                    IMAGENET_MEAN, IMAGENET_STD, "your own data", "yours", False),
+        DatasetInfo(
+            "fashion_mnist", "mirror+torchvision:FashionMNIST", 10, 1, 28, "train", "test", 60000, 10000,
+            (0.2860,), (0.3530,), "Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747", "MIT", True,
+            "https://github.com/zalandoresearch/fashion-mnist"),
+        DatasetInfo(
+            "cifar10", "torchvision:CIFAR10", 10, 3, 32, "train", "test", 50000, 10000,
+            (0.4914, 0.4822, 0.4465), (0.2471, 0.2435, 0.2616), CIFAR_CITATION, "unspecified", True,
+            "https://www.cs.toronto.edu/~kriz/cifar.html"),
+        DatasetInfo(
+            "cifar100", "torchvision:CIFAR100", 100, 3, 32, "train", "test", 50000, 10000,
+            (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), CIFAR_CITATION, "unspecified", True,
+            "https://www.cs.toronto.edu/~kriz/cifar.html"),
+        DatasetInfo(
+            "svhn", "torchvision:SVHN", 10, 3, 32, "train", "test", 73257, 26032,
+            (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970),
+            "Netzer et al. 2011, NIPS Workshop on Deep Learning", "non-commercial", True,
+            "http://ufldl.stanford.edu/housenumbers/"),
+        DatasetInfo(
+            "stl10", "torchvision:STL10", 10, 3, 96, "train", "test", 5000, 8000,
+            (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713), "Coates, Ng, Lee 2011, AISTATS",
+            "unspecified", True, "https://cs.stanford.edu/~acoates/stl10/"),
+        DatasetInfo(
+            "food101", "torchvision:Food101", 101, 3, 512, "train", "test", 75750, 25250,
+            IMAGENET_MEAN, IMAGENET_STD, "Bossard, Guillaumin, Van Gool 2014, ECCV", "research only", False,
+            "https://data.vision.ee.ethz.ch/cvl/datasets_extra/food-101/"),
+        DatasetInfo(
+            "flowers102", "torchvision:Flowers102", 102, 3, 500, "train", "test", 1020, 6149,
+            IMAGENET_MEAN, IMAGENET_STD, "Nilsback, Zisserman 2008, ICVGIP", "unspecified", False,
+            "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/"),
+        DatasetInfo(
+            "pets", "torchvision:OxfordIIITPet", 37, 3, 500, "trainval", "test", 3680, 3669,
+            IMAGENET_MEAN, IMAGENET_STD, "Parkhi et al. 2012, CVPR", "CC BY-SA 4.0", False,
+            "https://www.robots.ox.ac.uk/~vgg/data/pets/"),
+        DatasetInfo(
+            "tiny_imagenet", "url", 200, 3, 64, "train", "val", 100000, 10000,
+            IMAGENET_MEAN, IMAGENET_STD, "Le, Yang 2015, Tiny ImageNet Visual Recognition Challenge",
+            "ImageNet terms", True, "http://cs231n.stanford.edu/tiny-imagenet-200.zip"),
+        DatasetInfo(
+            "imagenet", "user-path", 1000, 3, 256, "train", "val", 1281167, 50000,
+            IMAGENET_MEAN, IMAGENET_STD, "Deng et al. 2009, CVPR; Russakovsky et al. 2015, IJCV",
+            "ImageNet terms", False, "https://image-net.org/download.php"),
+        DatasetInfo(
+            "folder", "user-path", 0, 3, 224, "train", "val", 0, 0,
+            IMAGENET_MEAN, IMAGENET_STD, "your own data", "yours", False, "your own data"),
     ]
 }

@@ -1,0 +1,53 @@
+"""What a fetched dataset looks like on disk: `data/<dataset>/manifest.json` plus the data it describes.
+
+The manifest is written last by `fetch`, so a directory without one is never taken for complete. It records
+the format the loaders open:
+
+- `tensors`: small datasets (registry `in_memory`) as one `<split>.pt` per split, holding `images` (uint8,
+  N x C x H x W) and `labels` (int64, N). Loaders memory-map them, so ranks on one machine share one copy and
+  a batch is a single indexing operation instead of N image decodes.
+- `torchvision`: the tree a torchvision dataset class extracts (Food-101, Flowers-102, Pets), opened with
+  that class.
+- `imagefolder`: a path outside the repository (ImageNet-1K, `folder`), never copied; one ImageFolder tree
+  per split.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from pipeline.errors import PipelineError
+
+MANIFEST = "manifest.json"
+
+
+def save_split(path: Path, images: torch.Tensor, labels: torch.Tensor) -> None:
+    """Write one split in the compact `tensors` format (uint8 images N x C x H x W, int64 labels)."""
+    if images.dtype != torch.uint8 or images.ndim != 4 or labels.shape != (images.shape[0],):
+        raise ValueError(f"expected uint8 N x C x H x W images and N labels, got {images.shape} {labels.shape}")
+    torch.save({"images": images.contiguous(), "labels": labels.to(torch.int64).contiguous()}, path)
+
+
+def load_split(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Memory-map one `tensors` split: (uint8 images N x C x H x W, int64 labels N)."""
+    data = torch.load(path, mmap=True, weights_only=True)
+    return data["images"], data["labels"]
+
+
+def write_manifest(directory: Path, manifest: dict) -> None:
+    """Write `manifest.json` (call it last: its presence marks the directory complete)."""
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def read_manifest(directory: Path, name: str) -> dict:
+    """The manifest of a fetched dataset, or a `PipelineError` saying how to fetch it."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise PipelineError(
+            f"dataset {name!r} is not fetched: {path} is missing; run `python -m pipeline fetch {name}` "
+            f"(or `dvc repro fetch@{name}`), with data.root pointing at the directory that holds {name}/"
+        )
+    return json.loads(path.read_text())

@@ -1,0 +1,264 @@
+"""The recipe's augmentations: timm's `create_transform` (PIL, per image) or a batched tensor equivalent.
+
+Two back-ends produce the same kind of batch (float32, normalised, `in_chans` channels):
+
+- `pil`: timm's `create_transform`, exactly as timm's train.py builds it (RandomResizedCrop, flip, RandAugment,
+  colour jitter, RandomErasing; eval: resize to img_size / crop_pct, centre crop). Any recipe, any dataset.
+- `tensor`: for the light recipe of the CPU default (RandomResizedCrop + flip, optional RandomErasing, no
+  RandAugment or jitter) on the in-memory uint8 datasets: crop boxes are drawn with torchvision's
+  `RandomResizedCrop.get_params` algorithm (vectorised), and one `grid_sample` crops, resizes and flips the
+  whole batch. Deliberate difference from timm: bilinear resize without antialiasing, which is identical to
+  it when the crop is enlarged (every recipe in paper.md section 3 upsamples or keeps the native size) and
+  aliases when it shrinks, so `auto` picks `tensor` only when img_size >= the native size. Evaluation uses
+  torchvision's batched `resize` (antialiased) and `center_crop`, as timm's eval transform does per image.
+
+Grayscale data into a 3-channel model is replicated; RGB into a 1-channel model is converted with ITU-R
+601-2 luma weights (what PIL's `convert('L')` does). The mean/std follow (`channel_stats`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from PIL import Image, ImageOps
+from timm.data import create_transform
+from timm.data.auto_augment import RandAugment
+from timm.data.random_erasing import RandomErasing
+from torchvision.transforms import Compose
+from torchvision.transforms.v2 import functional as TF
+
+from pipeline.errors import PipelineError
+
+#: ITU-R 601-2 luma weights, as PIL's convert('L') uses them.
+LUMA = (0.299, 0.587, 0.114)
+BACKENDS = ("auto", "tensor", "pil")
+
+
+@dataclass
+class Augment:
+    """Training augmentation and evaluation crop, by timm's names; the fields mirror params `train`.
+
+    `Augment.from_train(params.train)` copies the same-named fields. Defaults are timm's train.py defaults
+    (paper.md section 3.1, "train crop").
+    """
+
+    scale: tuple = (0.08, 1.0)  #: RandomResizedCrop area range
+    ratio: tuple = (3 / 4, 4 / 3)  #: RandomResizedCrop aspect-ratio range
+    hflip: float = 0.5
+    aa: str | None = None  #: timm RandAugment policy, e.g. 'rand-m9-mstd0.5-inc1' (needs the pil back-end)
+    reprob: float = 0.0  #: RandomErasing probability
+    remode: str = "pixel"
+    color_jitter: float | None = None  #: timm disables it whenever `aa` is set (paper.md section 4, item 8)
+    crop_pct: float = 0.875  #: evaluation: resize to img_size / crop_pct, centre-crop img_size
+    aug_repeats: float = 0  #: repeated augmentation (DeiT): timm's RepeatAugSampler when > 0
+    train_interpolation: str = "random"  #: timm train.py's default; the tensor back-end is always bilinear
+    eval_interpolation: str = "bicubic"  #: timm's value for ViTs (their pretrained config)
+    backend: str = "auto"  #: 'auto', 'tensor' or 'pil' (see the module docstring)
+
+    def __post_init__(self):
+        self.scale, self.ratio = tuple(self.scale), tuple(self.ratio)
+        if len(self.scale) != 2 or not 0 < self.scale[0] <= self.scale[1] <= 1:
+            raise PipelineError(f"train.scale = {list(self.scale)}: need [low, high] with 0 < low <= high <= 1")
+        if len(self.ratio) != 2 or not 0 < self.ratio[0] <= self.ratio[1]:
+            raise PipelineError(f"train.ratio = {list(self.ratio)}: need [low, high] with 0 < low <= high")
+        for key in ("hflip", "reprob"):
+            if not 0 <= getattr(self, key) <= 1:
+                raise PipelineError(f"train.{key} = {getattr(self, key)}: a probability in [0, 1]")
+        if self.remode not in ("const", "rand", "pixel"):
+            raise PipelineError(f"train.remode = {self.remode!r}: allowed are 'const', 'rand', 'pixel'")
+        if not 0 < self.crop_pct <= 1:
+            raise PipelineError(f"train.crop_pct = {self.crop_pct}: must be in (0, 1]")
+        if self.aug_repeats < 0:
+            raise PipelineError(f"train.aug_repeats = {self.aug_repeats}: must be >= 0 (0 = off)")
+        if self.backend not in BACKENDS:
+            raise PipelineError(f"augment backend {self.backend!r}: allowed are {', '.join(BACKENDS)}")
+
+    @classmethod
+    def from_train(cls, train, **overrides) -> Augment:
+        """The augmentation of a params `train` section (any object with the same-named attributes)."""
+        values = {f.name: getattr(train, f.name) for f in fields(cls) if hasattr(train, f.name)}
+        return cls(**{**values, **overrides})
+
+    @property
+    def light(self) -> bool:
+        """No RandAugment and no colour jitter: what the batched tensor back-end can do."""
+        return not self.aa and not self.color_jitter
+
+
+def channel_stats(mean: tuple, std: tuple, in_chans: int) -> tuple[tuple, tuple]:
+    """Per-channel mean/std (one or three values) for an `in_chans`-channel model.
+
+    One value into 3 channels repeats it. RGB into 1 channel takes the luma-weighted mean; the std is the
+    luma-weighted std, which is exact when the channels are perfectly correlated and an upper bound otherwise.
+    """
+    if len(mean) == in_chans:
+        return tuple(mean), tuple(std)
+    if len(mean) == 1 and in_chans == 3:
+        return tuple(mean) * 3, tuple(std) * 3
+    if len(mean) == 3 and in_chans == 1:  # RGB statistics (the dataset's or ImageNet's) for a gray model
+        return (sum(w * m for w, m in zip(LUMA, mean)),), (sum(w * s for w, s in zip(LUMA, std)),)
+    raise PipelineError(f"model.in_chans = {in_chans}: data with {len(mean)} channel(s) feeds 1- or 3-channel "
+                        "models only; set model.in_chans to 1, 3 or null (the dataset's own)")
+
+
+def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_size: int) -> str:
+    """Which back-end builds the batches: `augment.backend`, or for 'auto' the fastest exact one."""
+    if augment.backend == "tensor" and not (in_memory and augment.light):
+        raise PipelineError("augment backend 'tensor' needs an in-memory dataset and no RandAugment or colour "
+                            "jitter (train.aa, train.color_jitter); use 'auto' or 'pil'")
+    if augment.backend != "auto":
+        return augment.backend
+    return "tensor" if in_memory and augment.light and img_size >= native_size else "pil"
+
+
+class ConvertMode:
+    """PIL image -> `mode` ('L' or 'RGB'): the channel handling of the pil back-end."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def __call__(self, image: Image.Image) -> Image.Image:
+        return image if image.mode == self.mode else image.convert(self.mode)
+
+    def __repr__(self) -> str:
+        return f"ConvertMode({self.mode!r})"
+
+
+def posterize_any_bits(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
+    """timm's posterize, keeping 0 bits as older Pillow did (a black image) instead of Pillow 13's ValueError.
+
+    timm's 'inc1' RandAugment maps magnitude 10 to 0 bits; Pillow >= 13 refuses that, so about one image in
+    fifty would crash `rand-m9-mstd0.5-inc1` (the paper's policy) mid-training.
+    """
+    if bits_to_keep >= 8:
+        return img
+    if bits_to_keep <= 0:
+        return Image.new(img.mode, img.size)
+    return ImageOps.posterize(img, bits_to_keep)
+
+
+def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
+                  augment: Augment) -> Compose:
+    """timm's train or eval transform (PIL image in, normalised tensor out), after the channel conversion."""
+    if training:
+        tf = create_transform(
+            img_size, is_training=True, scale=augment.scale, ratio=augment.ratio, hflip=augment.hflip,
+            auto_augment=augment.aa or None, color_jitter=augment.color_jitter or None,
+            interpolation=augment.train_interpolation, mean=mean, std=std, re_prob=augment.reprob,
+            re_mode=augment.remode,
+        )
+        for op in (t for t in tf.transforms if isinstance(t, RandAugment)):
+            for aug in op.ops:
+                if aug.name.startswith("Posterize"):
+                    aug.aug_fn = posterize_any_bits
+    else:
+        tf = create_transform(img_size, is_training=False, interpolation=augment.eval_interpolation,
+                              crop_pct=augment.crop_pct, mean=mean, std=std)
+    return Compose([ConvertMode("L" if in_chans == 1 else "RGB"), *tf.transforms])
+
+
+def sample_crops(n: int, height: int, width: int, scale: tuple, ratio: tuple, attempts: int = 10):
+    """Crop boxes (top, left, h, w) for `n` images, by torchvision's `RandomResizedCrop.get_params`, vectorised.
+
+    Each image tries `attempts` (area, log-aspect) draws and keeps the first that fits; if none fits it takes
+    torchvision's fallback centre crop.
+    """
+    area = torch.empty(n, attempts).uniform_(*scale) * (height * width)
+    aspect = torch.empty(n, attempts).uniform_(math.log(ratio[0]), math.log(ratio[1])).exp()
+    w, h = (area * aspect).sqrt().round(), (area / aspect).sqrt().round()
+    fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+    first = fits.int().argmax(dim=1, keepdim=True)
+    w, h = w.gather(1, first).squeeze(1), h.gather(1, first).squeeze(1)
+    top = (torch.rand(n) * (height - h + 1)).floor()
+    left = (torch.rand(n) * (width - w + 1)).floor()
+    none = ~fits.any(dim=1)
+    if none.any():
+        fh, fw = fallback_crop(height, width, ratio)
+        w[none], h[none] = float(fw), float(fh)
+        top[none], left[none] = float((height - fh) // 2), float((width - fw) // 2)
+    return top, left, h, w
+
+
+def fallback_crop(height: int, width: int, ratio: tuple) -> tuple[int, int]:
+    """torchvision's (h, w) when no draw fits: the whole image, cut to the nearest allowed aspect ratio."""
+    in_ratio = width / height
+    if in_ratio < ratio[0]:
+        return round(width / ratio[0]), width
+    if in_ratio > ratio[1]:
+        return height, round(height * ratio[1])
+    return height, width
+
+
+def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -> torch.Tensor:
+    """Crop each image to its box, resize to `size` (bilinear, half-pixel centres) and flip where asked.
+
+    Equals torchvision's `resized_crop(..., antialias=False)` followed by `hflip`, in one `grid_sample`. The
+    sampling grid is what `affine_grid` gives for a scale-and-shift `theta`, built separably (5x faster).
+    """
+    top, left, h, w = boxes
+    height, width = images.shape[2:]
+    centres = (torch.arange(size) * 2 + 1) / size - 1  # output pixel centres in [-1, 1]
+    scale_x = (w / width * (1 - 2 * flips.float()))[:, None]
+    gx = ((2 * left + w) / width - 1)[:, None] + scale_x * centres
+    gy = ((2 * top + h) / height - 1)[:, None] + (h / height)[:, None] * centres
+    # Like interpolate on the cropped image, never blend in pixels outside the box: clamp to its pixel centres.
+    gx = gx.clamp(((2 * left + 1) / width - 1)[:, None], ((2 * (left + w) - 1) / width - 1)[:, None])
+    gy = gy.clamp(((2 * top + 1) / height - 1)[:, None], ((2 * (top + h) - 1) / height - 1)[:, None])
+    grid = torch.stack(torch.broadcast_tensors(gx[:, None, :], gy[:, :, None]), dim=-1)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+class ImageBatch(NamedTuple):
+    """A batch as the in-memory datasets hand it over: uint8 N x C x H x W images and int64 labels."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+class TensorBatchTransform:
+    """The tensor back-end, used as the DataLoader's `collate_fn`: `ImageBatch` -> (float images, labels).
+
+    Random draws come from torch's global RNG (crops, flips) and, for RandomErasing, timm's use of Python's
+    `random`; the trainer seeds both at each epoch start.
+    """
+
+    def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
+                 augment: Augment):
+        self.img_size, self.in_chans, self.training, self.augment = img_size, in_chans, training, augment
+        std_t = torch.tensor(std).view(1, -1, 1, 1)
+        self.scale, self.shift = 1 / (255 * std_t), torch.tensor(mean).view(1, -1, 1, 1) / std_t
+        erase = training and augment.reprob > 0
+        self.erase = RandomErasing(augment.reprob, mode=augment.remode, device="cpu") if erase else None
+
+    def __call__(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(batch, ImageBatch):  # a list of (image, label) samples
+            batch = ImageBatch(torch.stack([b[0] for b in batch]), torch.tensor([b[1] for b in batch]))
+        x = self.to_channels(batch.images.float())
+        x = self.train_crop(x) if self.training else self.eval_crop(x)
+        x = x * self.scale - self.shift
+        if self.erase is not None:
+            x = self.erase(x)
+        return x, batch.labels
+
+    def to_channels(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] == self.in_chans:
+            return x
+        if x.shape[1] == 1:
+            return x.expand(-1, self.in_chans, -1, -1)
+        return (x * torch.tensor(LUMA).view(1, 3, 1, 1)).sum(dim=1, keepdim=True)
+
+    def train_crop(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.augment
+        boxes = sample_crops(x.shape[0], x.shape[2], x.shape[3], a.scale, a.ratio)
+        return resized_crops(x, boxes, torch.rand(x.shape[0]) < a.hflip, self.img_size)
+
+    def eval_crop(self, x: torch.Tensor) -> torch.Tensor:
+        """timm's eval transform, batched: resize the short side to floor(img_size / crop_pct), centre crop."""
+        scale_size = math.floor(self.img_size / self.augment.crop_pct)
+        if min(x.shape[2:]) != scale_size:
+            x = TF.resize(x, [scale_size], antialias=True)
+        return TF.center_crop(x, [self.img_size])
