@@ -8,13 +8,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 FMNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: repro test lint env data-mirror clean-venv
+.PHONY: repro test lint env system-deps clean-venv
 
-repro: env data-mirror
-	$(BIN)/dvc repro
+# Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
+repro: env system-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: env data-mirror
-	$(BIN)/python -m pytest
+test: env system-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
 
 lint: env
 	$(BIN)/ruff check .
@@ -23,18 +25,21 @@ env: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install -qq --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# Fashion-MNIST, the offline default, from Debian's package when this machine can install it; elsewhere the
-# fetch stage downloads it from its canonical source.
-data-mirror:
-	@if [ ! -d $(FMNIST) ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing Debian's dataset-fashion-mnist into $(FMNIST)"; \
-	  (apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
-	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
-	  echo "could not install dataset-fashion-mnist; the fetch stage will download Fashion-MNIST instead"; \
+# Debian packages, installed when missing and this machine has apt and root (elsewhere: optional):
+# dataset-fashion-mnist, the offline default dataset (without it the fetch stage downloads Fashion-MNIST), and
+# poppler-utils, whose pdftoppm renders the report's pages in the tests (they skip that check without it).
+system-deps:
+	@missing=""; [ -d $(FMNIST) ] || missing="dataset-fashion-mnist"; \
+	command -v pdftoppm >/dev/null || missing="$$missing poppler-utils"; \
+	if [ -n "$$missing" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  (apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$missing >/dev/null 2>&1)) || \
+	  echo "could not install$$missing (optional: see the Makefile)"; \
 	fi
 
 clean-venv:

@@ -1,0 +1,142 @@
+"""The training engine on a tiny synthetic problem: determinism, resume, NaN guard, metrics, launch lines, GPU lease."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from pipeline import engine, launch
+from pipeline.config import TrainConfig
+from pipeline.engine import Dist, fit
+from pipeline.errors import PipelineError
+
+TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
+
+
+def tiny_loaders(n=64, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 1, 4, 4, generator=g)
+    y = (x.flatten(1).sum(1) > 0).long() + (x[:, 0, 0, 0] > 1).long()
+    train = TensorDataset(x, y)
+    sampler = DistributedSampler(train, num_replicas=1, rank=0, shuffle=True, seed=seed, drop_last=True)
+    val = TensorDataset(x[:32], y[:32])
+    return SimpleNamespace(train=DataLoader(train, batch_size=16, sampler=sampler, drop_last=True),
+                           val=DataLoader(val, batch_size=16), num_classes=classes)
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Dropout(0.2),
+                               torch.nn.Linear(32, 3))
+
+
+def recipe(**kw):
+    return TrainConfig(**({"epochs": 3, "batch_size": 16, "lr": 1e-2, "warmup_epochs": 1, "threads": 1} | kw))
+
+
+def strip(summary):
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in summary["history"]]
+
+
+def test_same_seed_same_history_and_learning(tmp_path):
+    a = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "a.pt", digest="x")
+    b = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "b.pt", digest="x")
+    c = fit(tiny_model(), tiny_loaders(), recipe(), seed=2, d=Dist(), checkpoint=tmp_path / "c.pt", digest="x")
+    assert strip(a) == strip(b)
+    assert strip(a) != strip(c)  # dropout and shuffling follow the seed
+    assert a["history"][-1]["train_loss"] < a["history"][0]["train_loss"]
+    assert a["epochs"] == 3 and 0 <= a["top1"] <= 1 and a["best_top1"] >= a["top1"]
+    assert a["history"][0]["lr"] == pytest.approx(1e-6)  # warmup starts at warmup_lr
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", digest="x")
+    real_evaluate, calls = engine.evaluate, []
+
+    def dying_evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # dies during epoch 2, after epoch 1's checkpoint
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt", digest="x")
+    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    assert torch.load(tmp_path / "r.pt", weights_only=False)["epoch"] == 0
+    resumed = fit(tiny_model(seed=99), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt",
+                  digest="x")
+    assert strip(resumed) == strip(whole)
+
+
+def test_checkpoint_of_another_config_is_ignored(tmp_path):
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", digest="old")
+    fresh = fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt",
+                digest="new")
+    assert len(fresh["history"]) == 1
+
+
+def test_non_finite_loss_stops_with_the_epoch_and_the_knobs(tmp_path):
+    model = tiny_model()
+    with torch.no_grad():
+        model[1].weight.fill_(float("nan"))
+    with pytest.raises(PipelineError, match=r"epoch 0, step 0.*train.lr"):
+        fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", digest="x")
+
+
+def test_mixup_and_ema_paths_run(tmp_path):
+    s = fit(tiny_model(), tiny_loaders(), recipe(mixup=0.8, cutmix=1.0, ema=True, ema_decay=0.5, epochs=2), seed=0,
+            d=Dist(), checkpoint=tmp_path / "m.pt", digest="x")
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in s["history"])
+
+
+def test_dvclive_logs_every_epoch(tmp_path):
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=2), seed=0, d=Dist(), checkpoint=tmp_path / "l.pt", digest="x",
+        live_dir=tmp_path / "live")
+    rows = (tmp_path / "live" / "plots" / "metrics" / "val_top1.tsv").read_text().strip().splitlines()
+    assert rows[0].split("\t") == ["step", "val_top1"] and len(rows) == 3
+    assert json.loads((tmp_path / "live" / "metrics.json").read_text())["step"] == 1
+
+
+def test_amp_and_compile_refuse_cpu():
+    with pytest.raises(PipelineError, match="CUDA"):
+        engine.autocast_for("fp16", torch.device("cpu"))
+    assert engine.autocast_for("auto", torch.device("cpu"))[1] is None
+
+
+def test_torchrun_lines():
+    single = launch.torchrun_command(4, 1, "", "x", ["train", "cifar10", "impulse", "0"])
+    assert "--standalone" in single and "--nproc_per_node=4" in single and single[-4:] == ["train", "cifar10",
+                                                                                            "impulse", "0"]
+    multi = launch.torchrun_command(8, 2, "node0:29400", "job", ["train"])
+    assert {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=node0:29400", "--rdzv_id=job"} <= set(multi)
+    with pytest.raises(PipelineError, match="rdzv_endpoint"):
+        launch.torchrun_command(8, 2, "", "job", ["train"])
+
+
+def test_gpu_lease_is_exclusive_and_released_on_exit(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
+    devices = launch.visible_devices()
+    assert devices == ["0", "1"]
+    with pytest.raises(PipelineError, match="train.nproc = 3"):
+        launch.GpuLease(devices, 3)
+    # a child process holds GPU 0 and 1 until it exits (even without cleanup: the kernel drops flocks)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import os, sys, time; from pipeline.launch import GpuLease; "
+        "l = GpuLease(['0', '1'], 2); print(','.join(l.acquire()), flush=True); time.sleep(30)")],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert holder.stdout.readline().strip() == "0,1"
+    with pytest.raises(PipelineError, match="no 1 free GPU"):
+        launch.GpuLease(devices, 1, timeout=0.3, poll=0.1).acquire()
+    holder.kill()
+    holder.wait()
+    with launch.GpuLease(devices, 2, timeout=5, poll=0.1) as got:
+        assert got == ["0", "1"]
