@@ -4,8 +4,9 @@
     python -m pipeline check                     # validate params.yaml, print the planned runs
     python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
 
-Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional `--set key.sub=value` overrides, validates
-it before doing any work, and turns a user's mistake (`PipelineError`) into one line on stderr and exit code 2.
+Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
+`--set key.sub=value` overrides, validates it before doing any work, and turns a user's mistake
+(`PipelineError`) into one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from pipeline.errors import PipelineError
 #: command -> (module, help). Each module has `add_arguments(parser)` and `main(params, args)`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("pipeline.plan", "validate params.yaml and print the runs it plans"),
+    "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
+    "filter-study": ("pipeline.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
+    "train": ("pipeline.train", "stage train@<dataset>-<arm>-<seed>: one ViT training run"),
+    "attention": ("pipeline.analysis.attention", "stage attention@<arm>: attention maps at initialization"),
+    "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
+    "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
+    "report": ("pipeline.analysis.report", "stage report: reports/report.md and reports/report.pdf"),
 }
 
 
@@ -31,9 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="override a parameter, e.g. --set train.epochs=2 (repeatable)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    argv = sys.argv[1:] if argv is None else argv
     for name, (module, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).add_arguments(cmd)
+        if name in argv:  # import only the chosen command's module (the others may pull in torch)
+            importlib.import_module(module).add_arguments(cmd)
     args = parser.parse_args(argv)
     args.print_help = parser.print_help
     return args

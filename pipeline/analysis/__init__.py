@@ -1,0 +1,1 @@
+"""Analysis stages: attention maps, tables (aggregate), figures and the report."""

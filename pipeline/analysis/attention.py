@@ -1,0 +1,219 @@
+"""`python -m pipeline attention <arm>`: the model's attention maps at initialization, the `attention@<arm>` stage.
+
+The paper's Fig. 4 ([NeurIPS] camera-ready; paper.md section 2.5, claim 7 of section 2.10) shows ViT-T attention
+maps at initialization: impulse heads peak at distinct offsets from the diagonal, mimetic heads strengthen the
+diagonal, default maps are flat. This stage builds the model of `params.model` for `datasets[0]` exactly as
+`train@<dataset>-<arm>-0` starts (`pipeline.train.build_vit`, seed 0; no training step) and records, for layer 0
+and every layer of `report.attention_layers`, per head:
+
+- the N x N map among the N patch tokens (queries down, keys across; prefix tokens such as the cls token are
+  dropped from the stored map, so a row sums to the mass the query puts on patches), on two inputs:
+  ``pseudo``, the positional pseudo-input (each block's norm1 of the patch position embeddings, what the impulse
+  init is fitted on; paper.md section 1.1), and ``real``, a batch of validation images, averaged over the batch;
+- peak agreement (the fraction of queries whose strongest key sits at the head's intended impulse offset) and
+  locality mass (attention inside the query's f x f neighbourhood), with the mass a uniform map would have.
+
+Maps and measures come from `pipeline.inits` (`attention_maps` recomputes the softmax from each block's `qkv`,
+since timm's fused attention never materialises it; Swin maps are per window, Mixer maps are token-mixing
+Jacobians). Peak agreement uses the impulse arm's offsets (params `impulse.kernel_size`, `impulse.offsets`) for
+every arm, one yardstick for all. Outputs, written into a temporary folder and moved into place:
+
+    results/attention/<arm>/maps.npz       ``<input>_L<layer>``: float32 (heads, N, N), batch-mean
+    results/attention/<arm>/measures.json  what was run, grids, offsets, and per input, layer and head the measures
+
+`pipeline.analysis.figures` draws these files, and the same record computed from the trained checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline.config import INIT_METHODS, Params
+from pipeline.errors import PipelineError
+
+#: the two inputs a map is computed on, in the order the figures show them
+INPUTS = ("pseudo", "real")
+#: validation images the ``real`` maps are averaged over
+BATCH_IMAGES = 64
+#: where the stage writes, one folder per arm
+ATTENTION_DIR = Path("results") / "attention"
+
+
+def mixing_depth(model: torch.nn.Module) -> int:
+    """How many token-mixing blocks the model has (Swin: across all stages), as `attention_maps` counts them."""
+    from pipeline.inits.arch import blocks, family
+
+    return len(blocks(model, family(model)))
+
+
+def resolve_layers(depth: int, layers: list[int]) -> list[int]:
+    """Layer 0 and `layers` (negative indices count from the end, as in Python), sorted, without repeats."""
+    resolved = {0}
+    for layer in layers:
+        if not isinstance(layer, int) or not -depth <= layer < depth:
+            raise PipelineError(
+                f"report.attention_layers: layer {layer!r} does not exist in a model of depth {depth};"
+                f" use 0..{depth - 1}, or -1 for the last block"
+            )
+        resolved.add(layer % depth)
+    return sorted(resolved)
+
+
+def intended_offsets(model: torch.nn.Module, kernel_size: int, order: str, seed: int) -> list[list[tuple]]:
+    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `build_vit` seeds it).
+
+    Peak agreement of every arm is measured against these offsets, so one yardstick serves all arms: the
+    impulse arm should score near 1, a mimetic head 0 (offset (0, 0), the diagonal) high, default near 1/N.
+    """
+    from pipeline.inits import layer_offsets
+
+    return layer_offsets(model, kernel_size, order, torch.Generator().manual_seed(seed))
+
+
+def layer_record(maps: torch.Tensor, offsets: list[tuple], grid: tuple[int, int],
+                 kernel_size: int) -> tuple[np.ndarray, dict]:
+    """One layer's (batch, heads, N', N') maps -> the batch-mean patch-token maps and the per-head measures.
+
+    The measures see every image's map (peak agreement pools the queries of all images); prefix tokens come
+    first in timm, so the patch block is the last N = rows x cols rows and columns.
+    """
+    from pipeline.inits import locality_mass, peak_agreement, uniform_locality_mass
+
+    n = grid[0] * grid[1]
+    measures = {"peak_agreement": peak_agreement(maps, offsets, grid).tolist(),
+                "locality_mass": locality_mass(maps, grid, kernel_size).tolist(),
+                "uniform_locality_mass": uniform_locality_mass(grid, kernel_size, maps.shape[-1] - n)}
+    return maps.float().mean(0)[:, -n:, -n:].numpy().astype(np.float32), measures
+
+
+def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[list[tuple]], kernel_size: int,
+                     images: torch.Tensor | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    """Maps and measures of `model` on the pseudo-input and, when `images` are given, on them.
+
+    Args:
+        model: a timm ViT/DeiT, Swin or MLP-Mixer (`pipeline.inits` supports these), at init or trained.
+        layers: block indices (from `resolve_layers`).
+        offsets: per layer and head the intended impulse offset (`intended_offsets`).
+        kernel_size: f of the f x f neighbourhood of the locality mass (params `impulse.kernel_size`).
+        images: a normalised image batch, or None for the pseudo-input only.
+
+    Returns ``(maps, record)``: maps ``{"<input>_L<layer>": (heads, N, N) float32}`` and the JSON-able record
+    ``{"grids", "heads", "offsets": {layer: ...}, "layers", "kernel_size", "images",
+    "measures": {input: {layer: {"peak_agreement": [per head], "locality_mass": [per head],
+    "uniform_locality_mass"}}}}`` with layers as strings. The model's weights and mode are left as they were.
+    """
+    from pipeline.inits import attention_maps, mixing_grid
+
+    grids = {layer: tuple(mixing_grid(model, layer)) for layer in layers}
+    inputs = {"pseudo": None} | ({"real": images} if images is not None else {})
+    maps, measures = {}, {}
+    for name, x in inputs.items():
+        measures[name] = {}
+        for layer, m in attention_maps(model, x=x, layers=tuple(layers)).items():
+            maps[f"{name}_L{layer}"], measures[name][str(layer)] = layer_record(
+                m, offsets[layer], grids[layer], kernel_size)
+    record = {"layers": list(layers), "grids": {str(k): list(g) for k, g in grids.items()},
+              "heads": {str(k): maps[f"pseudo_L{k}"].shape[0] for k in layers},
+              "offsets": {str(k): [list(o) for o in offsets[k]] for k in layers}, "kernel_size": kernel_size,
+              "images": 0 if images is None else len(images), "measures": measures}
+    return maps, record
+
+
+def model_label(params: Params) -> str:
+    """The model as the captions name it: the timm name and the params.model fields that override it."""
+    m = params.model
+    fields = [f"{k.replace('_', ' ')} {getattr(m, k)}" for k in ("img_size", "patch_size", "embed_dim", "depth",
+                                                                  "num_heads") if getattr(m, k) is not None]
+    return f"{m.name} with {', '.join(fields)}" if fields else m.name
+
+
+def model_record(params: Params, model: torch.nn.Module, seed: int,
+                 images: torch.Tensor | None) -> tuple[dict[str, np.ndarray], dict]:
+    """`attention_record` of the layers of `report.attention_layers` with the offsets of params `impulse`."""
+    layers = resolve_layers(mixing_depth(model), params.report.attention_layers)
+    offsets = intended_offsets(model, params.impulse.kernel_size, params.impulse.offsets, seed)
+    return attention_record(model, layers, offsets, params.impulse.kernel_size, images)
+
+
+def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int = BATCH_IMAGES) -> torch.Tensor:
+    """The first `n` images of the dataset's validation loader, transformed as the runs evaluate them.
+
+    Goes through `pipeline.train.loaders_for`, the loaders the train@ stages evaluate on (one process, seed 0).
+    """
+    from pipeline.engine import Dist, recipe_with
+    from pipeline.train import loaders_for
+
+    recipe = recipe_with(params.train, {"batch_size": n})
+    loaders = loaders_for(params, dataset, img_size, in_chans, 0, recipe, Dist())
+    images, _ = next(iter(loaders.val))
+    return images[:n]
+
+
+def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
+    """`val_batch` at the model's own input size and channels (ViT/Swin `patch_embed`, Mixer `stem`)."""
+    embed = getattr(model, "patch_embed", None) or model.stem
+    return val_batch(params, dataset, img_size=embed.img_size[0], in_chans=embed.proj.in_channels, n=n)
+
+
+@contextmanager
+def folder_aside(out: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of `out` to write into; it replaces `out` only when the block completes.
+
+    So a failed stage leaves no out that looks complete (DESIGN.md, "Errors and data safety").
+    """
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    yield tmp
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+def write_attention(out: Path, maps: dict[str, np.ndarray], record: dict) -> None:
+    """Write maps.npz and measures.json into `out`, all or nothing."""
+    with folder_aside(out) as tmp:
+        np.savez_compressed(tmp / "maps.npz", **maps)
+        (tmp / "measures.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def read_attention(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None:
+    """`(maps, record)` written by `write_attention`, or None when the folder lacks either file."""
+    if not (directory / "maps.npz").is_file() or not (directory / "measures.json").is_file():
+        return None
+    with np.load(directory / "maps.npz") as npz:
+        maps = {key: npz[key] for key in npz.files}
+    return maps, json.loads((directory / "measures.json").read_text())
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("arm", help="an init method: " + ", ".join(INIT_METHODS))
+    parser.add_argument("--images", type=int, default=BATCH_IMAGES, help="validation images to average over")
+
+
+def main(params: Params, args) -> int:
+    from pipeline.train import build_vit
+
+    if args.arm not in INIT_METHODS:
+        raise PipelineError(f"arm {args.arm!r}: unknown init method; valid choices are {', '.join(INIT_METHODS)}")
+    if args.images <= 0:
+        raise PipelineError(f"--images {args.images}: give a positive number of validation images")
+    torch.set_num_threads(params.train.threads)
+    dataset = params.datasets[0]
+    model = build_vit(params, dataset, args.arm, seed=0)
+    maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
+    record = {"arm": args.arm, "state": "init", "dataset": dataset, "model": model_label(params), "seed": 0} | record
+    write_attention(ATTENTION_DIR / args.arm, maps, record)
+    for name, per_layer in record["measures"].items():
+        for layer, m in per_layer.items():
+            print(f"[attention {args.arm}] {name:6s} layer {layer}: peak agreement "
+                  f"{' '.join(f'{v:.2f}' for v in m['peak_agreement'])}; locality mass "
+                  f"{' '.join(f'{v:.2f}' for v in m['locality_mass'])} (uniform {m['uniform_locality_mass']:.2f})")
+    return 0

@@ -1,0 +1,189 @@
+"""Render the report's blocks (`pipeline.analysis.document`) to a PDF with fpdf2 (pure Python, no system library).
+
+Tables are real text (selectable, extractable), figures are embedded PNGs, headings become PDF bookmarks, every
+page carries its number. fpdf2's core fonts are Latin-1 only, so the report uses the DejaVu TrueType fonts that
+ship with matplotlib (regular, bold, oblique, mono) for ±, α, σ, Δ, ≈ and the like.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+from fpdf import FPDF
+from fpdf.fonts import FontFace
+from PIL import Image
+
+from pipeline.analysis.document import Block, Bullets, Code, FigureBlock, Heading, Paragraph, TableBlock
+
+FONT, MONO = "DejaVu", "DejaVuMono"
+BODY_PT, TABLE_PT, MIN_TABLE_PT = 9.5, 7.5, 5.5
+HEADING_PT = {0: 16, 1: 13, 2: 11}
+
+
+def dejavu(name: str) -> Path:
+    """Path of one of matplotlib's bundled DejaVu TTF files."""
+    return Path(matplotlib.get_data_path()) / "fonts" / "ttf" / name
+
+
+class ReportPDF(FPDF):
+    """A4 portrait, DejaVu fonts, the report's title in the header and 'page n of N' in the footer."""
+
+    def __init__(self, title: str):
+        super().__init__(orientation="P", unit="mm", format="A4")
+        self.report_title = title
+        for style, file in (("", "DejaVuSans.ttf"), ("B", "DejaVuSans-Bold.ttf"), ("I", "DejaVuSans-Oblique.ttf"),
+                            ("BI", "DejaVuSans-BoldOblique.ttf")):
+            self.add_font(FONT, style, str(dejavu(file)))
+        self.add_font(MONO, "", str(dejavu("DejaVuSansMono.ttf")))
+        self.set_margins(15, 15, 15)
+        self.set_auto_page_break(True, margin=15)
+        self.set_title(title)
+        self.set_creator("python -m pipeline report (fpdf2)")
+
+    def header(self):
+        if self.page_no() > 1:
+            self.set_font(FONT, "", 7)
+            self.set_text_color(110)
+            self.cell(0, 5, self.report_title, new_x="LMARGIN", new_y="NEXT", align="R")
+            self.set_text_color(0)
+            self.ln(2)
+
+    def footer(self):
+        self.set_y(-12)
+        self.set_font(FONT, "", 8)
+        self.set_text_color(110)
+        self.cell(0, 6, f"page {self.page_no()} of {{nb}}", align="C")
+        self.set_text_color(0)
+
+
+def _text(pdf: ReportPDF, text: str, size: float = BODY_PT, style: str = "") -> None:
+    """A left-aligned paragraph; ``**bold**`` is honoured, Markdown code backticks are dropped."""
+    pdf.set_font(FONT, style, size)
+    pdf.multi_cell(0, size * 0.5, text.replace("`", ""), markdown=True, align="L", new_x="LMARGIN", new_y="NEXT")
+
+
+def _heading(pdf: ReportPDF, block: Heading, keep: float = 0.0) -> None:
+    """A bookmarked heading, moved to a new page unless it fits with `keep` mm of what follows it."""
+    size = HEADING_PT.get(block.level, 11)
+    if pdf.will_page_break(size * 3 + keep):
+        pdf.add_page()
+    pdf.ln(2 if block.level > 1 else 4)
+    pdf.start_section(block.text, level=block.level, strict=False)
+    _text(pdf, block.text, size, "B")
+    pdf.ln(1)
+
+
+def _keep(cell: str) -> str:
+    """Join 'mean ± std' with no-break spaces so a cell never wraps inside it."""
+    return str(cell).replace(" ± ", "\u00a0±\u00a0")
+
+
+PAD = 2.5  #: mm of cell padding and rule around a column's text
+
+
+def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float], list[float]]:
+    """Per column at this font size: (longest unbreakable word, longest cell capped at 70 mm), in mm."""
+    pdf.set_font(FONT, "B", size)
+    words, cells = [], []
+    for j, head in enumerate(block.columns):
+        texts = [_keep(head)] + [_keep(r[j]).replace("**", "") for r in block.rows if j < len(r)]
+        words.append(max(pdf.get_string_width(w) for t in texts for w in t.split(" ")) + PAD)
+        cells.append(min(max(pdf.get_string_width(t) for t in texts) + PAD, 70))
+    return words, cells
+
+
+def _layout(pdf: ReportPDF, block: TableBlock) -> tuple[float, list[float]]:
+    """The largest font size (down to MIN_TABLE_PT) at which no word must break, and the column widths.
+
+    Columns start at their longest word and share the rest of the page width in proportion to how much
+    wider their longest cell is, so short columns never wrap mid-word and long text columns wrap at spaces.
+    """
+    size = TABLE_PT
+    words, cells = _widths(pdf, block, size)
+    while sum(words) > pdf.epw and size > MIN_TABLE_PT:
+        size -= 0.5
+        words, cells = _widths(pdf, block, size)
+    if sum(words) > pdf.epw:  # even the smallest size cannot avoid breaking words: fit the page
+        return size, [w * pdf.epw / sum(words) for w in words]
+    if sum(cells) <= pdf.epw:  # everything fits on one line: widen a little, not to the full page
+        scale = min(pdf.epw / sum(cells), 1.5)
+        return size, [c * scale for c in cells]
+    spare = max(0.0, pdf.epw - sum(words))
+    extra = [c - w for w, c in zip(words, cells)]
+    return size, [w + spare * e / (sum(extra) or 1) for w, e in zip(words, extra)]
+
+
+def _table(pdf: ReportPDF, block: TableBlock) -> None:
+    if pdf.will_page_break(25):
+        pdf.add_page()
+    _text(pdf, f"**{block.title}**", BODY_PT)
+    size, widths = _layout(pdf, block)
+    pdf.set_font(FONT, "", size)
+    with pdf.table(col_widths=widths, width=min(sum(widths), pdf.epw), align="LEFT", markdown=True, text_align="LEFT",
+                   line_height=size * 0.5, padding=0.8, headings_style=FontFace(emphasis="BOLD", fill_color=230),
+                   first_row_as_headings=True, repeat_headings=1) as table:
+        for row in [block.columns, *block.rows]:
+            table.row([_keep(c) for c in row])
+    if block.caption:
+        pdf.ln(1)
+        _text(pdf, block.caption, 7.5)
+    pdf.ln(3)
+
+
+def _figure_size(pdf: ReportPDF, block: FigureBlock, base: Path) -> tuple[float, float]:
+    """(width, height) in mm: the page width, or less so the figure takes at most 38% of the page height
+    (two figures with their captions fit on a page)."""
+    with Image.open(base / block.path) as im:
+        aspect = im.height / im.width
+    w = pdf.epw
+    if w * aspect > pdf.eph * 0.38:
+        w = pdf.eph * 0.38 / aspect
+    return w, w * aspect
+
+
+def _figure(pdf: ReportPDF, block: FigureBlock, base: Path) -> None:
+    w, h = _figure_size(pdf, block, base)
+    pdf.set_font(FONT, "", 7.5)
+    caption = pdf.multi_cell(0, 7.5 * 0.5, block.caption, dry_run=True, output="HEIGHT") if block.caption else 0
+    if pdf.will_page_break(h + caption + 8):  # title, image and caption on one page
+        pdf.add_page()
+    _text(pdf, f"**{block.title}**", BODY_PT)
+    pdf.image(str(base / block.path), x=pdf.l_margin + (pdf.epw - w) / 2, w=w, h=h)
+    if block.caption:
+        _text(pdf, block.caption, 7.5)
+    pdf.ln(3)
+
+
+def _code(pdf: ReportPDF, block: Code) -> None:
+    pdf.set_font(MONO, "", 8)
+    pdf.set_fill_color(244)
+    pdf.multi_cell(0, 4.2, "\n".join(block.lines), fill=True, new_x="LMARGIN", new_y="NEXT", padding=1.5)
+    pdf.ln(2)
+
+
+def render_pdf(title: str, blocks: list[Block], base: Path, out: Path) -> None:
+    """Write the blocks as a PDF at `out`; figure paths resolve against `base` (the report's folder)."""
+    pdf = ReportPDF(title)
+    pdf.add_page()
+    pdf.start_section(title, level=0)
+    _text(pdf, title, HEADING_PT[0], "B")
+    pdf.ln(2)
+    for block, after in zip(blocks, [*blocks[1:], None]):
+        if isinstance(block, Heading):  # keep it with the figure or the start of the table below it
+            keep = _figure_size(pdf, after, base)[1] + 10 if isinstance(after, FigureBlock) else 25
+            _heading(pdf, block, keep)
+        elif isinstance(block, Paragraph):
+            _text(pdf, block.text)
+            pdf.ln(1.5)
+        elif isinstance(block, Bullets):
+            for item in block.items:
+                _text(pdf, f"•  {item}")
+            pdf.ln(1.5)
+        elif isinstance(block, TableBlock):
+            _table(pdf, block)
+        elif isinstance(block, FigureBlock):
+            _figure(pdf, block, base)
+        elif isinstance(block, Code):
+            _code(pdf, block)
+    pdf.output(str(out))

@@ -1,0 +1,336 @@
+"""The aggregate: published numbers as data, seed statistics, the tables, the claims, and what the stage writes.
+
+Everything runs on fake results trees in tmp_path (metrics.json files with per-epoch histories), built by the
+`make_*` helpers below (tests/test_report.py reuses them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
+from pipeline.analysis.published import load_claims, load_published
+from pipeline.analysis.runs import at_epoch, load_filter_runs
+from pipeline.analysis.stats import paired_difference
+from pipeline.config import load_params
+from pipeline.errors import PipelineError
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER = ROOT / "paper"
+#: final top-1 (fractions) of the fake ViT runs: impulse > mimetic > default on every seed
+VIT = {"default": {0: 0.800, 1: 0.806}, "mimetic": {0: 0.821, 1: 0.825}, "impulse": {0: 0.845, 1: 0.852}}
+FILTERS = {"learned": 0.86, "random": 0.855, "impulse": 0.85, "box-9": 0.70, "perm": 0.60}
+GAUSS = {(0.1, 64): 0.85, (0.1, 4): 0.82, (1.0, 64): 0.80, (1.0, 4): 0.77}
+
+
+def history(top1: float, epochs: int) -> list[dict]:
+    """Per-epoch rows rising linearly to `top1` (val) and `top1 - 0.03` (train); epoch counts from 0."""
+    return [{"epoch": e, "lr": 1e-3, "train_loss": 2.0 - 0.1 * e, "train_top1": top1 * (e + 1) / epochs - 0.03,
+             "images_per_s": 500.0, "epoch_time_s": 10.0, "val_loss": 1.0, "val_top1": top1 * (e + 1) / epochs,
+             "val_top5": 0.99} for e in range(epochs)]
+
+
+def write_run(path: Path, top1: float, epochs: int = 8, **extra) -> None:
+    """One metrics.json of the results schema (issue brief) at path/metrics.json."""
+    path.mkdir(parents=True, exist_ok=True)
+    metrics = {"top1": top1, "top5": 0.99, "val_loss": 0.5, "train_loss": 0.6, "train_top1": top1 - 0.03,
+               "best_top1": top1 + 0.002, "best_top5": 0.99, "best_epoch": epochs, "epochs": epochs,
+               "images_per_s": 512.3, "wall_time_s": 321.0, "params": 470_000, "world_size": 1, "train_size": 5000,
+               "val_size": 2000, "git_rev": "abc1234", "python": "3.11.7", "torch": "2.14.1",
+               "torchvision": "0.29.1", "timm": "1.0.31", "hardware": "test-cpu", "cpu_count": 2,
+               "config_digest": "0123456789abcdef", "history": history(top1, epochs)}
+    (path / "metrics.json").write_text(json.dumps(metrics | extra))
+
+
+def make_vit(results: Path, vit: dict = VIT, dataset: str = "fashion_mnist", epochs: int = 8) -> None:
+    for arm, per_seed in vit.items():
+        for seed, top1 in per_seed.items():
+            write_run(results / "train" / dataset / arm / f"seed{seed}", top1, epochs, dataset=dataset, arm=arm,
+                      seed=seed)
+
+
+def make_filters(results: Path, seeds=(0, 1)) -> None:
+    """The filter study (5 variants) and a 2 x 2 Gaussian grid, `seeds` each (seed 1 is 0.3 points higher)."""
+    for seed in seeds:
+        for v, top1 in FILTERS.items():
+            extra = {"variant": v, "family": v.split("-")[0], "frozen": v != "learned", "heads": None, "sigma": None,
+                     "kernel_size": 3, "dim": 64, "params": 60_000}
+            if v == "learned":
+                extra |= {"effective_rank": 12, "prop1_holds": False, "prop1_rhs": 108}
+            write_run(results / "filter_study" / v / f"seed{seed}", top1 + 0.003 * seed, **extra)
+        for (sigma, heads), top1 in GAUSS.items():
+            v = f"gaussian-{sigma:g}-h{heads}"  # 'gaussian-1-h4': the folder spelling must not matter
+            write_run(results / "filter_study" / v / f"seed{seed}", top1 + 0.003 * seed, variant=v,
+                      family="gaussian", frozen=True, heads=heads, sigma=sigma, kernel_size=3, dim=64, params=60_000)
+
+
+def experiment(**overrides) -> Experiment:
+    base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
+                filters=("learned", "random", "impulse", "box-9", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
+                filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
+                model_name="vit_tiny_patch16_224", num_heads=3, kernel_size=3, profile="test", params_digest="d1g")
+    return Experiment(**(base | overrides))
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """A complete fake results tree: 3 arms x 2 seeds, the filter study and the Gaussian grid, 2 seeds each."""
+    make_vit(tmp_path / "results")
+    make_filters(tmp_path / "results")
+    return tmp_path / "results"
+
+
+def table(agg, name):
+    return next(t for t in agg.tables if t.name == name)
+
+
+def claim(agg, cid):
+    return next(c for c in agg.claims if c["id"] == cid)
+
+
+# --- published numbers -------------------------------------------------------------------------------------------
+
+def test_published_numbers_load_with_source_version_and_status():
+    pub = load_published(PAPER)
+    assert (pub["source"] != "").all() and (pub["version"] != "").all()
+    nprow = pub["status"] == "n/p"
+    assert pub.loc[nprow, "value"].isna().all() and pub.loc[~nprow, "value"].notna().all()
+    t1 = pub[(pub["table"] == "NeurIPS Table 1") & (pub["metric"] == "top1")]
+    assert len(t1) == 18 and t1["value"].isna().all()  # [NeurIPS] Table 1: every cell unknown, none invented
+    t6 = pub[(pub["file"] == "gaussian") & (pub["sigma"] == 0.1) & (pub["heads"] == 64)]
+    assert t6["value"].tolist() == [91.7]
+    conv = pub[(pub["file"] == "convergence") & (pub["epoch"] == 100) & (pub["arm"] == "impulse")]
+    assert conv["value"].tolist() == [81.87]
+    refs = pub[pub["file"] == "references"]
+    assert set(refs["status"]) == {"reference"} and {91.6, 93.4} <= set(refs["value"])
+
+
+def test_every_published_number_appears_in_paper_md():
+    """Nothing in paper/ is invented: each number from the papers occurs in the source digest."""
+    digest = ROOT.parent / "shared" / "paper.md"
+    if not digest.is_file():
+        pytest.skip(f"{digest} not present (only the project workspace has it)")
+    in_text = {float(x) for x in re.findall(r"(?<![\d.])\d+\.\d+|(?<![\d.])\d+(?![\d.])", digest.read_text())}
+    pub = load_published(PAPER)
+    from_papers = pub[pub["status"].isin(["published", "secondary", "derived"])]
+    missing = sorted({v for v in from_papers["value"] if v not in in_text})
+    assert not missing, f"numbers in paper/ that paper.md does not contain: {missing}"
+    assert len(from_papers) > 150
+
+
+def test_claims_yaml_lists_every_claim_of_section_2_10():
+    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9"]
+
+
+@pytest.mark.parametrize("row, message", [
+    ("T,src,v,n/p,top1,91.0", "an n/p cell has an empty value"),
+    ("T,src,v,guessed,top1,91.0", "unknown status 'guessed'"),
+    ("T,src,v,published,top1,", "an n/p cell has an empty value"),
+])
+def test_bad_published_rows_are_refused(tmp_path, row, message):
+    (tmp_path / "t.csv").write_text("table,source,version,status,metric,value\n" + row + "\n")
+    with pytest.raises(PipelineError, match=message):
+        load_published(tmp_path)
+
+
+# --- statistics --------------------------------------------------------------------------------------------------
+
+def test_paired_interval_is_scipys_paired_t_interval():
+    a, b = {0: 84.5, 1: 85.2, 2: 84.9, 3: 85.6}, {0: 82.1, 1: 82.5, 2: 83.0, 3: 82.2, 4: 90.0}
+    p = paired_difference(a, b, confidence=0.9, labels=("impulse", "mimetic"))
+    ref = sps.ttest_rel([a[s] for s in range(4)], [b[s] for s in range(4)]).confidence_interval(0.9)
+    assert p.n == 4 and p.seeds == (0, 1, 2, 3)  # seed 4 has no partner
+    assert p.low == pytest.approx(ref.low) and p.high == pytest.approx(ref.high)
+    assert p.supports("greater") and not p.supports("less") and p.outcome() == "impulse better"
+
+
+def test_one_pair_gives_no_interval():
+    p = paired_difference({0: 90.0}, {0: 80.0}, confidence=0.95)
+    assert p.n == 1 and math.isnan(p.low) and not p.supports("greater")
+    assert p.outcome().startswith("not enough runs")
+
+
+def test_a_confidence_outside_0_1_is_a_user_error():
+    with pytest.raises(PipelineError, match="report.confidence = 95"):
+        paired_difference({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.5}, confidence=95)
+
+
+# --- reading the results tree ------------------------------------------------------------------------------------
+
+def test_epoch_values_come_from_the_history_by_finished_epochs():
+    h = history(0.8, 8)
+    assert at_epoch(h, 8, "val_top1") == pytest.approx(0.8)
+    assert at_epoch(h, 2, "val_top1") == pytest.approx(0.2)
+    assert math.isnan(at_epoch(h, 9, "val_top1"))
+
+
+def test_gaussian_runs_are_matched_on_their_recorded_sigma_and_heads(results):
+    frame, missing = load_filter_runs(results / "filter_study", [], [1.0, 0.3], [4], [0])
+    assert frame["variant"].tolist() == ["gaussian-1-h4"] and frame["top1"].tolist() == [0.77]
+    assert len(missing) == 1 and "sigma 0.3" in missing[0]
+
+
+def test_only_the_experiments_runs_are_read(results):
+    write_run(results / "train" / "fashion_mnist" / "timm" / "seed0", 0.99)  # an old run of another init
+    agg = aggregate(results, PAPER, experiment(seeds=(0, 1, 2)))
+    assert "timm" not in agg.summary["fashion_mnist"]
+    assert agg.summary["fashion_mnist"]["impulse"]["n"] == 2
+    assert len(agg.provenance["missing"]) == 3  # seed 2 of each arm
+    assert all("seed2" in m for m in agg.provenance["missing"])
+
+
+# --- tables ------------------------------------------------------------------------------------------------------
+
+def test_main_table_has_mean_std_n_delta_and_bold_best(results):
+    agg = aggregate(results, PAPER, experiment())
+    t = table(agg, "vit_top1")
+    cells = {r[0]: r[1] for r in t.rows}
+    mean, std = np.mean([84.5, 85.2]), np.std([84.5, 85.2], ddof=1)
+    assert cells["impulse"] == f"**{mean:.2f} ± {std:.2f} (n=2)**"
+    assert cells["default"] == "80.30 ± 0.42 (n=2)"  # not bold: not the best
+    assert cells["Δ impulse - default (pts)"] == f"{mean - 80.3:+.2f}"
+    assert [r[0] for r in t.rows][:3] == ["default", "mimetic", "impulse"]  # the paper's order: method last
+
+
+def test_headline_pairs_by_seed(results):
+    agg = aggregate(results, PAPER, experiment())
+    head = {c["b"]: c for c in agg.headline}
+    diffs = [84.5 - 82.1, 85.2 - 82.5]
+    ref = sps.ttest_rel([84.5, 85.2], [82.1, 82.5]).confidence_interval(0.95)
+    assert head["mimetic"]["mean"] == pytest.approx(np.mean(diffs))
+    assert head["mimetic"]["low"] == pytest.approx(ref.low) and head["mimetic"]["n"] == 2
+
+
+def test_convergence_table_reads_epochs_and_clips_to_the_run(results):
+    agg = aggregate(results, PAPER, experiment(convergence_epochs=(2, 8, 50)))
+    t = table(agg, "convergence")
+    assert t.columns == ["Dataset", "Arm", "val @2", "train @2", "val @8", "train @8"]
+    impulse = next(r for r in t.rows if r[1] == "impulse")
+    assert impulse[2].startswith(f"**{84.85 * 2 / 8:.2f} ± ")  # val top-1 after 2 of 8 epochs
+    assert "clipped" in t.caption
+
+
+def test_convergence_shows_the_papers_numbers_when_dataset_and_epoch_match(tmp_path):
+    make_vit(tmp_path / "r", dataset="cifar10", epochs=10)
+    agg = aggregate(tmp_path / "r", PAPER, experiment(datasets=("cifar10",), convergence_epochs=(10,), filters=(),
+                                                      sigmas=()))
+    t = table(agg, "convergence")
+    assert t.columns[-1] == "paper train @10"
+    assert {r[1]: r[-1] for r in t.rows} == {"default": "47.95", "mimetic": "49.05", "impulse": "54.62"}
+    pub = table(agg, "vit_vs_published")
+    assert any(r[1] == "mimetic" and r[4] == "91.16" for r in pub.rows)  # [SIA] main results
+    assert any(r[4] == "n/p" for r in pub.rows)  # [NeurIPS] Table 1: unknown, shown as unknown
+    assert not any("10% of" in r[-1] for r in pub.rows)  # subset-of-data rows are not compared
+
+
+def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
+    agg = aggregate(results, PAPER, experiment())
+    ft = table(agg, "filter_study")
+    rows = {r[0]: r for r in ft.rows}
+    assert list(rows) == ["learned", "random", "impulse", "box-9", "perm"]
+    assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer)")
+    assert "effective rank k = 12" in ft.caption and "does not hold" in ft.caption
+    gt = table(agg, "gaussian")
+    assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
+    assert gt.rows[1][1].startswith("85.15 ± 0.21 (n=2); paper 91.70 (Δ -6.55)")
+
+
+def test_context_puts_the_benchmark_cnns_and_our_convmixer_beside_the_vit(results):
+    t = table(aggregate(results, PAPER, experiment()), "context")
+    models = [r[1] for r in t.rows]
+    assert "ConvMixer, learned filters (ours, filter study)" in models
+    assert any(m.startswith("2 Conv+pooling+BN") for m in models)
+    cnn = next(r for r in t.rows if r[1].startswith("2 Conv+pooling (TensorFlow"))
+    assert cnn[2] == "91.60" and cnn[-1] == f"{91.6 - 84.85:+.2f}" and "reference" in cnn[4]
+
+
+# --- claims ------------------------------------------------------------------------------------------------------
+
+def test_claims_hold_for_a_consistent_ordering(results):
+    agg = aggregate(results, PAPER, experiment())
+    assert claim(agg, "1")["verdict"] == "holds"
+    assert claim(agg, "4")["verdict"] == "holds"
+    assert claim(agg, "5a")["verdict"] == "holds"  # random/impulse within 2 points, box and perm clearly worse
+    assert claim(agg, "5b")["verdict"] == "holds"
+    assert claim(agg, "2")["verdict"] == "not tested at this profile"
+    assert claim(agg, "9")["verdict"] == "not tested at this profile"
+    assert any("CI [" in e for e in claim(agg, "1")["evidence"])
+
+
+def test_a_reversed_order_does_not_hold(tmp_path):
+    swapped = {"default": VIT["impulse"], "mimetic": VIT["mimetic"], "impulse": VIT["default"]}
+    make_vit(tmp_path / "r", swapped)
+    c = claim(aggregate(tmp_path / "r", PAPER, experiment()), "1")
+    assert c["verdict"] == "does not hold"
+    assert any(e.endswith("no, reversed") for e in c["evidence"])
+
+
+def test_one_seed_is_not_enough_runs(tmp_path):
+    make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
+    make_filters(tmp_path / "r", seeds=(0,))
+    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_seeds=(0,)))
+    for cid in ("1", "4", "5a", "5b", "6"):
+        assert claim(agg, cid)["verdict"] == "not enough runs", cid
+    assert agg.headline[0]["outcome"] == "not enough runs (n = 1)"
+
+
+def test_claim_7_reads_the_attention_measures(results):
+    def write(arm, peaks, loc):
+        path = results / "attention" / arm / "measures.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"grid": [7, 7], "heads": 3, "measures": {
+            "pseudo": {"0": {"peak_agreement": peaks, "locality_mass": loc}},
+            "real": {"0": {"peak_agreement": [0.9, 0.2, 0.3], "locality_mass": loc}}}}))
+
+    write("impulse", [1.0, 0.99, 0.98], [0.9, 0.8, 0.8])
+    write("mimetic", [0.6, 0.1, 0.1], [0.5, 0.5, 0.5])
+    write("default", [0.1, 0.1, 0.1], [0.2, 0.2, 0.2])  # 9/49 = 0.18: flat
+    c = claim(aggregate(results, PAPER, experiment()), "7")
+    assert c["verdict"] == "holds" and any("0.90, 0.20, 0.30" in e for e in c["evidence"])
+    write("impulse", [1.0, 0.5, 0.98], [0.9, 0.8, 0.8])  # one head misses its offset
+    assert claim(aggregate(results, PAPER, experiment()), "7")["verdict"] == "does not hold"
+
+
+# --- what the stage writes ---------------------------------------------------------------------------------------
+
+def test_stage_writes_tables_claims_and_dvc_metrics(results, repo_root):
+    params = load_params(repo_root / "params.yaml", ["filter_study.seeds=[0, 1]"])
+    assert main(params, Namespace(results=str(results), paper=str(PAPER))) == 0
+    out = results / "tables"
+    manifest = json.loads((out / "tables.json").read_text())
+    for entry in manifest:
+        assert (out / entry["csv"]).is_file() and (out / entry["md"]).is_file()
+    assert [e["name"] for e in manifest][:2] == ["headline", "vit_top1"]
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["fashion_mnist"]["impulse"]["top1_mean"] == pytest.approx(0.8485)
+    assert summary["filter_study"]["learned"]["n"] == 2
+    claims = json.loads((out / "claims.json").read_text())
+    assert {c["verdict"] for c in claims["claims"]} <= {"holds", "does not hold", "not enough runs",
+                                                      "not tested at this profile"}
+    assert "**holds**" in (out / "claims.md").read_text()
+    csv = (out / "vit_top1.csv").read_text()
+    assert "84.8500" in csv  # numbers in percent
+    assert not list(results.glob("*.partial"))
+
+
+def test_std_of_one_run_is_null_in_the_metrics(tmp_path):
+    make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
+    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
+    write_aggregate(agg, tmp_path / "r" / "tables", tmp_path / "r" / "summary.json")
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["fashion_mnist"]["default"] == {"top1_mean": 0.8, "top1_std": None, "n": 1}
+
+
+def test_a_corrupt_metrics_file_names_itself(results):
+    bad = results / "train" / "fashion_mnist" / "impulse" / "seed0" / "metrics.json"
+    bad.write_text("{not json")
+    with pytest.raises(PipelineError, match="impulse/seed0/metrics.json: not valid JSON"):
+        aggregate(results, PAPER, experiment())

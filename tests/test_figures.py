@@ -1,0 +1,243 @@
+"""The attention stage and the figures: fake results trees in tmp_path, a tiny real timm ViT for the maps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from pipeline.analysis import attention, figures
+from pipeline.config import load_params
+from pipeline.errors import PipelineError
+
+GRID = (7, 7)
+N = GRID[0] * GRID[1]
+
+
+def write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def run_metrics(val: list[float], train: list[float], **extra) -> dict:
+    history = [{"epoch": i, "val_top1": v, "train_top1": t} for i, (v, t) in enumerate(zip(val, train))]
+    return {"top1": val[-1], "best_top1": max(val), "epochs": len(val), "history": history} | extra
+
+
+def shifted_maps(heads: int, offsets: list[int]) -> np.ndarray:
+    """(heads, N, N) maps whose head h puts all mass on key query + offsets[h] (clipped to the grid's tokens)."""
+    maps = np.zeros((heads, N, N), np.float32)
+    for h, off in enumerate(offsets):
+        maps[h, np.arange(N), np.clip(np.arange(N) + off, 0, N - 1)] = 1.0
+    return maps
+
+
+def fake_record(layers=(0, 5), heads=3, sources=attention.INPUTS) -> dict:
+    """A measures.json as the attention stage writes it for a 7x7-token ViT."""
+    per_head = {"peak_agreement": [1.0, 0.9, 0.8][:heads], "locality_mass": [1.0, 1.0, 0.95][:heads],
+                "uniform_locality_mass": 0.15}
+    keyed = {str(layer) for layer in layers}
+    return {"arm": "impulse", "state": "init", "dataset": "fashion_mnist", "model": "vit_tiny_patch16_224", "seed": 0,
+            "layers": list(layers), "grids": dict.fromkeys(keyed, list(GRID)), "heads": dict.fromkeys(keyed, heads),
+            "offsets": dict.fromkeys(keyed, [[0, 0], [-1, 0], [0, 1]][:heads]), "kernel_size": 3, "images": 64,
+            "measures": {src: dict.fromkeys(keyed, per_head) for src in sources}}
+
+
+def fake_attention(directory: Path, arm: str, layers=(0, 5)) -> None:
+    maps = {f"{src}_L{layer}": shifted_maps(3, [0, -GRID[1], 1]) for src in attention.INPUTS for layer in layers}
+    attention.write_attention(directory / arm, maps, fake_record(layers) | {"arm": arm})
+
+
+@pytest.fixture(autouse=True)
+def low_dpi(monkeypatch):
+    """Draw at 60 dpi: the layout is the same and the tests run in seconds on a shared CPU."""
+    assert 150 <= figures.DPI <= 200  # what the stage writes: legible in print
+    monkeypatch.setattr(figures, "DPI", 60)
+
+
+@pytest.fixture
+def params(params_file):
+    return load_params(params_file, ["seeds=[0, 1]", "filter_study.seeds=[0, 1]"])
+
+
+def make_results(root: Path, attention_arms: list[str]) -> Path:
+    """A results tree of the experiment in params.yaml, plus a stale arm and a stale Gaussian cell to be ignored."""
+    for arm, base in [("impulse", 0.80), ("default", 0.70), ("mimetic", 0.75), ("timm", 0.1)]:
+        for seed in (0, 1):
+            val = [base - 0.1 + 0.02 * e + 0.01 * seed for e in range(4)]
+            write_json(root / "train/fashion_mnist" / arm / f"seed{seed}/metrics.json",
+                       run_metrics(val, [v + 0.05 for v in val], arm=arm, seed=seed))
+    for i, variant in enumerate(["random", "impulse", "box-9", "perm", "learned"]):
+        for seed in (0, 1):
+            write_json(root / "filter_study" / variant / f"seed{seed}/metrics.json",
+                       {"top1": 0.9 - 0.03 * i + 0.005 * seed, "variant": variant})
+    for folder, sigma, heads, top1 in [("gaussian-0.1-h64", 0.1, 64, 0.91), ("gaussian-1-h4", 1.0, 4, 0.85),
+                                       ("gaussian-1.0-h4", 1.0, 4, 0.1), ("gaussian-10.0-h4", 10.0, 4, 0.5)]:
+        write_json(root / "filter_study" / folder / "seed0/metrics.json",
+                   {"top1": top1, "variant": folder, "family": "gaussian", "sigma": sigma, "heads": heads})
+    for arm in attention_arms:
+        fake_attention(root / "attention", arm)
+    return root
+
+
+@pytest.fixture
+def results(tmp_path, params) -> Path:
+    return make_results(tmp_path / "results", ["impulse", "default"])  # mimetic's attention stage "has not run"
+
+
+def test_resolve_layers_adds_layer0_and_counts_negative_from_the_end():
+    assert attention.resolve_layers(6, [0, -1]) == [0, 5]
+    assert attention.resolve_layers(6, [3, 3, -6]) == [0, 3]
+    with pytest.raises(PipelineError, match="layer 6 does not exist"):
+        attention.resolve_layers(6, [6])
+
+
+def test_attention_files_round_trip(tmp_path):
+    fake_attention(tmp_path, "impulse")
+    maps, record = attention.read_attention(tmp_path / "impulse")
+    np.testing.assert_array_equal(maps["real_L5"], shifted_maps(3, [0, -GRID[1], 1]))
+    assert record["measures"]["pseudo"]["0"]["peak_agreement"] == [1.0, 0.9, 0.8]
+    assert attention.read_attention(tmp_path / "missing") is None
+    assert not (tmp_path / "impulse.partial").exists()
+
+
+def test_curve_band_is_mean_min_max_in_percent_on_common_epochs():
+    runs = [run_metrics([0.5, 0.6, 0.7], [0, 0, 0]), run_metrics([0.3, 0.4], [0, 0])]
+    epochs, mean, lo, hi = figures.curve_band(runs, "val_top1")
+    np.testing.assert_array_equal(epochs, [1, 2])
+    np.testing.assert_allclose(mean, [40, 50])
+    np.testing.assert_allclose(lo, [30, 40])
+    np.testing.assert_allclose(hi, [50, 60])
+
+
+def test_readers_take_only_the_experiments_runs(results, params):
+    found = figures.train_results(results, params.datasets, params.arms, params.seeds)
+    assert list(found["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm is ignored
+    assert [len(r) for r in found["fashion_mnist"].values()] == [2, 2, 2]
+    study = figures.filter_results(results, ["random", "learned", "perm", "box-25"], [0, 1])
+    assert list(study) == ["learned", "random", "perm"]  # learned first; box-25 was not run
+    gauss = figures.gaussian_results(results, [0.1, 1.0], [64, 4], [0])
+    assert set(gauss) == {(0.1, 64), (1.0, 4)}  # "gaussian-1-h4" matched by value; sigma 10 is not in params
+    assert [r["top1"] for r in gauss[(1.0, 4)]] == [0.85]  # one run per seed, however many folders spell sigma
+
+
+def test_figures_stage_writes_every_figure_and_its_manifest(results, params, tmp_path):
+    out = tmp_path / "reports" / "figures"
+    entries = figures.write_figures(params, results, out, trained=False)
+    manifest = json.loads((out / "figures.json").read_text())
+    assert manifest == entries
+    assert [e["file"] for e in manifest] == [
+        "attention_init_impulse_pseudo.png", "attention_init_impulse_real.png", "attention_init_default_pseudo.png",
+        "attention_init_default_real.png", "curves_val_top1.png", "curves_train_top1.png", "filter_study_bars.png",
+        "filter_study_gaussian.png"]
+    assert [e["section"] for e in manifest] == ["attention"] * 4 + ["curves"] * 2 + ["filter_study"] * 2
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(e["file"] for e in manifest)
+    for e in manifest:
+        image = imread(out / e["file"])
+        assert min(image.shape[:2]) > 150 and image[..., :3].std() > 0.05, e["file"]  # drawn, not blank
+        assert e["title"] and len(e["caption"]) > 80
+    assert "white lines every 7 tokens" in manifest[0]["caption"]
+
+
+def test_each_figure_is_skipped_without_its_inputs(results, params, tmp_path):
+    import shutil
+
+    shutil.rmtree(results / "filter_study")
+    (results / "attention" / "default" / "maps.npz").unlink()
+    entries = figures.write_figures(params, results, tmp_path / "figs", trained=False)
+    assert [e["file"] for e in entries] == ["attention_init_impulse_pseudo.png", "attention_init_impulse_real.png",
+                                            "curves_val_top1.png", "curves_train_top1.png"]
+    empty = figures.write_figures(params, tmp_path / "nothing", tmp_path / "figs", trained=False)
+    assert empty == [] and list((tmp_path / "figs").iterdir()) == [tmp_path / "figs" / "figures.json"]
+
+
+def test_zoom_panel_marks_one_grid_row_per_block():
+    record = fake_record(layers=(0,), heads=1, sources=("pseudo",))
+    fig = figures.attention_figure({"pseudo_L0": shifted_maps(1, [-GRID[1]])}, record, "pseudo", "t")
+    full, zoom = fig.axes[:2]
+    assert zoom.images[0].get_array().shape == (16, 16)
+    vertical = {round(line.get_xdata()[0], 1) for line in zoom.lines if line.get_xdata()[0] == line.get_xdata()[1]}
+    assert sorted(vertical) == [6.5, 13.5]
+    assert full.patches[0].get_width() == 16  # the red box around the zoomed corner
+    assert "offset (+0, +0)" in full.get_title() and "peak 1.00" in full.get_title()
+    assert figures.attention_figure({}, record, "real", "t") is None
+
+
+def test_layers_with_fewer_heads_leave_their_panels_empty():
+    record = fake_record(layers=(0, 1), heads=3, sources=("pseudo",))
+    record["heads"]["1"] = 1
+    maps = {"pseudo_L0": shifted_maps(3, [0, 0, 0]), "pseudo_L1": shifted_maps(1, [0])}
+    fig = figures.attention_figure(maps, record, "pseudo", "t")
+    visible = [[ax.get_visible() for ax in fig.axes[4 * h: 4 * h + 4]] for h in range(3)]
+    assert visible == [[True] * 4, [True, True, False, False], [True, True, False, False]]
+
+
+def test_heatmap_cells_follow_table6_order():
+    found = {(0.1, 64): [{"top1": 0.9}, {"top1": 0.8}], (1.0, 4): [{"top1": 0.5}]}
+    fig = figures.gaussian_heatmap(found, [0.1, 1.0], [4, 64], "t")
+    grid = fig.axes[0].images[0].get_array()
+    assert grid[0, 1] == pytest.approx(50) and grid[1, 0] == pytest.approx(85)  # rows sigma 1.0, 0.1; cols 64, 4
+    assert grid.mask[0, 0] and grid.mask[1, 1]
+
+
+def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
+    """The fashion_mnist ViT of params.yaml (7x7 tokens, 3 heads, depth 6) at init: impulse peaks, default is flat."""
+    import torch
+
+    from pipeline.train import build_vit
+
+    torch.manual_seed(123)  # build_vit reseeds: the global state must not matter
+    images = torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    records = {}
+    for arm in ("impulse", "default"):
+        model = build_vit(params, "fashion_mnist", arm, seed=0)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        maps, records[arm] = attention.model_record(params, model, 0, images)
+        assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert set(maps) == {"pseudo_L0", "pseudo_L5", "real_L0", "real_L5"}
+    assert maps["real_L0"].shape == (3, N, N) and np.all(maps["real_L0"].sum(-1) <= 1 + 1e-5)
+    impulse, default = records["impulse"], records["default"]
+    assert impulse["grids"]["0"] == [7, 7] and impulse["images"] == 4
+    assert impulse["offsets"]["0"] == [[0, 0], [-1, 0], [0, 1]]  # code-2505's head order
+    assert min(impulse["measures"]["pseudo"]["0"]["peak_agreement"]) > 0.9
+    assert max(default["measures"]["pseudo"]["0"]["peak_agreement"]) < 0.5
+    uniform = default["measures"]["pseudo"]["0"]["uniform_locality_mass"]
+    assert min(impulse["measures"]["pseudo"]["0"]["locality_mass"]) > 0.8 > 3 * uniform
+
+
+def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
+    """`python -m pipeline attention impulse` end to end, with the val batch stubbed (no fetched data here)."""
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(attention, "val_batch", lambda params, dataset, img_size, in_chans, n: torch.zeros(
+        n, in_chans, img_size, img_size))
+    parser = argparse.ArgumentParser()
+    attention.add_arguments(parser)
+    assert attention.main(params, parser.parse_args(["impulse", "--images", "2"])) == 0
+    maps, record = attention.read_attention(tmp_path / "results" / "attention" / "impulse")
+    assert record["arm"] == "impulse" and record["images"] == 2 and record["layers"] == [0, 5]
+    assert maps["pseudo_L5"].shape == (3, N, N)
+    with pytest.raises(PipelineError, match="unknown init method"):
+        attention.main(params, parser.parse_args(["nope"]))
+
+
+def test_trained_maps_come_from_the_checkpoint(params_file, tmp_path):
+    """A `default` run whose saved weights are an impulse model's: the maps must be the checkpoint's."""
+    import torch
+
+    from pipeline.train import build_vit
+
+    params = load_params(params_file, [f"data.root={tmp_path / 'not-fetched'}"])
+    path = tmp_path / "results" / "train" / "fashion_mnist" / "default" / "seed0" / "model.pt"
+    path.parent.mkdir(parents=True)
+    torch.save(build_vit(params, "fashion_mnist", "impulse", seed=0).state_dict(), path)
+    maps, record = figures.trained_record(params, tmp_path / "results", "default")
+    assert record["state"] == "trained" and record["model"].startswith("vit_tiny_patch16_224 with img size 28")
+    assert min(record["measures"]["pseudo"]["0"]["peak_agreement"]) > 0.9
+    assert "real" not in record["measures"] and "real_L0" not in maps  # no data here: pseudo-input only
+    assert figures.trained_record(params, tmp_path / "results", "mimetic") is None
