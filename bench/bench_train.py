@@ -23,8 +23,9 @@ from pipeline.engine import Dist, build_parts, train_one_epoch
 
 def make_model(args):
     kw = dict(img_size=args.img, in_chans=args.chans, num_classes=10)
-    if args.model == "cpu-default":
-        return timm.create_model("vit_tiny_patch16_224", patch_size=4, embed_dim=96, depth=6, num_heads=3, **kw)
+    if args.model == "cpu-default":  # params.yaml's ViT
+        return timm.create_model("vit_tiny_patch16_224", patch_size=4, embed_dim=args.embed, depth=6, num_heads=3,
+                                 **kw)
     return timm.create_model(args.model, **kw)
 
 
@@ -58,6 +59,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", default="cpu-default")
     p.add_argument("--img", type=int, default=28)
+    p.add_argument("--embed", type=int, default=72, help="embed_dim of the cpu-default model")
     p.add_argument("--chans", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=12)

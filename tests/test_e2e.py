@@ -1,0 +1,187 @@
+"""The pipeline as a user meets it: `dvc repro` on the smoke profile in a temporary copy of this repository.
+
+One copy serves the whole module, in order: full run, no-op re-run, determinism of a forced re-run, resume after
+SIGKILL, `dvc exp run -S init=...` re-running only that arm, a queued 2-experiment sweep, and the scale-out
+launch paths (2 processes under torchrun with a GPU lease on a fake device list; a 2-node c10d rendezvous on
+127.0.0.1). Minutes, not seconds: marked `slow` (`pytest -m "not slow"` skips it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
+RUN = "train@fashion_mnist-impulse-0"
+RUN_DIR = Path("results/train/fashion_mnist/impulse/seed0")
+
+
+def env() -> dict:
+    """The venv's python and dvc first on PATH (stage commands call `python`)."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                PYTHONUNBUFFERED="1")
+
+
+def sh(repo: Path, *cmd: str, check: bool = True) -> str:
+    proc = subprocess.run(cmd, cwd=repo, env=env(), capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
+    return out
+
+
+def ran(output: str) -> set[str]:
+    """The stages `dvc repro` / `dvc exp run` executed (not those it restored from the run-cache)."""
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def metrics(repo: Path, run_dir: Path = RUN_DIR) -> dict:
+    data = json.loads((repo / run_dir / "metrics.json").read_text())
+    data["history"] = [{k: v for k, v in row.items() if k not in TIMINGS} for row in data["history"]]
+    return {k: v for k, v in data.items() if k not in TIMINGS}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A git repository holding this working tree's files (tracked and untracked-not-ignored), on the smoke profile."""
+    dest = tmp_path_factory.mktemp("e2e") / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    sh(dest, "git", "init", "-q")
+    sh(dest, "git", "config", "user.email", "e2e@test")
+    sh(dest, "git", "config", "user.name", "e2e")
+    sh(dest, sys.executable, "-m", "pipeline", "profile", "smoke")
+    sh(dest, "git", "add", "-A")
+    sh(dest, "git", "commit", "-qm", "smoke profile")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def first_run(repo) -> str:
+    return sh(repo, "dvc", "repro")
+
+
+def test_full_repro_runs_every_stage_and_writes_the_report(repo, first_run):
+    stages = {line.split()[0] for line in sh(repo, "dvc", "stage", "list").splitlines() if line.strip()}
+    assert ran(first_run) == stages
+    for path in ["reports/report.md", "reports/report.pdf", "results/summary.json", "results/tables",
+                 "reports/figures/figures.json", RUN_DIR / "model.pt", RUN_DIR / "live/plots/metrics/val_top1.tsv"]:
+        assert (repo / path).exists(), path
+    summary = json.loads((repo / "results/summary.json").read_text())
+    assert set(summary["fashion_mnist"]) == {"impulse", "default", "mimetic"}
+    assert "impulse" in (repo / "reports/report.md").read_text()
+
+
+def test_second_repro_executes_nothing(repo, first_run):
+    out = sh(repo, "dvc", "repro")
+    assert ran(out) == set() and "up to date" in out
+
+
+def test_forced_rerun_gives_identical_metrics(repo, first_run):
+    before = metrics(repo)
+    shutil.rmtree(repo / "scratch")  # no checkpoint: a real re-run from scratch
+    assert RUN in ran(sh(repo, "dvc", "repro", "-f", "-s", RUN))
+    assert metrics(repo) == before
+
+
+def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
+    params = repo / "params.yaml"
+    original = params.read_text()
+    params.write_text(original.replace("  epochs: 2\n", "  epochs: 5\n", 1))
+    try:
+        shutil.rmtree(repo / "scratch", ignore_errors=True)
+        sh(repo, "dvc", "repro", "-s", RUN)
+        whole = metrics(repo)
+        assert whole["epochs"] == 5
+        shutil.rmtree(repo / "scratch")
+        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        checkpoint = repo / "scratch/train/fashion_mnist/impulse/seed0/last.pt"
+        live = repo / RUN_DIR / "live/metrics.json"
+        deadline = time.time() + 300
+        while time.time() < deadline and not (live.exists() and json.loads(live.read_text() or "{}").get("step", 0) >= 1):
+            time.sleep(0.05)
+        assert checkpoint.exists(), "no checkpoint appeared"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not (repo / RUN_DIR / "metrics.json").exists()  # a killed run leaves no complete-looking out
+        out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
+        assert "resuming from" in out
+        assert metrics(repo) == whole
+    finally:
+        params.write_text(original)
+        sh(repo, "dvc", "repro")  # back to the committed state (from the run-cache)
+
+
+def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
+    out = sh(repo, "dvc", "exp", "run", "-S", "init=timm")
+    executed = ran(out)
+    assert {"train@fashion_mnist-timm-0", "attention@timm"} <= executed
+    assert not {s for s in executed if re.match(r"(train|attention)@.*(default|mimetic)", s)}
+    assert not {s for s in executed if s.startswith(("fetch", "filter_"))}
+    summary = json.loads((repo / "results/summary.json").read_text())
+    assert set(summary["fashion_mnist"]) == {"timm", "default", "mimetic"}
+    shown = json.loads(sh(repo, "dvc", "exp", "show", "--json"))
+    assert "timm" in json.dumps(shown)
+    sh(repo, "git", "checkout", "params.yaml")
+    sh(repo, "dvc", "checkout", "--force")
+
+
+def test_queued_sweep_runs_both_experiments(repo, first_run):
+    sh(repo, "dvc", "exp", "run", "--queue", "-S", "init=impulse,mimetic")
+    sh(repo, "dvc", "queue", "start", "-j", "1")
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        status = sh(repo, "dvc", "queue", "status")
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(2)
+    assert status.count("Success") == 2, status
+    shown = json.dumps(json.loads(sh(repo, "dvc", "exp", "show", "--json")))
+    assert '"init": "mimetic"' in shown.replace("'", '"') or "mimetic" in shown
+
+
+def test_two_processes_under_torchrun_with_a_gpu_lease(repo, first_run, tmp_path):
+    environ = env() | {"PIPELINE_DEVICES": "0,1", "PIPELINE_LOCK_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
+                           "default", "1"], cwd=repo, env=environ, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "leased GPU(s) 0,1" in out
+    m = json.loads((repo / "results/train/fashion_mnist/default/seed1/metrics.json").read_text())
+    assert m["world_size"] == 2 and m["val_size"] == 128  # two shards cover the validation set once
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_node_rendezvous_on_loopback(repo, first_run):
+    cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
+           f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
+           "mimetic", "1"]
+    nodes = [subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outs = [n.communicate(timeout=300)[0] for n in nodes]
+    assert all(n.returncode == 0 for n in nodes), "\n".join(o[-2000:] for o in outs)
+    m = json.loads((repo / "results/train/fashion_mnist/mimetic/seed1/metrics.json").read_text())
+    assert m["world_size"] == 2
