@@ -59,11 +59,26 @@ def estimate_lines(params: Params) -> list[str]:
             f"  total: {total:.1f} {unit} (training only)"]
 
 
+def check_devices(params: Params) -> None:
+    """More GPUs asked for than this machine has, or CUDA asked for without one: stop before any stage runs."""
+    from pipeline.errors import PipelineError
+    from pipeline.launch import visible_devices
+
+    recipe = params.train
+    devices = visible_devices()
+    if recipe.device == "cuda" and not devices:
+        raise PipelineError("train.device = 'cuda' but this machine has no GPU; set train.device: auto or cpu")
+    if devices and recipe.device != "cpu" and recipe.nproc > len(devices):
+        raise PipelineError(f"train.nproc = {recipe.nproc} but this machine has {len(devices)} GPU(s); lower"
+                            " train.nproc (or set train.device: cpu for CPU processes)")
+
+
 def add_arguments(parser) -> None:
     del parser  # no options beyond the global ones
 
 
 def main(params: Params, args) -> int:
+    check_devices(params)
     runs = train_runs(params)
     print(f"params valid (profile {params.profile!r})")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")

@@ -41,3 +41,11 @@ def test_every_profile_applies_and_validates(params_file, name):
     assert "# the method under study" in text  # comments survive
     assert yaml.safe_load(text)["profile"] == name
     assert text != before
+
+
+def test_check_refuses_more_gpus_than_present(params_file, monkeypatch, capsys):
+    monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
+    assert main(["--params", str(params_file), "--set", "train.nproc=3", "check"]) == 2
+    assert "train.nproc = 3" in capsys.readouterr().err
+    monkeypatch.setenv("PIPELINE_DEVICES", "")
+    assert main(["--params", str(params_file), "--set", "train.device=cuda", "check"]) == 2
