@@ -152,7 +152,7 @@ def provenance(runs: pd.DataFrame, filters: pd.DataFrame, missing: list[str], ex
             "git_rev": _unique(frames, "git_rev"), "hardware": _unique(frames, "hardware"),
             "cpu_count": _unique(frames, "cpu_count"), "world_size": _unique(frames, "world_size"),
             "versions": {k: _unique(frames, k) for k in ("python", "torch", "torchvision", "timm")},
-            "epochs": _unique(frames, "epochs"), "train_size": _unique(frames, "train_size"),
+            "epochs": _unique([runs], "epochs"), "train_size": _unique(frames, "train_size"),
             "val_size": _unique(frames, "val_size"), "wall_time": wall, "confidence": exp.confidence}
 
 

@@ -113,8 +113,9 @@ def headline_blocks(inp: ReportInputs) -> list[Block]:
     for c in inp.claims.get("claims", []):
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     blocks.append(Paragraph(f"Method under study: **{arms[0] if arms else '?'}**; baselines: {', '.join(arms[1:])}."
-                            " Differences are paired over seeds (same seed, different init). Claims of the paper: "
-                            + ", ".join(f"{n} {v}" for v, n in counts.items()) + " (see Claims)."))
+                            " Differences are paired over seeds (same seed, different init). Verdicts on the paper's "
+                            f"{sum(counts.values())} claims: "
+                            + ", ".join(f"{v}: {n}" for v, n in counts.items()) + " (see Claims)."))
     return blocks
 
 
