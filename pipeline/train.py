@@ -28,6 +28,7 @@ import torch
 from pipeline import launch
 from pipeline.config import Params, digest
 from pipeline.engine import Dist, fit, setup_distributed
+from pipeline.outputs import folder_aside
 
 RESULTS = Path("results")
 SCRATCH = Path("scratch")
@@ -109,18 +110,15 @@ def run_config(params: Params, dataset: str, arm: str, seed: int) -> dict:
 
 def write_outputs(out: Path, summary: dict, config: dict, model: torch.nn.Module, extra: dict) -> None:
     """Write the run's outs into a temporary sibling, then move it into place (never a half-written out)."""
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    if (out / "live").exists():
-        shutil.move(str(out / "live"), tmp / "live")
-    torch.save(model.state_dict(), tmp / "model.pt")
-    (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
-    metrics = {k: v for k, v in summary.items() if k != "history"} | extra | {"config_digest": digest(config)}
-    metrics["history"] = summary["history"]
-    (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    live = out / "live"
+    with folder_aside(out) as tmp:
+        if live.exists():
+            shutil.move(str(live), tmp / "live")
+        torch.save(model.state_dict(), tmp / "model.pt")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
+        metrics = {k: v for k, v in summary.items() if k != "history"} | extra | {"config_digest": digest(config)}
+        metrics["history"] = summary["history"]
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
 
 
 def train_run(params: Params, dataset: str, arm: str, seed: int) -> dict | None:

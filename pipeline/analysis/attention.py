@@ -27,10 +27,6 @@ every arm, one yardstick for all. Outputs, written into a temporary folder and m
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +34,7 @@ import torch
 
 from pipeline.config import INIT_METHODS, Params
 from pipeline.errors import PipelineError
+from pipeline.outputs import folder_aside
 
 #: the two inputs a map is computed on, in the order the figures show them
 INPUTS = ("pseudo", "real")
@@ -161,20 +158,6 @@ def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = B
     """`val_batch` at the model's own input size and channels (ViT/Swin `patch_embed`, Mixer `stem`)."""
     embed = getattr(model, "patch_embed", None) or model.stem
     return val_batch(params, dataset, img_size=embed.img_size[0], in_chans=embed.proj.in_channels, n=n)
-
-
-@contextmanager
-def folder_aside(out: Path) -> Iterator[Path]:
-    """A fresh temporary sibling of `out` to write into; it replaces `out` only when the block completes.
-
-    So a failed stage leaves no out that looks complete (DESIGN.md, "Errors and data safety").
-    """
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    yield tmp
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
 
 
 def write_attention(out: Path, maps: dict[str, np.ndarray], record: dict) -> None:

@@ -32,6 +32,7 @@ from matplotlib.ticker import MaxNLocator
 from pipeline.analysis import attention
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.outputs import folder_aside
 
 FIGURES_DIR = Path("reports") / "figures"
 DPI = 170
@@ -379,7 +380,7 @@ def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> 
 
 def write_figures(params: Params, results: Path, out: Path, trained: bool = True) -> list[dict]:
     """`draw_all` and figures.json into `out`, all or nothing."""
-    with attention.folder_aside(out) as tmp:
+    with folder_aside(out) as tmp:
         entries = draw_all(params, results, tmp, trained)
         (tmp / "figures.json").write_text(json.dumps(entries, indent=2, ensure_ascii=False) + "\n")
     return entries
