@@ -15,14 +15,14 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ruamel.yaml import YAML, YAMLError
 
 from pipeline.errors import PipelineError
 
 #: Initialization methods `pipeline.inits.apply_init` implements (tests check the two lists agree).
-INIT_METHODS = ("default", "timm", "mimetic", "impulse")
+INIT_METHODS = ("default", "timm", "mimetic", "impulse", "random")
 
 
 @dataclass
@@ -74,6 +74,11 @@ class TimmInitConfig:
 
 
 @dataclass
+class RandomInitConfig:
+    """`random` arm: [CI]'s random query/key factors sqrt(1/D) U(-1, 1) (2401.12511 `random512_64`; no options)."""
+
+
+@dataclass
 class MimeticConfig:
     """Trockman & Kolter 2023: W_q W_k^T ~ alpha_qk Z + beta_qk I, W_v W_o ~ alpha_vo Z - beta_vo I."""
 
@@ -81,6 +86,9 @@ class MimeticConfig:
     beta_qk: float = 0.7
     alpha_vo: float = 0.4
     beta_vo: float = 0.4
+    #: 'official' = code-2505 (uniform Z; v = L, proj = R, so value-then-proj is (R L)^T, not alpha_vo Z - beta_vo I);
+    #: 'paper' = Trockman & Kolter (Gaussian Z; value-then-proj exactly alpha_vo Z - beta_vo I)
+    form: Literal["official", "paper"] = "official"
 
 
 @dataclass
@@ -230,6 +238,7 @@ class Params:
     timm: TimmInitConfig = field(default_factory=TimmInitConfig)
     mimetic: MimeticConfig = field(default_factory=MimeticConfig)
     impulse: ImpulseConfig = field(default_factory=ImpulseConfig)
+    random: RandomInitConfig = field(default_factory=RandomInitConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)

@@ -6,14 +6,23 @@
 Methods (paper.md sections 1 and 4; each module's docstring has the maths, sources and deliberate differences):
 - `default` (`default.py`): PyTorch's default init, what code-2505 trains as "Default", with its optional
   norm_p / norm_q / norm_v rescaling. `timm`: timm's own trunc-normal init, a second baseline.
-- `mimetic` (`mimetic.py`): Trockman & Kolter's W_q W_k^T ~ 0.7 Z + 0.7 I, W_v W_o ~ 0.4 Z - 0.4 I.
+- `mimetic` (`mimetic.py`): Trockman & Kolter's W_q W_k^T ~ 0.7 Z + 0.7 I, W_v W_o ~ 0.4 Z - 0.4 I, in
+  code-2505's form (default) or the paper's (`form='paper'`).
+- `random` (`ci_random.py`): [CI]'s random query/key factors (`random512_64`), the control of its grid.
 - `impulse` (`impulse.py`): the paper's method, per head an impulse attention map built through the
   pseudo-inverse of the layer-normed position embedding. Swin (`swin.py`) and MLP-Mixer (`mixer.py`) get our
   equivalents (impulse in the relative-position bias; impulse token-mixing maps), documented there.
 
 `apply_init` defines every initial value the method depends on, whatever the constructor did (timm 1.0.31's
 `weight_init='skip'` leaves pos_embed and cls_token uninitialised). It is pure: no files, no printing, and all
-randomness comes from `generator` (the global RNG state is left untouched), so one seed gives one model.
+randomness comes from `generator`; every global RNG state (CPU, and CUDA on every device) is left as it was.
+One seed gives one model bit for bit *per thread count* (and CPU kind): the linear algebra's rounding depends
+on the number of threads (ViT-B/16 weights differ by up to 7.5e-9 between 1 and 2), never the draws; see `rng`.
+
+The modules, in the one direction they import each other: primitives `geometry`, `rng`, `arch`, `lowrank`
+(factorisations and row writers), `targets` (offsets, impulse targets, peak checks); `default` (baselines and
+PyTorch's init); the architecture-specific constructions `swin`, `mixer`; the methods `impulse`, `mimetic`,
+`ci_random`; and `measures`.
 
 `attention_maps`, `peak_agreement` and `locality_mass` (`measures.py`) check the result on the positional
 pseudo-input or on images; `impulse_offsets` / `layer_offsets` give each head's intended offset.
@@ -24,17 +33,27 @@ from __future__ import annotations
 import inspect
 
 import torch
+from threadpoolctl import threadpool_limits
 from torch import nn
 
 from pipeline.errors import PipelineError
 from pipeline.inits.arch import family, mixing_grid
-from pipeline.inits.default import as_generator, default_init, timm_init
-from pipeline.inits.impulse import impulse_init, impulse_offsets, layer_offsets
+from pipeline.inits.ci_random import random_init
+from pipeline.inits.default import default_init, timm_init
+from pipeline.inits.impulse import impulse_init
 from pipeline.inits.measures import attention_maps, locality_mass, peak_agreement, uniform_locality_mass
 from pipeline.inits.mimetic import mimetic_init
+from pipeline.inits.rng import as_generator
+from pipeline.inits.targets import impulse_offsets, layer_offsets
 
 #: Method name -> implementation; the keyword-only arguments of each are its options.
-ARMS = {"default": default_init, "timm": timm_init, "mimetic": mimetic_init, "impulse": impulse_init}
+ARMS = {
+    "default": default_init,
+    "timm": timm_init,
+    "mimetic": mimetic_init,
+    "impulse": impulse_init,
+    "random": random_init,
+}
 #: The methods apply_init implements (equal to pipeline.config.INIT_METHODS).
 METHODS = tuple(ARMS)
 
@@ -58,6 +77,9 @@ def apply_init(
         method: one of METHODS.
         generator: a torch.Generator, an integer seed, or None (seed 0).
         **options: the method's options (`method_options(method)`); an unknown one raises PipelineError.
+
+    Only the values the method computed are checked for non-finite entries (PyTorch's and timm's draws are
+    finite by construction); a non-finite one raises PipelineError.
     """
     allowed = method_options(method)
     unknown = sorted(set(options) - set(allowed))
@@ -66,8 +88,9 @@ def apply_init(
             f"init {method!r}: unknown option(s) {', '.join(unknown)}; allowed are {', '.join(allowed) or 'none'}"
         )
     kind = family(model)
-    ARMS[method](model, kind, as_generator(generator), **options)
-    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):  # scipy's LAPACK: torch's threads
+        written = {id(p) for p in ARMS[method](model, kind, as_generator(generator), **options)}
+    bad = [name for name, p in model.named_parameters() if id(p) in written and not torch.isfinite(p).all()]
     if bad:
         raise PipelineError(f"init {method!r} with {options} left non-finite values in {', '.join(bad[:3])}")
     return model

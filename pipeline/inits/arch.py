@@ -15,6 +15,10 @@ Anything else (Swin V2, gMLP/ResMLP, post-norm or parallel ViT blocks, other att
 from __future__ import annotations
 
 import torch
+from timm.layers import Attention
+from timm.models.mlp_mixer import MixerBlock, MlpMixer
+from timm.models.swin_transformer import SwinTransformer, WindowAttention
+from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
 from pipeline.errors import PipelineError
@@ -25,11 +29,6 @@ SUPPORTED = "timm VisionTransformer/DeiT, SwinTransformer (V1) and MlpMixer (Mix
 
 def family(model: nn.Module) -> str:
     """'vit', 'swin' or 'mixer' for a supported timm model; PipelineError otherwise."""
-    from timm.layers import Attention
-    from timm.models.mlp_mixer import MixerBlock, MlpMixer
-    from timm.models.swin_transformer import SwinTransformer, WindowAttention
-    from timm.models.vision_transformer import Block, VisionTransformer
-
     name = type(model).__name__
     if isinstance(model, VisionTransformer):
         bad = [i for i, b in enumerate(model.blocks) if type(b) is not Block or type(b.attn) is not Attention]

@@ -22,41 +22,21 @@ architecture, not of the init: every arm keeps its values (the impulse arm still
 N(0, 1e-6)) and MlpMixer's `init_weights()`.
 
 Randomness: our own draws use the caller's `torch.Generator`. The library code we call (`reset_parameters`,
-timm's `init_weights`) draws from the global RNG, so it runs inside `torch.random.fork_rng` seeded from the
-generator: the result is deterministic, and the caller's global RNG state is left as it was.
+timm's `init_weights`) draws from the global RNG, so it runs inside `rng.seeded_global_rng`, seeded from the
+generator: the result is deterministic (per thread count, see `rng`), and every global RNG state is left as it was.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 from torch import nn
 
 from pipeline.errors import PipelineError
 from pipeline.inits.arch import MIXER, VIT, attention_layers
+from pipeline.inits.rng import seeded_global_rng
 
 #: ViT token parameters that no reset_parameters defines; `default` starts them at 0 (code-2505: cls_token = 0).
 VIT_TOKENS = ("cls_token", "reg_token", "dist_token")
-
-
-def as_generator(generator: torch.Generator | int | None) -> torch.Generator:
-    """A CPU generator from a generator, an integer seed, or None (= seed 0, so calls are reproducible)."""
-    if isinstance(generator, torch.Generator):
-        return generator
-    if generator is None or (isinstance(generator, int) and not isinstance(generator, bool)):
-        return torch.Generator().manual_seed(generator or 0)
-    raise PipelineError(f"generator = {generator!r}: pass a torch.Generator, an integer seed or None")
-
-
-@contextlib.contextmanager
-def seeded_global_rng(generator: torch.Generator, model: nn.Module):
-    """Run library code that uses the global RNG deterministically, restoring the global state afterwards."""
-    cuda = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-    with torch.random.fork_rng(devices=cuda):
-        torch.manual_seed(seed)
-        yield
 
 
 def pytorch_default_(model: nn.Module, kind: str, generator: torch.Generator) -> None:
@@ -103,7 +83,7 @@ def default_init(
     norm_p: float = 1.0,
     norm_q: float = 1.0,
     norm_v: float = 1.0,
-) -> None:
+) -> list[torch.Tensor]:
     """The `default` arm: PyTorch's init, then code-2505's optional norm rescaling (ViT/Swin attention only).
 
     Args:
@@ -113,25 +93,33 @@ def default_init(
         norm_p: multiplies the ViT position embedding (no-op for Swin/Mixer, which have none).
         norm_q: multiplies the q and k rows of every qkv weight.
         norm_v: multiplies the v rows of every qkv weight and every attention proj weight.
+
+    Returns:
+        The parameters it rescaled (the only values that could overflow).
     """
     pytorch_default_(model, kind, generator)
-    if kind == VIT and model.pos_embed is not None:
+    written = []
+    if kind == VIT and model.pos_embed is not None and norm_p != 1:
         with torch.no_grad():
             model.pos_embed *= norm_p
-    for attn in attention_layers(model, kind):
-        rescale_attention_(attn, norm_q, norm_v)
+        written.append(model.pos_embed)
+    if norm_q != 1 or norm_v != 1:
+        for attn in attention_layers(model, kind):
+            rescale_attention_(attn, norm_q, norm_v)
+            written += [attn.qkv.weight, attn.proj.weight]
+    return written
 
 
-def timm_init(model: nn.Module, kind: str, generator: torch.Generator) -> None:
+def timm_init(model: nn.Module, kind: str, generator: torch.Generator) -> list[torch.Tensor]:
     """The `timm` arm: the model's own timm init in its default ('') mode, seeded from `generator`.
 
     A ViT/Swin built with weight_init='skip' remembers 'reset' as its init mode, so `init_weights()` would only
-    reset parameters; the mode is set to '' for the call and restored.
+    reset parameters; the mode is set to '' for the call and restored. Returns [] (timm's draws are finite).
     """
     with seeded_global_rng(generator, model), torch.no_grad():
         if kind == MIXER:
             model.init_weights()
-            return
+            return []
         saved = model.weight_init_mode
         frozen = frozen_pos_embed(model)
         model.weight_init_mode = ""
@@ -141,6 +129,7 @@ def timm_init(model: nn.Module, kind: str, generator: torch.Generator) -> None:
             model.weight_init_mode = saved
         if frozen is not None:
             model.pos_embed.copy_(frozen)
+    return []
 
 
 def frozen_pos_embed(model: nn.Module) -> torch.Tensor | None:

@@ -24,10 +24,10 @@ at 224 and the CPU default (3 heads of 32 on 7x7) score 0.99-1.0.
 Speed (the maths behind `impulse_qk`). With the thin SVD P = U S V^T, (P^T P)^+_r P^T = V_r S_r^-1 U_r^T, so
 A_h = V_r B_h V_r^T with the r x r matrix B_h = W^T M_h W, W = U_r S_r^-1. If B_h = X S Y^T then
 A_h = (V_r X) S (V_r Y)^T is already A_h's SVD (V_r X has orthonormal columns) and A_h has rank <= r. So one
-N x D SVD per model and one r x r SVD per head replace the official D x D eigen-solve and D x D SVD per head
-(ViT-B/16: 144 SVDs of 64 x 64 instead of 768 x 768; `bench/bench_inits.py` measures both). The product
-Q_h K_h is unique, so the attention logits equal the official ones up to rounding; Q_h and K_h themselves agree
-up to a rotation inside degenerate singular subspaces, as any two SVD routines do.
+N x D SVD per model and one r x r factorisation per head replace the official D x D eigen-solve and D x D SVD per
+head (ViT-B/16: 144 of 64 x 64 instead of 768 x 768). V/proj use the symmetric route of `lowrank` (their product
+is exactly A whatever the signs). `official_route()` runs code-2505's D x D construction instead; the tests and
+`bench/bench_inits.py` compare the two: Q_h K_h, V proj and the logits agree to rounding.
 
 Where we deliberately differ from code-2505:
 - Singular values of P below s_max / 30 are not inverted: r = min(head_dim, #{s_i >= s_max / 30}). code-2505
@@ -40,12 +40,9 @@ Where we deliberately differ from code-2505:
   on 7x7 and 14x14 grids, with 3x3 locality mass 0.89-0.99 and 0.41-0.47 (flat: 0.15 and 0.04). It does not
   rescue one head with N >= D (r = D - 2 keeps a spread spectrum): peaks stay right but the maps stay soft
   (3x3 mass 0.17 against 0.15 for a flat map).
-- kernel_size > 3: code-2505 indexes its 9-entry order list with i mod f^2 and decodes it in base f, which is
-  wrong for f != 3; we use the official 3x3 order first and then the rest of the f x f kernel, nearest first.
-- `offsets='random'`: code-2505's offsets are deterministic; [SIA]/[CI] drew `randint(0, f^2)` per head. Ours
-  draws one offset per head, uniformly with replacement, once per model (every layer uses the same ones, as
-  with the official order); they are the generator's first draws, so `layer_offsets` can recover them.
-- All draws come from a torch.Generator (code-2505: global torch/NumPy RNGs), so values differ, not laws.
+- Offsets for kernel_size > 3 and `offsets='random'`: see `targets`.
+- All draws come from a torch.Generator (code-2505: global torch/NumPy RNGs), so values differ, not laws; one
+  seed gives one model per thread count (see `rng`).
 """
 
 from __future__ import annotations
@@ -57,131 +54,37 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.errors import PipelineError
-from pipeline.inits.arch import (
-    MIXER,
-    SWIN,
-    VIT,
-    attention_layers,
-    check_fused_qkv,
-    family,
-    patch_pos_embed,
-    token_grid,
+from pipeline.inits.arch import SWIN, VIT, attention_layers, check_fused_qkv, patch_pos_embed, token_grid
+from pipeline.inits.default import pytorch_default_
+from pipeline.inits.lowrank import (
+    IMPULSE_VALUE_ALPHA,
+    IMPULSE_VALUE_BETA,
+    balanced_factors,
+    canonical_signs,
+    ortho_like_value_proj_,
+    svd_factors,
+    using_official_route,
+    write_qk_heads_,
 )
-from pipeline.inits.default import as_generator
-from pipeline.inits.geometry import shifted_index
-from pipeline.inits.mimetic import ortho_like, write_rows_
+from pipeline.inits.mixer import mixer_impulse_
+from pipeline.inits.swin import swin_impulse_
+from pipeline.inits.targets import (
+    check_kernel,
+    check_peaks,
+    hit_rate,
+    impulse_matrices,
+    impulse_targets,
+    layer_offsets,
+)
 
-#: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
-OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
 #: Singular values of the pseudo-input below this fraction of the largest are not inverted (see module doc).
 RANK_RTOL = 1 / 30
-#: A head whose noise-free projected impulse peaks at its offset for fewer queries than this cannot express it.
-MIN_PEAK = 0.5
-#: code-2505's V/proj constants for the impulse arm (get_ortho_like(D, 0.4, 0.4, -1)).
-VALUE_ALPHA = VALUE_BETA = 0.4
-
-
-def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
-    """An odd kernel that fits in the grid, or PipelineError."""
-    if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
-        raise PipelineError(f"impulse.kernel_size = {kernel_size!r}: must be an odd positive integer (3, 5, ...)")
-    if kernel_size > min(grid):
-        raise PipelineError(
-            f"impulse.kernel_size = {kernel_size} does not fit the {grid[0]}x{grid[1]} {what}; use a kernel "
-            f"of at most {min(grid) - (min(grid) + 1) % 2} or a larger {what}"
-        )
-
-
-def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
-    """All f x f offsets: code-2505's 3x3 order first, then the others nearest first (row-major on ties)."""
-    core = [(k // 3 - 1, k % 3 - 1) for k in OFFICIAL_ORDER] if kernel_size >= 3 else [(0, 0)]
-    half = kernel_size // 2
-    rest = [(dy, dx) for dy in range(-half, half + 1) for dx in range(-half, half + 1) if (dy, dx) not in core]
-    return core + sorted(rest, key=lambda o: (o[0] ** 2 + o[1] ** 2, o))
-
-
-def impulse_offsets(
-    num_heads: int, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
-) -> list[tuple[int, int]]:
-    """The (dy, dx) impulse offset of each head.
-
-    Args:
-        num_heads: how many heads (or, for a Mixer, blocks) get an offset.
-        kernel_size: odd f; offsets range over [-f//2, f//2]^2.
-        order: 'official' = code-2505's fixed order, cycling after f^2 heads (for f = 3: (0,0), (-1,0), (0,+1),
-            (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1), (+1,+1)); 'random' = uniform with replacement.
-        generator: source of the 'random' draws (None = seed 0).
-    """
-    check_kernel(kernel_size, (kernel_size, kernel_size), "kernel")
-    base = kernel_offsets(kernel_size)
-    if order == "official":
-        return [base[i % len(base)] for i in range(num_heads)]
-    if order == "random":
-        picks = torch.randint(len(base), (num_heads,), generator=as_generator(generator))
-        return [base[i] for i in picks.tolist()]
-    raise PipelineError(f"impulse.offsets = {order!r}: allowed are 'official', 'random'")
-
-
-def layer_offsets(
-    model: nn.Module, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
-) -> list[list[tuple[int, int]]]:
-    """The intended offsets of every mixing layer (one list per block, one offset per head), as apply_init uses.
-
-    ViT: the same head offsets in every block. Swin: one offset sequence for the widest stage, each block
-    taking its first num_heads. Mixer: one offset per block (its single token-mixing map), in block order.
-    For order='random', pass a fresh generator seeded like apply_init's to recover its draws.
-    """
-    kind = family(model)
-    if kind == MIXER:
-        base = impulse_offsets(len(model.blocks), kernel_size, order, generator)
-        return [[o] for o in base]
-    layers = attention_layers(model, kind)
-    base = impulse_offsets(max(a.num_heads for a in layers), kernel_size, order, generator)
-    return [base[: a.num_heads] for a in layers]
-
-
-def impulse_matrices(offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
-    """(len(offsets), N, N) float64 0/1 impulse matrices H: H[h, q, key(q + offset_h)] = 1 inside the grid."""
-    n = grid[0] * grid[1]
-    out = torch.zeros(len(offsets), n, n, dtype=torch.float64)
-    for h, offset in enumerate(offsets):
-        keys = shifted_index(grid, offset)
-        inside = keys >= 0
-        out[h, torch.arange(n)[inside], keys[inside]] = 1.0
-    return out
-
-
-def truncated_normal(shape: tuple[int, ...], std: float, generator: torch.Generator, bound: float = 2.0):
-    """N(0, std^2) cut at +-bound (absolute, like timm's trunc_normal_), by exact rejection sampling; float64.
-
-    Same law as torch/timm `trunc_normal_`, but one float32 normal draw plus a redraw of the few rejects: 0.68 s
-    -> 0.06 s for ViT-B's 5.5M noise entries on one core here (torch's inverse-CDF version makes several passes).
-    """
-    out = torch.randn(shape, generator=generator) * std
-    bad = out.abs() > bound
-    while bad.any():
-        out[bad] = torch.randn(int(bad.sum()), generator=generator) * std
-        bad = out.abs() > bound
-    return out.double()
-
-
-def impulse_targets(
-    offsets: list[tuple[int, int]],
-    grid: tuple[int, int],
-    *,
-    scale: float,
-    noise_std: float,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """code-2505's target logits M = scale H + 3 T [H == 0], T ~ trunc-normal(0, noise_std); (H, N, N) float64."""
-    impulses = impulse_matrices(offsets, grid)
-    noise = truncated_normal(tuple(impulses.shape), noise_std, generator)
-    return scale * impulses + 3.0 * noise * (impulses == 0)
 
 
 class PseudoInverse(NamedTuple):
     """The top-r part of the thin SVD of P = LayerNorm(pe): P_inv = basis @ whiten.T, with r = `rank`."""
 
+    points: torch.Tensor  #: P (N x D), float64
     left: torch.Tensor  #: U_r (N x r)
     whiten: torch.Tensor  #: U_r S_r^-1 (N x r)
     basis: torch.Tensor  #: V_r (D x r)
@@ -190,21 +93,32 @@ class PseudoInverse(NamedTuple):
 
 def pseudo_inverse(pe: torch.Tensor, head_dim: int) -> PseudoInverse:
     """SVD of the layer-normed pseudo-input (N x D), truncated at min(head_dim, #{s >= s_max * RANK_RTOL})."""
-    p = F.layer_norm(pe.detach().to(torch.float64), [pe.shape[-1]])
+    p = F.layer_norm(pe.detach().to("cpu", torch.float64), [pe.shape[-1]])  # all construction runs on the CPU
     u, s, vh = torch.linalg.svd(p, full_matrices=False)
     rank = min(head_dim, int((s > s[0] * RANK_RTOL).sum()))
-    return PseudoInverse(u[:, :rank], u[:, :rank] / s[:rank], vh[:rank].T, rank)
+    return PseudoInverse(p, u[:, :rank], u[:, :rank] / s[:rank], vh[:rank].T, rank)
 
 
 def impulse_qk(pinv: PseudoInverse, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Q (H, D, r) and K (H, r, D), each of Frobenius norm 1, with Q_h K_h = A_h / ||A_h||_* (see module doc)."""
-    reduced = pinv.whiten.T @ targets @ pinv.whiten  # B_h = W^T M_h W, (H, r, r)
-    x, s, yh = torch.linalg.svd(reduced)
-    root = s.sqrt()
-    norm = root.norm(dim=-1)[:, None, None]  # ||U sqrt(S)||_F = sqrt(sum s)
-    q = pinv.basis @ (x * root[:, None, :]) / norm
-    k = (root[:, :, None] * yh) @ pinv.basis.T / norm
-    return q, k
+    if using_official_route():
+        return official_qk(pinv, targets)
+    left, right = balanced_factors(pinv.whiten.T @ targets @ pinv.whiten)  # B_h = W^T M_h W, (H, r, r)
+    norm = left.norm(dim=(-2, -1), keepdim=True)  # ||X sqrt(S)||_F = sqrt(sum s) = ||sqrt(S) Y^T||_F
+    return canonical_signs(pinv.basis @ left / norm, right @ pinv.basis.T / norm)  # signs fixed in D-space
+
+
+def official_qk(pinv: PseudoInverse, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """code-2505's construction, transcribed in float64: eigen-solve of the D x D P^T P, the D x D
+    A_h = P_inv M_h P_inv^T, and a full D x D SVD per head (rank as `pseudo_inverse` chose)."""
+    p, rank = pinv.points, pinv.rank
+    u, s, v = torch.svd(p.T @ p)
+    s_inv = torch.zeros_like(s)
+    s_inv[:rank] = 1 / s[:rank]
+    p_inv = v @ torch.diag(s_inv) @ u.T @ p.T
+    left, right = svd_factors(p_inv @ targets @ p_inv.T, rank)
+    norm = left.norm(dim=(-2, -1), keepdim=True)
+    return left / norm, right / norm
 
 
 def projected_peaks(pinv: PseudoInverse, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
@@ -218,41 +132,6 @@ def projected_peaks(pinv: PseudoInverse, offsets: list[tuple[int, int]], grid: t
     return torch.stack([hit_rate(lg, grid, o) for lg, o in zip(logits, offsets)])
 
 
-def hit_rate(mixing: torch.Tensor, grid: tuple[int, int], offset: tuple[int, int]) -> torch.Tensor:
-    """Fraction of queries (rows of an N x N map) whose largest entry sits at `offset` (queries with a key)."""
-    keys = shifted_index(grid, offset)
-    inside = keys >= 0
-    return (mixing.argmax(-1)[inside] == keys[inside]).double().mean()
-
-
-def check_peaks(peaks: torch.Tensor, width: str, grid: tuple[int, int], fix: str) -> None:
-    """PipelineError when some head cannot express its impulse (see MIN_PEAK)."""
-    if peaks.min() < MIN_PEAK:
-        raise PipelineError(
-            f"{width} is below the rank the impulse needs on the {grid[0]}x{grid[1]} grid: without noise only "
-            f"{peaks.min():.0%} of the queries of some head can peak at its offset (need {MIN_PEAK:.0%}); {fix}"
-        )
-
-
-def write_impulse_heads_(attn: nn.Module, q: torch.Tensor, k: torch.Tensor, norm_q: float) -> None:
-    """q rows of head h = norm_q Q_h^T, k rows = norm_q K_h; rows beyond rank r (if r < head_dim) are zero."""
-    dim, heads = attn.qkv.in_features, attn.num_heads
-    head_dim = dim // heads
-    with torch.no_grad():
-        attn.qkv.weight[: 2 * dim] = 0.0
-        for h in range(heads):
-            write_rows_(attn.qkv.weight, h * head_dim, norm_q * q[h].T)
-            write_rows_(attn.qkv.weight, dim + h * head_dim, norm_q * k[h])
-
-
-def write_impulse_value_(attn: nn.Module, generator: torch.Generator, norm_v: float) -> None:
-    """code-2505's impulse V/proj: v rows = norm_v L^T, proj = norm_v R^T from get_ortho_like(D, .4, .4, -1)."""
-    left, right = ortho_like(attn.qkv.in_features, VALUE_ALPHA, VALUE_BETA, -1, generator)
-    with torch.no_grad():
-        write_rows_(attn.qkv.weight, 2 * attn.qkv.in_features, norm_v * left[0].T)
-        write_rows_(attn.proj.weight, 0, norm_v * right[0].T)
-
-
 def vit_impulse_(
     model: nn.Module,
     offsets: list[list[tuple[int, int]]],
@@ -264,8 +143,9 @@ def vit_impulse_(
     norm_v: float,
     scale: float,
     noise_std: float,
-) -> None:
-    """Steps 1-5 of the module doc on a ViT whose other weights already hold PyTorch's defaults."""
+) -> list[torch.Tensor]:
+    """Steps 1-5 of the module doc on a ViT whose other weights already hold PyTorch's defaults; returns the
+    parameters written."""
     grid = token_grid(model, VIT)
     check_kernel(kernel_size, grid, "token grid")
     if model.pos_embed is None:
@@ -275,17 +155,20 @@ def vit_impulse_(
         check_fused_qkv(attn, f"block {i}")
     with torch.no_grad():
         model.pos_embed *= norm_p
-    pinv = pseudo_inverse(patch_pos_embed(model), model.embed_dim // layers[0].num_heads)
+    head_dim = model.embed_dim // layers[0].num_heads
+    pinv = pseudo_inverse(patch_pos_embed(model), head_dim)
     check_peaks(
         projected_peaks(pinv, offsets[0], grid),
-        f"head_dim {model.embed_dim // layers[0].num_heads} (usable rank {pinv.rank})",
+        f"head_dim {head_dim} (usable rank {pinv.rank})",
         grid,
         "use fewer heads (a larger head_dim) or a smaller token grid",
     )
     for attn, heads in zip(layers, offsets):
         targets = impulse_targets(heads, grid, scale=scale, noise_std=noise_std, generator=generator)
-        write_impulse_heads_(attn, *impulse_qk(pinv, targets), norm_q)
-        write_impulse_value_(attn, generator, norm_v)
+        q, k = impulse_qk(pinv, targets)
+        write_qk_heads_(attn, norm_q * q.mT, norm_q * k)
+        ortho_like_value_proj_(attn, generator, IMPULSE_VALUE_ALPHA, IMPULSE_VALUE_BETA, norm_v)
+    return [model.pos_embed] + [p for attn in layers for p in (attn.qkv.weight, attn.proj.weight)]
 
 
 def impulse_init(
@@ -300,7 +183,7 @@ def impulse_init(
     scale: float = 1000.0,
     noise_std: float = 0.6,
     offsets: str = "official",
-) -> None:
+) -> list[torch.Tensor]:
     """The `impulse` arm on a ViT, Swin or Mixer (the latter two: see `swin.py`, `mixer.py`).
 
     Args:
@@ -309,22 +192,19 @@ def impulse_init(
         kernel_size: odd f of the f x f impulse filters.
         norm_p: ViT pos_embed multiplier. norm_q: Frobenius norm of each ViT head's Q and K.
         norm_v: V/proj multiplier (ViT, Swin). scale: impulse weight in the target; noise_std: std of the
-            trunc-normal noise (times 3) off the impulse. offsets: 'official' or 'random' (see module doc).
-    """
-    from pipeline.inits.default import pytorch_default_
-    from pipeline.inits.mixer import mixer_impulse_
-    from pipeline.inits.swin import swin_impulse_
+            trunc-normal noise (times 3) off the impulse. offsets: 'official' or 'random' (see `targets`).
 
+    Returns:
+        The parameters it wrote beyond PyTorch's defaults (apply_init checks only these for non-finite values).
+    """
     if scale <= 0 or noise_std < 0:
         raise PipelineError(f"impulse.scale = {scale}, noise_std = {noise_std}: need scale > 0 and noise_std >= 0")
     heads = layer_offsets(model, kernel_size, offsets, generator)
     pytorch_default_(model, kind, generator)
     if kind == VIT:
-        vit_impulse_(model, heads, generator, kernel_size=kernel_size, norm_p=norm_p, norm_q=norm_q,
-                     norm_v=norm_v, scale=scale, noise_std=noise_std)  # fmt: skip
-    elif kind == SWIN:
-        swin_impulse_(model, heads, generator, kernel_size=kernel_size, norm_v=norm_v, scale=scale,
-                      noise_std=noise_std)  # fmt: skip
-    else:
-        mixer_impulse_(model, heads, generator, kernel_size=kernel_size, scale=scale, noise_std=noise_std)
-
+        return vit_impulse_(model, heads, generator, kernel_size=kernel_size, norm_p=norm_p, norm_q=norm_q,
+                            norm_v=norm_v, scale=scale, noise_std=noise_std)  # fmt: skip
+    if kind == SWIN:
+        return swin_impulse_(model, heads, generator, kernel_size=kernel_size, norm_v=norm_v, scale=scale,
+                             noise_std=noise_std)  # fmt: skip
+    return mixer_impulse_(model, heads, generator, kernel_size=kernel_size, scale=scale, noise_std=noise_std)

@@ -151,7 +151,7 @@ def peak_agreement(maps: torch.Tensor, offsets: list[tuple[int, int]], grid: tup
     Args:
         maps: (batch, heads, N, N) mixing maps, prefix tokens first (from `attention_maps`); a batch-averaged
             (heads, N, N) works too. Batch and queries are pooled.
-        offsets: the intended (dy, dx) of each head (`impulse.layer_offsets(model)[layer]`).
+        offsets: the intended (dy, dx) of each head (`targets.layer_offsets(model)[layer]`).
         grid: (rows, cols) of the maps' token grid (`arch.mixing_grid(model, layer)`).
     """
     rows, prefix = patch_queries(maps, grid)

@@ -16,7 +16,7 @@ the ViT target's relative size, 3 * noise_std / scale. Q/K keep PyTorch's defaul
 std ~0.3, well below ln(1000) = 6.9), so norm_p and norm_q do not apply; V/proj are set as in the ViT impulse
 arm (get_ortho_like(dim, 0.4, 0.4, -1), times norm_v).
 
-Heads use `impulse.layer_offsets`: the official order, each stage's blocks taking as many as they have heads.
+Heads use `targets.layer_offsets`: the official order, each stage's blocks taking as many as they have heads.
 A query whose offset key lies outside its window (or is masked in a shifted window) sees only noise and
 attends almost uniformly, the window's analogue of the ViT impulse's zero padding. The first stage's window
 must hold the kernel (else PipelineError); later stages whose windows shrink below the kernel (small inputs)
@@ -32,7 +32,9 @@ from torch import nn
 
 from pipeline.errors import PipelineError
 from pipeline.inits.arch import SWIN, attention_layers, check_fused_qkv
-from pipeline.inits.impulse import check_kernel, truncated_normal, write_impulse_value_
+from pipeline.inits.lowrank import IMPULSE_VALUE_ALPHA, IMPULSE_VALUE_BETA, ortho_like_value_proj_
+from pipeline.inits.rng import truncated_normal
+from pipeline.inits.targets import check_kernel
 
 
 def bias_table_index(offset: tuple[int, int], window: tuple[int, int]) -> int | None:
@@ -69,8 +71,9 @@ def swin_impulse_(
     norm_v: float,
     scale: float,
     noise_std: float,
-) -> None:
-    """Impulse bias tables and V/proj for every window attention (other weights: PyTorch defaults)."""
+) -> list[torch.Tensor]:
+    """Impulse bias tables and V/proj for every window attention (other weights: PyTorch defaults); returns the
+    parameters written."""
     layers = attention_layers(model, SWIN)
     check_kernel(kernel_size, tuple(layers[0].window_size), "first-stage window")
     if scale <= 1:
@@ -81,4 +84,5 @@ def swin_impulse_(
                                    generator=generator)  # fmt: skip
         with torch.no_grad():
             attn.relative_position_bias_table.copy_(table)
-        write_impulse_value_(attn, generator, norm_v)
+        ortho_like_value_proj_(attn, generator, IMPULSE_VALUE_ALPHA, IMPULSE_VALUE_BETA, norm_v)
+    return [p for attn in layers for p in (attn.relative_position_bias_table, attn.qkv.weight, attn.proj.weight)]

@@ -1,0 +1,57 @@
+"""pipeline.inits imports point one way: no cycle between its modules, and every import at the top of its file."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pipeline.inits
+
+PACKAGE = Path(pipeline.inits.__file__).parent
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def internal_imports(tree: ast.Module) -> set[str]:
+    """Modules of pipeline.inits that a module imports (at any depth)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline.inits."):
+            found.add(node.module.removeprefix("pipeline.inits."))
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+            found |= {n.removeprefix("pipeline.inits.") for n in names if n.startswith("pipeline.inits.")}
+    return found
+
+
+def test_no_function_level_imports():
+    nested = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        tree = parse(path)
+        top = {id(node) for node in tree.body}
+        nested += [f"{path.name}:{n.lineno}" for n in ast.walk(tree)
+                   if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in top]  # fmt: skip
+    assert not nested, f"imports inside functions or blocks: {nested}"
+
+
+def test_import_graph_has_no_cycle():
+    graph = {p.stem: internal_imports(parse(p)) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert all(dep in graph for deps in graph.values() for dep in deps), graph
+    done, path = set(), []
+
+    def visit(module):
+        if module in path:
+            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(module) :] + [module])}")
+        if module in done:
+            return
+        path.append(module)
+        for dep in sorted(graph[module]):
+            visit(dep)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
+    assert len(done) == len(graph) >= 10
