@@ -33,7 +33,9 @@ from pipeline.inits import (
     peak_agreement,
     uniform_locality_mass,
 )
-from pipeline.inits.impulse import impulse_matrices, impulse_qk, impulse_targets, pseudo_inverse
+from pipeline.inits.impulse import impulse_qk, pseudo_inverse
+from pipeline.inits.measures import attention_probs
+from pipeline.inits.targets import impulse_matrices, impulse_targets
 
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=6, num_heads=3, in_chans=1, num_classes=10)
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
@@ -171,10 +173,14 @@ def test_impulse_qk_equals_the_straightforward_construction(grid, dim, heads):
 # --- what apply_init defines ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("build", [vit, swin, mixer], ids=["vit", "swin", "mixer"])
-@pytest.mark.parametrize("method", METHODS)
+BUILDS = {"vit": vit, "swin": swin, "mixer": mixer}
+# [CI]'s random arm sets query/key factors, which a Mixer lacks (PipelineError, tested below)
+SUPPORTED = [(m, b) for m in METHODS for b in BUILDS if (m, b) != ("random", "mixer")]
+
+
+@pytest.mark.parametrize("method, build", SUPPORTED, ids=[f"{m}-{b}" for m, b in SUPPORTED])
 def test_skip_built_model_comes_out_finite_whatever_the_constructor_left(method, build):
-    model = build()
+    model = BUILDS[build]()
     with torch.no_grad():
         for p in model.parameters():
             p.fill_(float("nan"))  # timm 1.0.31 + weight_init='skip' leaves pos_embed/cls_token as torch.empty
@@ -222,12 +228,26 @@ def test_same_seed_same_model_other_seed_other_noise_same_offsets():
         assert (pseudo_measures(model)[0] >= 0.95).all()
 
 
-def test_global_rng_is_left_untouched():
+def test_global_rng_is_left_untouched(monkeypatch):
     models = [vit() for _ in METHODS]  # building a model draws from the global RNG; initialising must not
     state = torch.get_rng_state()
+    seeded = []  # torch.manual_seed would reseed (and leave changed) every CUDA/MPS generator
+    for name in ("manual_seed", "manual_seed_all"):
+        monkeypatch.setattr(torch.cuda, name, lambda seed, name=name: seeded.append(f"cuda.{name}"))
+    monkeypatch.setattr(torch.mps, "manual_seed", lambda seed: seeded.append("mps.manual_seed"))
     for model, method in zip(models, METHODS):
         init(model, method)
-    assert torch.equal(state, torch.get_rng_state())
+    assert torch.equal(state, torch.get_rng_state()) and not seeded, seeded
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_rng_states_are_left_untouched():
+    states = torch.cuda.get_rng_state_all()
+    init(vit(), "default")  # on the CPU: no CUDA generator may move
+    init(vit().cuda(), "default")  # on cuda:0: seeded inside, restored after
+    assert all(torch.equal(a, b) for a, b in zip(states, torch.cuda.get_rng_state_all()))
+    a, b = init(vit().cuda(), "impulse", 4), init(vit(), "impulse", 4)
+    assert torch.allclose(a.blocks[0].attn.qkv.weight.cpu(), b.blocks[0].attn.qkv.weight, atol=1e-6)
 
 
 def test_impulse_follows_the_official_constants():
@@ -333,8 +353,6 @@ def test_attention_maps_reproduce_the_blocks_own_attention(build, block):
     attn = block(model).attn
     seen = capture(attn, lambda: model(torch.randn(2, 1, *model.patch_embed.img_size)))
     x, mask = seen["args"][0], seen["kwargs"].get("mask")
-    from pipeline.inits.measures import attention_probs
-
     probs = attention_probs(attn, x, mask)
     v = attn.qkv(x).reshape(*x.shape[:2], 3, attn.num_heads, -1)[:, :, 2].transpose(1, 2)
     out = attn.proj((probs @ v).transpose(1, 2).reshape(x.shape))
@@ -382,9 +400,9 @@ def test_mixer_mimetic_token_mixing_is_near_identity():
 
 
 def test_mixer_with_narrow_token_mlp_still_peaks():
-    model = init(mixer(tokens_ratio=0.5), "impulse")  # 64 hidden units: rank 32 < 49 tokens
+    model = init(mixer(tokens_ratio=0.1), "impulse")  # 12 hidden units: rank 12 < 42 that the impulse needs
     peaks, mass = pseudo_measures(model, 1)
-    assert peaks.item() == 1.0 and mass.item() > 2 * uniform_locality_mass((7, 7), 3)
+    assert peaks.item() >= 0.9 and mass.item() > 1.3 * uniform_locality_mass((7, 7), 3)
 
 
 # --- the measures -----------------------------------------------------------------------------------------
@@ -417,7 +435,9 @@ ERRORS = {
     "unknown offsets": (vit, "impulse", {"offsets": "spiral"}, "offsets"),
     "qk norm": (lambda: vit(qk_norm=True), "impulse", {}, "qk_norm"),
     "no position embedding": (lambda: vit(pos_embed="none"), "impulse", {}, "position embedding"),
-    "narrow mixer": (lambda: mixer(tokens_ratio=0.05), "impulse", {}, "tokens_dim 6 .* below the rank"),
+    "narrow mixer": (lambda: mixer(tokens_ratio=0.02), "impulse", {}, "tokens_dim 2 .* below the rank"),
+    "random on a mixer": (mixer, "random", {}, "no attention"),
+    "unknown mimetic form": (vit, "mimetic", {"form": "trockman"}, "mimetic.form"),
     "kernel larger than window": (swin, "impulse", {"kernel_size": 9}, "first-stage window"),
 }
 

@@ -1,0 +1,112 @@
+"""The Mixer's impulse token mixing is local on the configurations the profiles train, not only on a toy one:
+Mixer-S/16 at 224 px (tokens_dim 256 < 2 x 196 tokens, where pairs alone reached 3x3 mass 0.14-0.16) and the
+CPU-scale Mixer (28 px, patch 4: 7 x 7 tokens; embed_dim 96 and 128, tokens_dim 48 and 64 < 2 x 49).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from timm.models.mlp_mixer import MlpMixer
+from torch import nn
+
+from pipeline.errors import PipelineError
+from pipeline.inits import apply_init, attention_maps, layer_offsets, locality_mass, peak_agreement
+from pipeline.inits.measures import capture_inputs
+
+FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+
+
+def cpu_mixer(embed_dim):
+    """The CPU-scale Mixer: mixer_s16_224's recipe (mlp_ratio (0.5, 4)) on 28 px, patch 4, 6 blocks."""
+    return MlpMixer(img_size=28, patch_size=4, num_blocks=6, embed_dim=embed_dim, mlp_ratio=(0.5, 4.0), in_chans=1,
+                    num_classes=10)  # fmt: skip
+
+
+def mixer_s16():
+    return timm.create_model("mixer_s16_224", pretrained=False, in_chans=1, num_classes=10)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def images():
+    if not FMNIST.exists():
+        pytest.skip(f"{FMNIST} absent (Debian's dataset-fashion-mnist)")
+    with gzip.open(FMNIST) as file:
+        raw = np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:2]
+    return (torch.from_numpy(raw.copy()).float() / 255 - 0.2860) / 0.3530
+
+
+CONFIGS = {
+    "S16-224": (mixer_s16, 224),
+    "cpu-e96": (lambda: cpu_mixer(96), 28),
+    "cpu-e128": (lambda: cpu_mixer(128), 28),
+}
+
+
+@pytest.mark.parametrize("build, size", CONFIGS.values(), ids=CONFIGS.keys())
+def test_impulse_token_mixing_is_local_on_the_profiles_mixers(build, size, images):
+    model = apply_init(build(), "impulse", generator=0)
+    grid, offsets, depth = tuple(model.stem.grid_size), layer_offsets(model), len(model.blocks)
+    x = images[:1] if size == 28 else F.interpolate(images[:1], size=size, mode="bilinear")
+    pseudo, real = attention_maps(model, None, tuple(range(depth))), attention_maps(model, x, (1, depth - 1))
+    for layer in range(depth):
+        assert peak_agreement(pseudo[layer], offsets[layer], grid).item() == 1.0
+        assert locality_mass(pseudo[layer], grid, 3).item() >= 0.65, layer  # uniform: 0.04 (14x14), 0.15 (7x7)
+    for layer, maps in real.items():
+        assert locality_mass(maps, grid, 3).item() >= 0.65, layer
+
+
+@pytest.mark.parametrize("build", [mixer_s16, lambda: cpu_mixer(96)], ids=["S16-224", "cpu-e96"])
+def test_token_mlp_is_the_designed_linear_map(build, images):
+    """Jacobian at 0 = the written map exactly; on real token rows the MLP is that linear map to < 1%."""
+    model = apply_init(build(), "impulse", generator=0)
+    mlp = model.blocks[1].mlp_tokens
+    tokens = mlp.fc1.in_features
+    jacobian = torch.func.jacrev(mlp)(torch.zeros(tokens))
+    keys = torch.arange(tokens) - model.stem.grid_size[1]  # offset (-1, 0): the key one row up
+    inside = keys >= 0
+    assert torch.allclose(jacobian[inside, keys[inside]], torch.ones(int(inside.sum())), atol=1e-5)
+    x = images[:1] if model.stem.img_size[0] == 28 else F.interpolate(images[:1], size=224, mode="bilinear")
+    rows = capture_inputs(model, [mlp], x)[id(mlp)][0].reshape(-1, tokens)
+    with torch.no_grad():
+        error = (mlp(rows) - rows @ jacobian.T).norm() / (rows @ jacobian.T).norm()
+    assert error < 0.01, error
+
+
+def test_pairs_where_the_width_allows_linear_units_for_the_rest():
+    model = apply_init(mixer_s16(), "impulse", generator=0)  # tokens_dim 256, 196 tokens: 60 pairs + 136 units
+    fc1 = model.blocks[0].mlp_tokens.fc1
+    assert torch.equal(fc1.weight[:60], -fc1.weight[60:120]) and (fc1.bias[:120] == 0).all()
+    assert (fc1.bias[120:] >= 4).all() and (fc1.weight[120:].norm(dim=1) > 0).all()
+    wide = apply_init(cpu_mixer(196), "impulse", generator=0)  # tokens_dim 98 = 2 x 49: pairs only, no bias
+    assert (wide.blocks[0].mlp_tokens.fc1.bias == 0).all()
+
+
+ACTIVATIONS = {  # tokens_dim = ratio x 96: >= 98 uses pairs only, < 49 linear-regime units only
+    "tanh-pairs": (nn.Tanh, 2.0, "act\\(z\\) - act\\(-z\\) = z"),
+    "sigmoid-pairs": (nn.Sigmoid, 2.0, "act\\(z\\) - act\\(-z\\) = z"),
+    "tanh-linear": (nn.Tanh, 0.25, "not linear for large inputs"),
+    "silu-linear": (nn.SiLU, 0.25, "not linear for large inputs"),
+}
+
+
+@pytest.mark.parametrize("act, ratio, message", ACTIVATIONS.values(), ids=ACTIVATIONS.keys())
+def test_activation_that_cannot_be_made_linear_raises(act, ratio, message):
+    model = MlpMixer(img_size=28, patch_size=4, num_blocks=2, embed_dim=96, mlp_ratio=(ratio, 4.0), in_chans=1,
+                     act_layer=act)  # fmt: skip
+    with pytest.raises(PipelineError, match=message):
+        apply_init(model, "impulse", generator=0)
