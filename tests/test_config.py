@@ -63,7 +63,8 @@ def test_arms_put_the_method_first_without_repeats():
 
 def test_method_options_are_the_params_section():
     params = build(Params, {"mimetic": {"alpha_qk": 0.5}})
-    assert params.method_options("mimetic") == {"alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4}
+    assert params.method_options("mimetic") == {
+        "alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4, "form": "official"}
     assert params.method_options("timm") == {}
 
 

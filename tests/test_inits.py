@@ -7,11 +7,8 @@ real images are Fashion-MNIST test images from Debian's mirror (skipped where it
 
 from __future__ import annotations
 
-import gzip
 import math
-from pathlib import Path
 
-import numpy as np
 import pytest
 import timm
 import torch
@@ -38,16 +35,10 @@ from pipeline.inits.measures import attention_probs
 from pipeline.inits.targets import impulse_matrices, impulse_targets
 
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=6, num_heads=3, in_chans=1, num_classes=10)
-FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
 OFFICIAL_12 = [(0, 0), (-1, 0), (0, 1), (0, -1), (1, 0), (-1, -1), (-1, 1), (1, -1), (1, 1), (0, 0), (-1, 0), (0, 1)]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def vit(name="vit_tiny_patch16_224", **overrides):
@@ -74,14 +65,9 @@ def pseudo_measures(model, layer=0, kernel_size=3):
     return peak_agreement(maps, layer_offsets(model)[layer], grid), locality_mass(maps, grid, kernel_size)
 
 
-@pytest.fixture(scope="module")
-def images():
-    """16 Fashion-MNIST test images, normalised with the dataset's mean/std."""
-    if not FMNIST.exists():
-        pytest.skip(f"{FMNIST} absent (Debian's dataset-fashion-mnist)")
-    with gzip.open(FMNIST) as file:
-        raw = np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:16]
-    return (torch.from_numpy(raw.copy()).float() / 255 - 0.2860) / 0.3530
+@pytest.fixture
+def images(fashion_mnist):
+    return fashion_mnist
 
 
 # --- the contract -----------------------------------------------------------------------------------------
@@ -451,4 +437,3 @@ def test_mistakes_raise_pipeline_errors(build, method, options, message):
 def test_bad_generator_raises():
     with pytest.raises(PipelineError, match="generator"):
         apply_init(vit(), "default", generator="seed")
-

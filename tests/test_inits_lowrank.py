@@ -21,12 +21,7 @@ from pipeline.inits.targets import impulse_offsets, impulse_targets
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=3, num_heads=3, in_chans=1, num_classes=10)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def draw(shape, seed=0):

@@ -5,10 +5,6 @@ CPU-scale Mixer (28 px, patch 4: 7 x 7 tokens; embed_dim 96 and 128, tokens_dim 
 
 from __future__ import annotations
 
-import gzip
-from pathlib import Path
-
-import numpy as np
 import pytest
 import timm
 import torch
@@ -19,8 +15,6 @@ from torch import nn
 from pipeline.errors import PipelineError
 from pipeline.inits import apply_init, attention_maps, layer_offsets, locality_mass, peak_agreement
 from pipeline.inits.measures import capture_inputs
-
-FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
 
 
 def cpu_mixer(embed_dim):
@@ -33,21 +27,12 @@ def mixer_s16():
     return timm.create_model("mixer_s16_224", pretrained=False, in_chans=1, num_classes=10)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def images():
-    if not FMNIST.exists():
-        pytest.skip(f"{FMNIST} absent (Debian's dataset-fashion-mnist)")
-    with gzip.open(FMNIST) as file:
-        raw = np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:2]
-    return (torch.from_numpy(raw.copy()).float() / 255 - 0.2860) / 0.3530
+@pytest.fixture
+def images(fashion_mnist):
+    return fashion_mnist[:2]
 
 
 CONFIGS = {
