@@ -39,6 +39,9 @@ from pipeline.inits.rng import normal, uniform
 #: code-2505's V/proj target of the impulse arm: get_ortho_like(D, 0.4, 0.4, -1) (ViT, and our Swin equivalent).
 IMPULSE_VALUE_ALPHA = IMPULSE_VALUE_BETA = 0.4
 
+#: Matrices of this size and larger go to scipy's eigensolvers, smaller ones to one batched torch call.
+SCIPY_FROM = 384
+
 _OFFICIAL = contextvars.ContextVar("official_route", default=False)
 
 
@@ -90,39 +93,46 @@ def svd_factors(
     return (left, right) if lapack_signs else canonical_signs(left, right)
 
 
+def right_vectors(a: torch.Tensor, rank: int) -> torch.Tensor:
+    """The top `rank` right singular vectors of square float64 `a` (..., n, n), descending: (..., n, rank).
+
+    Eigenvectors of A^T A. Below SCIPY_FROM, one batched torch (MKL) call; from it on, scipy's LAPACK (OpenBLAS
+    here) matrix by matrix, syevd for all n vectors and syevr for fewer, which measured 1.3-2.8x faster than torch's
+    full syevd at n = 384-1024 on this machine's AMD EPYC, and slower below.
+    """
+    n = a.shape[-1]
+    gram = a.mT @ a
+    if n < SCIPY_FROM:
+        return torch.linalg.eigh(gram)[1][..., n - rank :].flip(-1)
+    out = torch.empty(*a.shape[:-1], rank, dtype=a.dtype)
+    subset, driver = (None, "evd") if rank == n else ([n - rank, n - 1], "evr")
+    for vectors, matrix in zip(out.reshape(-1, n, rank), gram.reshape(-1, n, n)):
+        _, v = scipy.linalg.eigh(matrix.numpy(), subset_by_index=subset, driver=driver, overwrite_a=True,
+                                 check_finite=False)  # fmt: skip
+        vectors.copy_(torch.from_numpy(v[:, ::-1].copy()))
+    return out
+
+
 def from_right_vectors(a: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, R) from A and orthonormal right singular vectors V (n x r, descending): s_i = |A v_i|, L = A V / sqrt(s)."""
+    """(L, R) from A and orthonormal right singular vectors V (..., n, r), descending: s_i = |A v_i|,
+    L = A V / sqrt(s) (= U sqrt(S)), R = sqrt(S) V^T, with `canonical_signs`."""
     av = a @ v
-    s = av.norm(dim=-2)
-    root = s.sqrt()
-    left = torch.where(s > 0, av / root.where(s > 0, torch.ones_like(root)), torch.zeros_like(av))
-    return canonical_signs(left, root[..., :, None] * v.mT)
+    root = av.norm(dim=-2, keepdim=True).sqrt()
+    return canonical_signs(av / root.clamp_min(1e-150), root.mT * v.mT)  # s = 0: A v = 0, so L's column is 0
 
 
 def balanced_factors(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(L, R) with L R = A for square float64 `a` (..., n, n): every singular triplet, symmetric route."""
     if using_official_route():
         return svd_factors(a)
-    if a.dim() > 2:
-        pairs = [balanced_factors(m) for m in a.reshape(-1, *a.shape[-2:])]
-        return tuple(torch.stack(p).reshape(a.shape) for p in zip(*pairs))
-    _, v = torch.linalg.eigh(a.mT @ a)
-    return from_right_vectors(a, v.flip(-1))
+    return from_right_vectors(a, right_vectors(a, a.shape[-1]))
 
 
 def top_factors(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(L, R), L (..., n, rank) and R (..., rank, n), of the top `rank` triplets of square float64 `a`."""
     if using_official_route():
         return svd_factors(a, rank)
-    if a.dim() > 2:
-        pairs = [top_factors(m, rank) for m in a.reshape(-1, *a.shape[-2:])]
-        left, right = (torch.stack(p).reshape(*a.shape[:-2], *p[0].shape) for p in zip(*pairs))
-        return left, right
-    n = a.shape[-1]
-    gram = (a.mT @ a).numpy()
-    _, v = scipy.linalg.eigh(gram, subset_by_index=[n - rank, n - 1], driver="evr", overwrite_a=True,
-                             check_finite=False)  # fmt: skip
-    return from_right_vectors(a, torch.from_numpy(v[:, ::-1].copy()))
+    return from_right_vectors(a, right_vectors(a, rank))
 
 
 def write_rows_(weight: torch.Tensor, start: int, rows: torch.Tensor) -> None:
