@@ -88,7 +88,7 @@ def apply_init(
             f"init {method!r}: unknown option(s) {', '.join(unknown)}; allowed are {', '.join(allowed) or 'none'}"
         )
     kind = family(model)
-    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):  # scipy's LAPACK: torch's threads
+    with threadpool_limits(limits=1, user_api="blas"):  # scipy's LAPACK on one thread: see lowrank, Threads
         written = {id(p) for p in ARMS[method](model, kind, as_generator(generator), **options)}
     bad = [name for name, p in model.named_parameters() if id(p) in written and not torch.isfinite(p).all()]
     if bad:

@@ -7,12 +7,12 @@ parameters) seeded from the generator and restored afterwards. So `apply_init` l
 it found it: the CPU one, and every CUDA device's (a CPU-built model touches no CUDA state at all).
 
 Determinism. The same seed gives the same model bit for bit on the same CPU kind, software stack and **thread
-count**. The draws never depend on threads, but the linear algebra does: MKL (torch) and OpenBLAS (scipy, whose
-thread count apply_init ties to `torch.get_num_threads()`) split their work by thread, so rounding differs
-between thread counts, and between CPU kinds whose kernels differ (AVX2 vs AVX-512). Measured on ViT-S/16, max
-|weight difference| between 1 and 2 threads: `default`, `timm` and `random` 0 (no linear algebra), `mimetic`
-9e-10, `impulse` 7e-9 (ViT-B/16 before this change: 7.5e-9). Fix the thread count (`torch.set_num_threads`, or
-OMP_NUM_THREADS / MKL_NUM_THREADS) to reproduce a model exactly; the laws of the weights never depend on it.
+count**. The draws never depend on threads, but torch's linear algebra does (MKL and OpenMP split their work by
+thread; scipy's eigensolvers run on one thread, see `lowrank`), so rounding differs between thread counts, and
+between CPU kinds whose kernels differ (AVX2 vs AVX-512). Measured on ViT-S/16, max |weight difference| between
+torch on 1 and 2 threads: `default`, `timm` and `random` 0 (no linear algebra), `mimetic` 5e-10, `impulse` 7e-9
+(ViT-B/16 before this change: 7.5e-9). Fix the thread count (`torch.set_num_threads`, or OMP_NUM_THREADS /
+MKL_NUM_THREADS) to reproduce a model exactly; the laws of the weights never depend on it.
 """
 
 from __future__ import annotations
