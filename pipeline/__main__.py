@@ -23,8 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "filter-study": ("pipeline.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
-    "train": ("pipeline.train", "stage train@<dataset>-<arm>-<seed>: one ViT training run"),
-    "attention": ("pipeline.analysis.attention", "stage attention@<arm>: attention maps at initialization"),
+    "train": ("pipeline.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the ViT grid"),
+    "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md and reports/report.pdf"),
@@ -46,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             importlib.import_module(module).add_arguments(cmd)
     args = parser.parse_args(argv)
     args.print_help = parser.print_help
+    args.argv = list(argv)  # the command line, for re-running this command under torchrun
     return args
 
 

@@ -18,7 +18,6 @@ reseeds every random source from (seed, epoch), the resumed run ends with the sa
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import random
@@ -42,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from pipeline.config import TrainConfig
 from pipeline.errors import PipelineError
+from pipeline.outputs import atomic_path
 
 
 @dataclass
@@ -112,8 +112,8 @@ def autocast_for(amp: str, device: torch.device):
 class Parts:
     """What `fit` builds around the model from the recipe."""
 
-    model: torch.nn.Module  # the bare model (EMA, checkpoints, evaluation)
-    ddp: torch.nn.Module  # what the training step calls: the model, or its DDP wrapper
+    model: torch.nn.Module  #: the bare model (EMA, checkpoints, evaluation)
+    wrapped: torch.nn.Module  #: what the training step calls: the model, DDP-wrapped and/or compiled
     optimizer: torch.optim.Optimizer
     scheduler: object
     mixup: Mixup | None
@@ -146,19 +146,19 @@ def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, s
     autocast, dtype = autocast_for(recipe.amp, d.device)
     scaler = NativeScaler() if dtype == torch.float16 else None
     ema = ModelEmaV3(model, decay=recipe.ema_decay) if recipe.ema else None
-    ddp = model
+    wrapped = model
     if d.world_size > 1:
-        ddp = DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+        wrapped = DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
     if recipe.compile:
         if d.device.type != "cuda":
             raise PipelineError("train.compile needs a CUDA device; set train.compile: false on CPU")
-        ddp = torch.compile(ddp)
-    return Parts(model, ddp, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
+        wrapped = torch.compile(wrapped)
+    return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
 
 
 def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress) -> dict:
     """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s."""
-    parts.ddp.train()
+    parts.wrapped.train()
     steps = len(loader)
     loss_sum = correct = seen = 0.0
     start = time.perf_counter()
@@ -171,7 +171,7 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
         if parts.mixup is not None:
             images, targets = parts.mixup(images, targets)
         with parts.autocast():
-            logits = parts.ddp(images)
+            logits = parts.wrapped(images)
             loss = parts.criterion(logits, targets)
         if not math.isfinite(loss.item()):
             raise PipelineError(
@@ -217,24 +217,22 @@ def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> d
     return {"val_loss": loss_sum / n, "val_top1": top1 / n, "val_top5": top5 / n}
 
 
-def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, digest: str) -> None:
+def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str) -> None:
     """Everything a resumed run needs, written atomically (a kill mid-write leaves the previous one)."""
-    state = {"epoch": epoch, "history": history, "digest": digest, "model": parts.model.state_dict(),
+    state = {"epoch": epoch, "history": history, "attempt": attempt, "model": parts.model.state_dict(),
              "optimizer": parts.optimizer.state_dict(), "scheduler": parts.scheduler.state_dict(),
              "scaler": parts.scaler.state_dict() if parts.scaler else None,
              "ema": parts.ema.state_dict() if parts.ema else None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
 
 
-def load_checkpoint(path: Path, parts: Parts, digest: str, d: Dist) -> tuple[int, list]:
-    """(first epoch to run, history so far); (0, []) when there is no checkpoint of this exact config."""
+def load_checkpoint(path: Path, parts: Parts, attempt: str, d: Dist) -> tuple[int, list]:
+    """(first epoch to run, history so far); (0, []) when there is no checkpoint of this attempt."""
     if not path.exists():
         return 0, []
     state = torch.load(path, map_location=d.device, weights_only=False)
-    if state.get("digest") != digest:
+    if state.get("attempt") != attempt:
         return 0, []
     parts.model.load_state_dict(state["model"])
     parts.optimizer.load_state_dict(state["optimizer"])
@@ -283,9 +281,13 @@ def progress_bar(total: int, d: Dist, desc: str):
     return bar, bar.update
 
 
-def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: Path, digest: str,
+def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
         live_dir: Path | None = None, name: str = "run") -> dict:
-    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if one of the same `digest` exists.
+    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
+
+    `attempt` identifies what produced the checkpoint (the caller's digest of the run's config and code,
+    `pipeline.run`): a checkpoint of another attempt is ignored and overwritten. The caller removes the
+    checkpoint once the run's outputs are written, so a finished run is never "resumed".
 
     Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history.
     """
@@ -294,7 +296,7 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
                             " train.batch_size or raise data.train_subset")
     parts = build_parts(model, recipe, loaders.num_classes, steps, d)
-    first, history = load_checkpoint(checkpoint, parts, digest, d)
+    first, history = load_checkpoint(checkpoint, parts, attempt, d)
     if first and d.master:
         print(f"[{name}] resuming from {checkpoint} at epoch {first + 1}", flush=True)
     logger = Logger(live_dir, d, name)
@@ -314,7 +316,7 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
         history.append(row)
         logger.epoch(row, recipe.epochs)
         if d.master:
-            save_checkpoint(checkpoint, parts, epoch, history, digest)
+            save_checkpoint(checkpoint, parts, epoch, history, attempt)
         if d.world_size > 1:
             dist.barrier()
     logger.close()
@@ -333,10 +335,3 @@ def summarize(history: list[dict], wall_s: float) -> dict:
         "images_per_s": sum(r["images_per_s"] for r in history) / len(history),
         "wall_time_s": wall_s, "history": history,
     }
-
-
-def recipe_with(recipe: TrainConfig, overrides: dict) -> TrainConfig:
-    """A copy of `recipe` with some fields replaced (the filter study's `train` overrides), validated."""
-    from pipeline.config import build
-
-    return build(TrainConfig, dataclasses.asdict(recipe) | overrides, "filter_study.train")

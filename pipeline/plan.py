@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import Params, yaml_load
+from pipeline.config import ModelConfig, Params, yaml_load
 from pipeline.data.registry import DATASETS
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
 
 
 def train_runs(params: Params) -> list[str]:
-    """Run ids `<dataset>-<arm>-<seed>` of every ViT training cell, as the train@ stages name them."""
-    return [f"{d}-{a}-{s}" for d in params.datasets for a in params.arms for s in params.seeds]
+    """Run ids `<dataset>-<variant>-<arm>-<seed>` of every ViT training cell, as the train@ stages name them."""
+    return [f"{d}-{v}-{a}-{s}" for d in params.datasets for v in params.variants for a in params.arms
+            for s in params.seeds]
 
 
 def images_per_run(params: Params, dataset: str) -> int | None:
@@ -29,9 +30,8 @@ def images_per_run(params: Params, dataset: str) -> int | None:
     return size * params.train.epochs if size else None
 
 
-def throughput(params: Params, table: list[dict]) -> dict | None:
+def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
     """The entry of bench/throughput.yaml for this model (name, image size, width), if any."""
-    m = params.model
     for row in table:
         if row["model"] == m.name and row["img_size"] == (m.img_size or 224) and row["embed_dim"] == m.embed_dim:
             return row
@@ -40,23 +40,28 @@ def throughput(params: Params, table: list[dict]) -> dict | None:
 
 def estimate_lines(params: Params) -> list[str]:
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
-    row = throughput(params, table)
-    if row is None:
-        return [f"compute estimate: no throughput figure for {params.model.name} at this size; measure one with"
-                " bench/bench_train.py and add it to bench/throughput.yaml"]
-    lines, total = [], 0.0
-    for dataset in params.datasets:
-        images = images_per_run(params, dataset)
-        if images is None:
-            lines.append(f"  {dataset}: size unknown until fetched")
+    lines = []
+    for variant, model in params.models.items():
+        row = throughput(model, table)
+        if row is None:
+            lines.append(f"compute estimate of {variant}: no throughput figure for {model.name} at this size;"
+                         " measure one with bench/bench_train.py and add it to bench/throughput.yaml")
             continue
-        hours = images / row["images_per_s"] / 3600
-        n = len(params.arms) * len(params.seeds)
-        total += hours * n
-        lines.append(f"  {dataset}: {n} runs x {images:,} images = {hours:.2f} h each")
-    unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
-    return [f"compute estimate at {row['images_per_s']} images/s per {row['device']} ({row['source']}):", *lines,
-            f"  total: {total:.1f} {unit} (training only)"]
+        total = 0.0
+        lines.append(f"compute estimate of {variant} at {row['images_per_s']} images/s per {row['device']}"
+                     f" ({row['source']}):")
+        for dataset in params.datasets:
+            images = images_per_run(params, dataset)
+            if images is None:
+                lines.append(f"  {dataset}: size unknown until fetched")
+                continue
+            hours = images / row["images_per_s"] / 3600
+            n = len(params.arms) * len(params.seeds)
+            total += hours * n
+            lines.append(f"  {dataset}: {n} runs x {images:,} images = {hours:.2f} h each")
+        unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
+        lines.append(f"  total: {total:.1f} {unit} (training only)")
+    return lines
 
 
 def check_devices(params: Params) -> None:
@@ -82,8 +87,8 @@ def main(params: Params, args) -> int:
     runs = train_runs(params)
     print(f"params valid (profile {params.profile!r})")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
-    print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.arms)} arm(s)"
-          f" x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
+    print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
+          f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
     study = params.filter_study
     n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
         study.seeds)

@@ -53,7 +53,7 @@ def write_run(path: Path, top1: float, epochs: int = 8, **extra) -> None:
 def make_vit(results: Path, vit: dict = VIT, dataset: str = "fashion_mnist", epochs: int = 8) -> None:
     for arm, per_seed in vit.items():
         for seed, top1 in per_seed.items():
-            write_run(results / "train" / dataset / arm / f"seed{seed}", top1, epochs, dataset=dataset, arm=arm,
+            write_run(results / "train" / dataset / "vit" / arm / f"seed{seed}", top1, epochs, dataset=dataset, arm=arm,
                       seed=seed)
 
 
@@ -179,7 +179,7 @@ def test_gaussian_runs_are_matched_on_their_recorded_sigma_and_heads(results):
 
 
 def test_only_the_experiments_runs_are_read(results):
-    write_run(results / "train" / "fashion_mnist" / "timm" / "seed0", 0.99)  # an old run of another init
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed0", 0.99)  # an old run of another init
     agg = aggregate(results, PAPER, experiment(seeds=(0, 1, 2)))
     assert "timm" not in agg.summary["fashion_mnist"]
     assert agg.summary["fashion_mnist"]["impulse"]["n"] == 2
@@ -284,7 +284,7 @@ def test_one_seed_is_not_enough_runs(tmp_path):
 
 def test_claim_7_reads_the_attention_measures(results):
     def write(arm, peaks, loc):
-        path = results / "attention" / arm / "measures.json"
+        path = results / "attention" / "vit" / arm / "measures.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"grid": [7, 7], "heads": 3, "measures": {
             "pseudo": {"0": {"peak_agreement": peaks, "locality_mass": loc}},
@@ -330,7 +330,7 @@ def test_std_of_one_run_is_null_in_the_metrics(tmp_path):
 
 
 def test_a_corrupt_metrics_file_names_itself(results):
-    bad = results / "train" / "fashion_mnist" / "impulse" / "seed0" / "metrics.json"
+    bad = results / "train" / "fashion_mnist" / "vit" / "impulse" / "seed0" / "metrics.json"
     bad.write_text("{not json")
     with pytest.raises(PipelineError, match="impulse/seed0/metrics.json: not valid JSON"):
         aggregate(results, PAPER, experiment())

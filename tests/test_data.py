@@ -29,11 +29,14 @@ from torchvision import datasets as tvd
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline.config import DataConfig, Params
-from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset, sources
 from pipeline.data import fetch as fetch_stage
-from pipeline.data.loaders import ShardSampler, stratified_order
+from pipeline.data import sources
+from pipeline.data.fetch import fetch_dataset
+from pipeline.data.loaders import ShardSampler, build_loaders, stratified_order
+from pipeline.data.registry import DATASETS
 from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.data.transforms import (
+    Augment,
     channel_stats,
     pil_transform,
     posterize_any_bits,

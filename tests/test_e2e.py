@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
-RUN = "train@fashion_mnist-impulse-0"
-RUN_DIR = Path("results/train/fashion_mnist/impulse/seed0")
+RUN = "train@fashion_mnist-vit-impulse-0"
+RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")
 
 
 def env() -> dict:
@@ -86,6 +86,7 @@ def test_full_repro_runs_every_stage_and_writes_the_report(repo, first_run):
         assert (repo / path).exists(), path
     summary = json.loads((repo / "results/summary.json").read_text())
     assert set(summary["fashion_mnist"]) == {"impulse", "default", "mimetic"}
+    assert not (repo / "scratch").exists()  # every finished run removed its checkpoint
     assert "impulse" in (repo / "reports/report.md").read_text()
 
 
@@ -94,11 +95,29 @@ def test_second_repro_executes_nothing(repo, first_run):
     assert ran(out) == set() and "up to date" in out
 
 
-def test_forced_rerun_gives_identical_metrics(repo, first_run):
+def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
     before = metrics(repo)
-    shutil.rmtree(repo / "scratch")  # no checkpoint: a real re-run from scratch
-    assert RUN in ran(sh(repo, "dvc", "repro", "-f", "-s", RUN))
+    assert not (repo / "scratch").exists()  # finished runs leave no checkpoint behind
+    out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
+    assert RUN in ran(out) and "resuming" not in out and "epoch 2/2" in out
+    assert json.loads((repo / RUN_DIR / "metrics.json").read_text())["wall_time_s"] > 0
     assert metrics(repo) == before
+
+
+def test_a_code_change_reruns_the_stages_that_import_it_and_they_train(repo, first_run):
+    engine = repo / "pipeline" / "engine.py"
+    original = engine.read_text()
+    engine.write_text(original + "\n# an edit\n")
+    try:
+        out = sh(repo, "dvc", "repro")
+        executed = ran(out)
+        assert RUN in executed and "filter_study@learned-0" in executed and "attention@vit-impulse" in executed
+        assert not {s for s in executed if s.startswith("fetch@")}  # fetching does not import the engine
+        assert "resuming" not in out
+        assert json.loads((repo / RUN_DIR / "metrics.json").read_text())["wall_time_s"] > 0
+    finally:
+        engine.write_text(original)
+        sh(repo, "dvc", "repro")  # back to the committed code (from the run-cache)
 
 
 def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
@@ -106,15 +125,13 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
     original = params.read_text()
     params.write_text(original.replace("  epochs: 2\n", "  epochs: 5\n", 1))
     try:
-        shutil.rmtree(repo / "scratch", ignore_errors=True)
         sh(repo, "dvc", "repro", "-s", RUN)
         whole = metrics(repo)
-        assert whole["epochs"] == 5
-        shutil.rmtree(repo / "scratch")
+        assert whole["epochs"] == 5 and not (repo / "scratch").exists()
         shutil.rmtree(repo / RUN_DIR)  # so the poll below cannot read the finished run's dvclive logs
         proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        checkpoint = repo / "scratch/train/fashion_mnist/impulse/seed0/last.pt"
+        checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         live = repo / RUN_DIR / "live/metrics.json"
         deadline = time.time() + 300
         while time.time() < deadline and not (checkpoint.exists() and live.exists()
@@ -141,7 +158,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
 def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
     out = sh(repo, "dvc", "exp", "run", "-S", "init=timm")
     executed = ran(out)
-    assert {"train@fashion_mnist-timm-0", "attention@timm"} <= executed
+    assert {"train@fashion_mnist-vit-timm-0", "attention@vit-timm"} <= executed
     assert not {s for s in executed if re.match(r"(train|attention)@.*(default|mimetic)", s)}
     assert not {s for s in executed if s.startswith(("fetch", "filter_"))}
     summary = json.loads((repo / "results/summary.json").read_text())
@@ -169,11 +186,11 @@ def test_queued_sweep_runs_both_experiments(repo, first_run):
 def test_two_processes_under_torchrun_with_a_gpu_lease(repo, first_run, tmp_path):
     environ = env() | {"PIPELINE_DEVICES": "0,1", "PIPELINE_LOCK_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
-                           "default", "1"], cwd=repo, env=environ, capture_output=True, text=True)
+                           "vit", "default", "1"], cwd=repo, env=environ, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "leased GPU(s) 0,1" in out
-    m = json.loads((repo / "results/train/fashion_mnist/default/seed1/metrics.json").read_text())
+    m = json.loads((repo / "results/train/fashion_mnist/vit/default/seed1/metrics.json").read_text())
     assert m["world_size"] == 2 and m["val_size"] == 128  # two shards cover the validation set once
 
 
@@ -186,10 +203,10 @@ def free_port() -> int:
 def test_two_node_rendezvous_on_loopback(repo, first_run):
     cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
            f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
-           "mimetic", "1"]
+           "vit", "mimetic", "1"]
     nodes = [subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
     outs = [n.communicate(timeout=300)[0] for n in nodes]
     assert all(n.returncode == 0 for n in nodes), "\n".join(o[-2000:] for o in outs)
-    m = json.loads((repo / "results/train/fashion_mnist/mimetic/seed1/metrics.json").read_text())
+    m = json.loads((repo / "results/train/fashion_mnist/vit/mimetic/seed1/metrics.json").read_text())
     assert m["world_size"] == 2

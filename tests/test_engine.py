@@ -46,9 +46,9 @@ def strip(summary):
 
 
 def test_same_seed_same_history_and_learning(tmp_path):
-    a = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "a.pt", digest="x")
-    b = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "b.pt", digest="x")
-    c = fit(tiny_model(), tiny_loaders(), recipe(), seed=2, d=Dist(), checkpoint=tmp_path / "c.pt", digest="x")
+    a = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "a.pt", attempt="x")
+    b = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "b.pt", attempt="x")
+    c = fit(tiny_model(), tiny_loaders(), recipe(), seed=2, d=Dist(), checkpoint=tmp_path / "c.pt", attempt="x")
     assert strip(a) == strip(b)
     assert strip(a) != strip(c)  # dropout and shuffling follow the seed
     assert a["history"][-1]["train_loss"] < a["history"][0]["train_loss"]
@@ -57,7 +57,7 @@ def test_same_seed_same_history_and_learning(tmp_path):
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
-    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", digest="x")
+    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", attempt="x")
     real_evaluate, calls = engine.evaluate, []
 
     def dying_evaluate(*args, **kwargs):
@@ -68,18 +68,18 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(engine, "evaluate", dying_evaluate)
     with pytest.raises(KeyboardInterrupt):
-        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt", digest="x")
+        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt", attempt="x")
     monkeypatch.setattr(engine, "evaluate", real_evaluate)
     assert torch.load(tmp_path / "r.pt", weights_only=False)["epoch"] == 0
     resumed = fit(tiny_model(seed=99), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt",
-                  digest="x")
+                  attempt="x")
     assert strip(resumed) == strip(whole)
 
 
-def test_checkpoint_of_another_config_is_ignored(tmp_path):
-    fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", digest="old")
+def test_checkpoint_of_another_attempt_is_ignored(tmp_path):
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", attempt="old")
     fresh = fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt",
-                digest="new")
+                attempt="new")
     assert len(fresh["history"]) == 1
 
 
@@ -88,24 +88,33 @@ def test_non_finite_loss_stops_with_the_epoch_and_the_knobs(tmp_path):
     with torch.no_grad():
         model[1].weight.fill_(float("nan"))
     with pytest.raises(PipelineError, match=r"epoch 0, step 0.*train.lr"):
-        fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", digest="x")
+        fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", attempt="x")
 
 
-def test_mixup_and_ema_paths_run(tmp_path):
-    s = fit(tiny_model(), tiny_loaders(), recipe(mixup=0.8, cutmix=1.0, ema=True, ema_decay=0.5, epochs=2), seed=0,
-            d=Dist(), checkpoint=tmp_path / "m.pt", digest="x")
-    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in s["history"])
+def test_mixup_changes_training_and_ema_changes_what_is_evaluated(tmp_path):
+    def run(name, **kw):
+        return fit(tiny_model(), tiny_loaders(), recipe(epochs=2, **kw), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"{name}.pt", attempt="x")
+
+    plain, mixed = run("plain"), run("mixed", mixup=0.8, cutmix=1.0)
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in mixed["history"])
+    # mixup/cutmix mix the batch and train on soft targets: the training losses differ from the plain run's
+    assert strip(mixed)[0]["train_loss"] != strip(plain)[0]["train_loss"]
+    # EMA does not change the training step, only which weights are evaluated (decay 0.5 lags the model)
+    averaged = run("ema", ema=True, ema_decay=0.5)
+    assert [r["train_loss"] for r in averaged["history"]] == [r["train_loss"] for r in plain["history"]]
+    assert [r["val_loss"] for r in averaged["history"]] != [r["val_loss"] for r in plain["history"]]
 
 
 def test_dvclive_logs_every_epoch(tmp_path):
-    fit(tiny_model(), tiny_loaders(), recipe(epochs=2), seed=0, d=Dist(), checkpoint=tmp_path / "l.pt", digest="x",
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=2), seed=0, d=Dist(), checkpoint=tmp_path / "l.pt", attempt="x",
         live_dir=tmp_path / "live")
     rows = (tmp_path / "live" / "plots" / "metrics" / "val_top1.tsv").read_text().strip().splitlines()
     assert rows[0].split("\t") == ["step", "val_top1"] and len(rows) == 3
     assert json.loads((tmp_path / "live" / "metrics.json").read_text())["step"] == 1
 
 
-def test_amp_and_compile_refuse_cpu():
+def test_fp16_autocast_refuses_cpu_and_auto_is_off_there():
     with pytest.raises(PipelineError, match="CUDA"):
         engine.autocast_for("fp16", torch.device("cpu"))
     assert engine.autocast_for("auto", torch.device("cpu"))[1] is None

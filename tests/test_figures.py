@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from pipeline import builders
 from pipeline.analysis import attention, figures
 from pipeline.config import load_params
+from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
+
+META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them
 
 GRID = (7, 7)
 N = GRID[0] * GRID[1]
@@ -69,7 +73,7 @@ def make_results(root: Path, attention_arms: list[str]) -> Path:
     for arm, base in [("impulse", 0.80), ("default", 0.70), ("mimetic", 0.75), ("timm", 0.1)]:
         for seed in (0, 1):
             val = [base - 0.1 + 0.02 * e + 0.01 * seed for e in range(4)]
-            write_json(root / "train/fashion_mnist" / arm / f"seed{seed}/metrics.json",
+            write_json(root / "train/fashion_mnist/vit" / arm / f"seed{seed}/metrics.json",
                        run_metrics(val, [v + 0.05 for v in val], arm=arm, seed=seed))
     for i, variant in enumerate(["random", "impulse", "box-9", "perm", "learned"]):
         for seed in (0, 1):
@@ -80,7 +84,7 @@ def make_results(root: Path, attention_arms: list[str]) -> Path:
         write_json(root / "filter_study" / folder / "seed0/metrics.json",
                    {"top1": top1, "variant": folder, "family": "gaussian", "sigma": sigma, "heads": heads})
     for arm in attention_arms:
-        fake_attention(root / "attention", arm)
+        fake_attention(root / "attention" / "vit", arm)
     return root
 
 
@@ -115,7 +119,7 @@ def test_curve_band_is_mean_min_max_in_percent_on_common_epochs():
 
 
 def test_readers_take_only_the_experiments_runs(results, params):
-    found = figures.train_results(results, params.datasets, params.arms, params.seeds)
+    found = figures.train_results(results, params.datasets, params.variants, params.arms, params.seeds)
     assert list(found["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm is ignored
     assert [len(r) for r in found["fashion_mnist"].values()] == [2, 2, 2]
     study = figures.filter_results(results, ["random", "learned", "perm", "box-25"], [0, 1])
@@ -131,9 +135,9 @@ def test_figures_stage_writes_every_figure_and_its_manifest(results, params, tmp
     manifest = json.loads((out / "figures.json").read_text())
     assert manifest == entries
     assert [e["file"] for e in manifest] == [
-        "attention_init_impulse_pseudo.png", "attention_init_impulse_real.png", "attention_init_default_pseudo.png",
-        "attention_init_default_real.png", "curves_val_top1.png", "curves_train_top1.png", "filter_study_bars.png",
-        "filter_study_gaussian.png"]
+        "attention_init_vit_impulse_pseudo.png", "attention_init_vit_impulse_real.png",
+        "attention_init_vit_default_pseudo.png", "attention_init_vit_default_real.png", "curves_val_top1.png",
+        "curves_train_top1.png", "filter_study_bars.png", "filter_study_gaussian.png"]
     assert [e["section"] for e in manifest] == ["attention"] * 4 + ["curves"] * 2 + ["filter_study"] * 2
     assert sorted(p.name for p in out.glob("*.png")) == sorted(e["file"] for e in manifest)
     for e in manifest:
@@ -147,10 +151,11 @@ def test_each_figure_is_skipped_without_its_inputs(results, params, tmp_path):
     import shutil
 
     shutil.rmtree(results / "filter_study")
-    (results / "attention" / "default" / "maps.npz").unlink()
+    (results / "attention" / "vit" / "default" / "maps.npz").unlink()
     entries = figures.write_figures(params, results, tmp_path / "figs", trained=False)
-    assert [e["file"] for e in entries] == ["attention_init_impulse_pseudo.png", "attention_init_impulse_real.png",
-                                            "curves_val_top1.png", "curves_train_top1.png"]
+    assert [e["file"] for e in entries] == ["attention_init_vit_impulse_pseudo.png",
+                                            "attention_init_vit_impulse_real.png", "curves_val_top1.png",
+                                            "curves_train_top1.png"]
     empty = figures.write_figures(params, tmp_path / "nothing", tmp_path / "figs", trained=False)
     assert empty == [] and list((tmp_path / "figs").iterdir()) == [tmp_path / "figs" / "figures.json"]
 
@@ -188,13 +193,11 @@ def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
     """The fashion_mnist ViT of params.yaml (7x7 tokens, 3 heads, depth 6) at init: impulse peaks, default is flat."""
     import torch
 
-    from pipeline.train import build_vit
-
-    torch.manual_seed(123)  # build_vit reseeds: the global state must not matter
+    torch.manual_seed(123)  # builders.vit reseeds: the global state must not matter
     images = torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     records = {}
     for arm in ("impulse", "default"):
-        model = build_vit(params, "fashion_mnist", arm, seed=0)
+        model = builders.vit(params, "vit", arm, META, seed=0)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         maps, records[arm] = attention.model_record(params, model, 0, images)
         assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
@@ -209,35 +212,40 @@ def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
     assert min(impulse["measures"]["pseudo"]["0"]["locality_mass"]) > 0.8 > 3 * uniform
 
 
-def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
-    """`python -m pipeline attention impulse` end to end, with the val batch stubbed (no fetched data here)."""
+def no_data(monkeypatch):
+    """Stand in for a fetched Fashion-MNIST: its facts, and a batch of zeros for the real-image maps."""
     import torch
 
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(attention, "val_batch", lambda params, dataset, img_size, in_chans, n: torch.zeros(
         n, in_chans, img_size, img_size))
+    for module in (attention, figures):
+        monkeypatch.setattr(module, "dataset_meta", lambda root, name: META)
+
+
+def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
+    """`python -m pipeline attention vit impulse` end to end, with the data stubbed (no fetched data here)."""
+    monkeypatch.chdir(tmp_path)
+    no_data(monkeypatch)
     parser = argparse.ArgumentParser()
     attention.add_arguments(parser)
-    assert attention.main(params, parser.parse_args(["impulse", "--images", "2"])) == 0
-    maps, record = attention.read_attention(tmp_path / "results" / "attention" / "impulse")
-    assert record["arm"] == "impulse" and record["images"] == 2 and record["layers"] == [0, 5]
-    assert maps["pseudo_L5"].shape == (3, N, N)
-    with pytest.raises(PipelineError, match="unknown init method"):
-        attention.main(params, parser.parse_args(["nope"]))
+    assert attention.main(params, parser.parse_args(["vit", "impulse", "--images", "2"])) == 0
+    maps, record = attention.read_attention(tmp_path / "results" / "attention" / "vit" / "impulse")
+    assert record["arm"] == "impulse" and record["variant"] == "vit" and record["images"] == 2
+    assert record["layers"] == [0, 5] and maps["pseudo_L5"].shape == (3, N, N)
+    with pytest.raises(PipelineError, match="variant 'nope'"):
+        attention.main(params, parser.parse_args(["nope", "impulse"]))
 
 
-def test_trained_maps_come_from_the_checkpoint(params_file, tmp_path):
+def test_trained_maps_come_from_the_checkpoint(params, tmp_path, monkeypatch):
     """A `default` run whose saved weights are an impulse model's: the maps must be the checkpoint's."""
     import torch
 
-    from pipeline.train import build_vit
-
-    params = load_params(params_file, [f"data.root={tmp_path / 'not-fetched'}"])
-    path = tmp_path / "results" / "train" / "fashion_mnist" / "default" / "seed0" / "model.pt"
+    no_data(monkeypatch)
+    path = tmp_path / "results" / "train" / "fashion_mnist" / "vit" / "default" / "seed0" / "model.pt"
     path.parent.mkdir(parents=True)
-    torch.save(build_vit(params, "fashion_mnist", "impulse", seed=0).state_dict(), path)
-    maps, record = figures.trained_record(params, tmp_path / "results", "default")
+    torch.save(builders.vit(params, "vit", "impulse", META, seed=0).state_dict(), path)
+    maps, record = figures.trained_record(params, tmp_path / "results", "vit", "default")
     assert record["state"] == "trained" and record["model"].startswith("vit_tiny_patch16_224 with img size 28")
+    assert record["variant"] == "vit" and record["arm"] == "default"
     assert min(record["measures"]["pseudo"]["0"]["peak_agreement"]) > 0.9
-    assert "real" not in record["measures"] and "real_L0" not in maps  # no data here: pseudo-input only
-    assert figures.trained_record(params, tmp_path / "results", "mimetic") is None
+    assert figures.trained_record(params, tmp_path / "results", "vit", "mimetic") is None

@@ -43,6 +43,7 @@ class Experiment:
     datasets: tuple
     arms: tuple  #: the method under study first, then the baselines
     seeds: tuple
+    variants: tuple = ("vit",)  #: the model variants of the grid; the claims read the first (for now)
     filters: tuple = ()
     sigmas: tuple = ()
     heads: tuple = ()
@@ -58,11 +59,11 @@ class Experiment:
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
-        study = params.filter_study
-        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(study.filters),
-                   tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
-                   tuple(params.report.convergence_epochs), params.report.confidence, params.model.name,
-                   params.model.num_heads, params.impulse.kernel_size, params.profile, digest(params))
+        study, model = params.filter_study, params.models[params.variants[0]]
+        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
+                   tuple(study.filters), tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds),
+                   study.dataset, tuple(params.report.convergence_epochs), params.report.confidence, model.name,
+                   model.num_heads, params.impulse.kernel_size, params.profile, digest(params))
 
 
 @dataclass
@@ -159,13 +160,13 @@ def provenance(runs: pd.DataFrame, filters: pd.DataFrame, missing: list[str], ex
 def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggregate:
     """Read the experiment's runs and paper/, and build the tables, claims, metrics and provenance."""
     results = Path(results)
-    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.arms, exp.seeds)
+    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants[:1], exp.arms, exp.seeds)
     filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
                                                 exp.filter_seeds)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, exp.confidence, exp.convergence_epochs,
                                exp.model_name, exp.num_heads, exp.kernel_size, exp.filter_dataset,
-                               load_attention(results / "attention", exp.arms))
+                               load_attention(results / "attention" / exp.variants[0], exp.arms))
     stats = tables.group_stats(runs, ["dataset", "arm"])
     comparisons = [(d, p, tables.lookup(stats, dataset=d, arm=p.a), tables.lookup(stats, dataset=d, arm=p.b))
                    for d, p in claim_checks.headline(ev)]

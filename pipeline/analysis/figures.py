@@ -23,15 +23,17 @@ import math
 from pathlib import Path
 
 import numpy as np
+import torch
 from matplotlib import colormaps
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from pipeline import builders
 from pipeline.analysis import attention
 from pipeline.config import Params
-from pipeline.errors import PipelineError
+from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
 
 FIGURES_DIR = Path("reports") / "figures"
@@ -53,15 +55,20 @@ def read_metrics(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def train_results(results: Path, datasets: list[str], arms: list[str], seeds: list[int]) -> dict:
-    """``{dataset: {arm: [metrics of each finished seed]}}`` of results/train/<dataset>/<arm>/seed<k>/."""
+def train_results(results: Path, datasets: list[str], variants: list[str], arms: list[str],
+                  seeds: list[int]) -> dict:
+    """``{panel: {arm: [metrics of each finished seed]}}`` of results/train/<dataset>/<variant>/<arm>/seed<k>/,
+    one panel per dataset (and variant, when the grid has several)."""
     found = {}
     for dataset in datasets:
-        for arm in arms:
-            runs = [read_metrics(results / "train" / dataset / arm / f"seed{s}" / "metrics.json") for s in seeds]
-            runs = [r for r in runs if r is not None and r.get("history")]
-            if runs:
-                found.setdefault(dataset, {})[arm] = runs
+        for variant in variants:
+            panel = dataset if len(variants) == 1 else f"{dataset}, {variant}"
+            for arm in arms:
+                runs = [read_metrics(results / "train" / dataset / variant / arm / f"seed{s}" / "metrics.json")
+                        for s in seeds]
+                runs = [r for r in runs if r is not None and r.get("history")]
+                if runs:
+                    found.setdefault(panel, {})[arm] = runs
     return found
 
 
@@ -185,41 +192,36 @@ def attention_caption(record: dict, source: str, state: str) -> str:
     )
 
 
-def trained_record(params: Params, results: Path, arm: str) -> tuple[dict, dict] | None:
-    """The attention record of the arm's final checkpoint of datasets[0], seed seeds[0]; None if not trained.
+def trained_record(params: Params, results: Path, variant: str, arm: str) -> tuple[dict, dict] | None:
+    """The attention record of the final weights of (datasets[0], variant, arm, seeds[0]); None if not trained.
 
-    The real-batch maps are left out (pseudo-input only) when the dataset has not been fetched.
+    The model is rebuilt with the dataset's facts as fetched (`pipeline.data.meta`), as its run built it.
     """
-    import torch
-
-    from pipeline.train import build_vit
-
     dataset, seed = params.datasets[0], params.seeds[0]
-    path = results / "train" / dataset / arm / f"seed{seed}" / "model.pt"
+    path = results / "train" / dataset / variant / arm / f"seed{seed}" / "model.pt"
     if not path.is_file():
         return None
-    model = build_vit(params, dataset, arm, seed)
+    model = builders.vit(params, variant, arm, dataset_meta(params.data.root, dataset), seed)
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    try:
-        images = attention.model_batch(params, dataset, model)
-    except PipelineError:
-        images = None
-    maps, record = attention.model_record(params, model, seed, images)
-    head = {"arm": arm, "state": "trained", "dataset": dataset, "model": attention.model_label(params), "seed": seed}
+    maps, record = attention.model_record(params, model, seed, attention.model_batch(params, dataset, model))
+    head = {"variant": variant, "arm": arm, "state": "trained", "dataset": dataset, "seed": seed,
+            "model": attention.model_label(params.models[variant])}
     return maps, head | record
 
 
-def attention_figures(records: dict[str, tuple[dict, dict]], state: str, out: Path) -> list[dict]:
-    """One figure per arm and input of `records` (``{arm: (maps, record)}``)."""
+def attention_figures(records: dict[tuple[str, str], tuple[dict, dict]], state: str, out: Path) -> list[dict]:
+    """One figure per (variant, arm) and input of `records` (``{(variant, arm): (maps, record)}``)."""
     entries = []
-    for arm, (maps, record) in records.items():
+    several = len({variant for variant, _ in records}) > 1
+    for (variant, arm), (maps, record) in records.items():
         for source in attention.INPUTS:
             label = {"pseudo": "positional pseudo-input", "real": "real validation batch"}[source]
             when = {"init": "at initialization", "trained": "after training"}[state]
-            title = f"Attention maps of {arm} {when}, {label}"
+            who = f"{variant} {arm}" if several else arm
+            title = f"Attention maps of {who} {when}, {label}"
             fig = attention_figure(maps, record, source, title)
             if fig is not None:
-                entries.append(save(fig, out, f"attention_{state}_{arm}_{source}", title,
+                entries.append(save(fig, out, f"attention_{state}_{variant}_{arm}_{source}", title,
                                     attention_caption(record, source, state), "attention"))
     return entries
 
@@ -367,13 +369,14 @@ def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
 
 def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> list[dict]:
     """Every figure whose inputs exist, written into `out`; returns the manifest in reading order."""
-    arms = params.arms
-    at_init = {arm: rec for arm in arms if (rec := attention.read_attention(results / "attention" / arm))}
+    arms, cells = params.arms, [(v, a) for v in params.variants for a in params.arms]
+    at_init = {(v, a): rec for v, a in cells if (rec := attention.read_attention(results / "attention" / v / a))}
     entries = attention_figures(at_init, "init", out)
     if trained:
-        after = {arm: rec for arm in arms if (rec := trained_record(params, results, arm))}
+        after = {(v, a): rec for v, a in cells if (rec := trained_record(params, results, v, a))}
         entries += attention_figures(after, "trained", out)
-    entries += curve_figures(train_results(results, params.datasets, arms, params.seeds), arms, params.seeds, out)
+    found = train_results(results, params.datasets, params.variants, arms, params.seeds)
+    entries += curve_figures(found, arms, params.seeds, out)
     entries += filter_figures(params, results, out)
     return entries
 
@@ -392,8 +395,6 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    import torch
-
     torch.set_num_threads(params.train.threads)
     entries = write_figures(params, Path(args.results), Path(args.out))
     for e in entries:

@@ -1,10 +1,11 @@
 """Read the runs of the current experiment from results/ (their metrics.json files) into pandas frames.
 
 Which runs belong to the experiment is decided by params.yaml, not by what lies in results/ (old runs of other
-inits may still be there): the ViT runs are exactly `results/train/<dataset>/<arm>/seed<k>/metrics.json` for
-the experiment's datasets × arms × seeds, the filter study exactly `results/filter_study/<variant>/seed<k>/` for
-its variants and seeds. A run the experiment expects but that has no metrics.json is reported as missing, not
-silently dropped. Accuracies stay fractions here; the tables convert to percent.
+inits may still be there): the ViT runs are exactly `results/train/<dataset>/<variant>/<arm>/seed<k>/metrics.json`
+for the experiment's datasets × variants × arms × seeds, the filter study exactly
+`results/filter_study/<variant>/seed<k>/` for its variants and seeds. A run the experiment expects but that has
+no metrics.json is reported as missing, not silently dropped. Accuracies stay fractions here; the tables convert
+to percent.
 """
 
 from __future__ import annotations
@@ -39,22 +40,25 @@ def _row(metrics: dict, fields: Sequence[str]) -> dict:
     return {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
 
 
-def load_vit_runs(train_root: str | Path, datasets: Sequence[str], arms: Sequence[str],
+def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
                   seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
     """The experiment's ViT runs: (one row per run found, the paths of the runs it expects but lacks).
 
-    Columns: dataset, arm, seed, the RUN_FIELDS and `history` (the per-epoch list of dicts, epoch 0-based).
+    Columns: dataset, variant, arm, seed, the RUN_FIELDS and `history` (the per-epoch list of dicts, epoch
+    0-based).
     """
     rows, missing = [], []
     for dataset in datasets:
-        for arm in arms:
-            for seed in seeds:
-                path = Path(train_root) / dataset / arm / f"seed{seed}" / "metrics.json"
-                if path.is_file():
-                    rows.append({"dataset": dataset, "arm": arm, "seed": seed} | _row(read_metrics(path), RUN_FIELDS))
-                else:
-                    missing.append(str(path))
-    columns = ["dataset", "arm", "seed", *RUN_FIELDS, "history"]
+        for variant in variants:
+            for arm in arms:
+                for seed in seeds:
+                    path = Path(train_root) / dataset / variant / arm / f"seed{seed}" / "metrics.json"
+                    if path.is_file():
+                        rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
+                                    | _row(read_metrics(path), RUN_FIELDS))
+                    else:
+                        missing.append(str(path))
+    columns = ["dataset", "variant", "arm", "seed", *RUN_FIELDS, "history"]
     return pd.DataFrame(rows, columns=columns), missing
 
 

@@ -1,0 +1,119 @@
+"""The run skeleton (`pipeline.run`): outs all or nothing, and a checkpoint that never outlives its attempt."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from pipeline import engine, run
+from pipeline.config import DataConfig, TrainConfig
+from pipeline.data.store import save_split, write_manifest
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working directory with a tiny Fashion-MNIST-shaped dataset (64 + 32 images of 8 x 8, 3 classes)."""
+    g = torch.Generator().manual_seed(0)
+    data = tmp_path / "data" / "fashion_mnist"
+    data.mkdir(parents=True)
+    splits = {}
+    for split, n in (("train", 64), ("test", 32)):
+        labels = torch.arange(n) % 3
+        images = (torch.rand(n, 1, 8, 8, generator=g) * 80 + labels[:, None, None, None] * 60).to(torch.uint8)
+        save_split(data / f"{split}.pt", images, labels)
+        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
+    write_manifest(data, {"dataset": "fashion_mnist", "num_classes": 3, "channels": 1, "image_size": 8,
+                          "train_split": "train", "eval_split": "test", "format": "tensors",
+                          "classes": ["a", "b", "c"], "splits": splits})
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
+    def build(meta):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.GELU(),
+                                   torch.nn.Linear(16, meta.num_classes))
+
+    recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, threads=1, scale=[1.0, 1.0],
+                         ratio=[1.0, 1.0], hflip=0.0, smoothing=0.0)
+    return run.Run(kind="train", key=("fashion_mnist", "tiny", "seed0"), dataset="fashion_mnist", seed=0,
+                   recipe=recipe, config={"lr": lr, "epochs": epochs}, build=build,
+                   input_size=lambda meta: (meta.image_size, meta.channels),
+                   facts=lambda model: {"arm": "none"})
+
+
+def metrics(r: run.Run) -> dict:
+    return json.loads((r.out / "metrics.json").read_text())
+
+
+def test_a_finished_run_writes_its_outs_and_removes_its_checkpoint(workdir):
+    r = tiny_run()
+    summary = run.execute(r, DataConfig())
+    m = metrics(r)
+    assert m["epochs"] == 2 and m["top1"] == summary["top1"] and m["arm"] == "none" and m["params"] > 0
+    assert m["config_digest"] and m["git_rev"] and m["torch"] == torch.__version__
+    assert {p.name for p in r.out.iterdir()} == {"metrics.json", "config.json", "model.pt", "live"}
+    assert not r.checkpoint.exists() and not (workdir / "scratch").exists()
+
+
+def test_a_finished_run_run_again_trains_again(workdir, capsys):
+    """`dvc repro -f`, or a re-run DVC starts after a code change, must train: no checkpoint is left to resume."""
+    r = tiny_run()
+    first = run.execute(r, DataConfig())
+    again = run.execute(r, DataConfig())
+    assert "resuming" not in capsys.readouterr().out
+    assert again["wall_time_s"] > 0 and len(again["history"]) == 2
+    timings = ("images_per_s", "epoch_time_s")
+    strip = [[{k: v for k, v in row.items() if k not in timings} for row in s["history"]] for s in (first, again)]
+    assert strip[0] == strip[1]  # the same seed gives the same result
+
+
+def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, capsys):
+    r = tiny_run(epochs=3)
+    real_evaluate, calls = engine.evaluate, []
+
+    def dying_evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # killed in epoch 2, after epoch 1's checkpoint
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        run.execute(r, DataConfig())
+    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    assert r.checkpoint.exists() and not (r.out / "metrics.json").exists()
+    # the code changed between the kill and the re-run: the old attempt's checkpoint is not resumed
+    monkeypatch.setattr(run, "code_digest", lambda: "edited code")
+    run.execute(r, DataConfig())
+    assert "resuming" not in capsys.readouterr().out
+    assert metrics(r)["epochs"] == 3 and not r.checkpoint.exists()
+
+
+def test_a_killed_run_resumes_into_unchanged_code(workdir, monkeypatch, capsys):
+    whole = run.execute(tiny_run(epochs=3), DataConfig())
+    r = tiny_run(epochs=3)
+    real_evaluate, calls = engine.evaluate, []
+
+    def dying_evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        run.execute(r, DataConfig())
+    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    resumed = run.execute(r, DataConfig())
+    assert "resuming" in capsys.readouterr().out
+    assert [row["val_top1"] for row in resumed["history"]] == [row["val_top1"] for row in whole["history"]]
+
+
+def test_the_code_digest_covers_every_source_file_of_the_package():
+    files = sorted(p.relative_to(run.PACKAGE).as_posix() for p in run.PACKAGE.rglob("*.py"))
+    assert "engine.py" in files and "inits/impulse.py" in files and "run.py" in files
+    assert run.code_digest() == run.code_digest()
