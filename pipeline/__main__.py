@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "filter-study": ("pipeline.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
     "train": ("pipeline.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the ViT grid"),
+    "ci-alpha": ("pipeline.ci_alpha", "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),

@@ -22,6 +22,7 @@ from pipeline.engine import Dist
 from pipeline.errors import PipelineError
 from pipeline.inits import apply_init
 from pipeline.inits.arch import attention_layers, family
+from pipeline.mixed_attention import mix_attention_input
 from pipeline.models import ConvMixer, build_convmixer, create_timm_model
 
 #: The ModelConfig fields passed to `timm.create_model` by name (None values keep timm's own).
@@ -44,10 +45,20 @@ def timm_model(model: ModelConfig, meta: DatasetMeta) -> nn.Module:
 
 
 def vit(params: Params, variant: str, arm: str, meta: DatasetMeta, seed: int) -> nn.Module:
-    """Model variant `variant` for this dataset, initialized by `arm` from a generator seeded by `seed`."""
+    """Model variant `variant` of the grid for this dataset, initialized by `arm` (seeded by `seed`)."""
+    return initialized(params.models[variant], arm, params.method_options(arm), meta, seed)
+
+
+def initialized(model_cfg: ModelConfig, arm: str, options: dict, meta: DatasetMeta, seed: int,
+                alpha: float | None = None) -> nn.Module:
+    """The timm model of `model_cfg` for this dataset, initialized by `arm` with `options` from a generator seeded
+    by `seed`; with `alpha`, its attention input is [CI]'s alpha-mixed one (`pipeline.mixed_attention`), swapped in
+    before the init so that the init sees the model it will train."""
     torch.manual_seed(seed)  # anything the constructor draws; apply_init redefines what the method depends on
-    model = timm_model(params.models[variant], meta)
-    return apply_init(model, arm, generator=torch.Generator().manual_seed(seed), **params.method_options(arm))
+    model = timm_model(model_cfg, meta)
+    if alpha is not None:
+        mix_attention_input(model, alpha)
+    return apply_init(model, arm, generator=torch.Generator().manual_seed(seed), **options)
 
 
 def model_facts(variant: str, model_cfg: ModelConfig, model: nn.Module) -> dict:

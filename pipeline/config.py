@@ -291,6 +291,28 @@ class ReportConfig:
                 raise PipelineError(f"report.attention_layers: {layer!r} is not a layer index (0, 1, ..., -1)")
 
 
+@dataclass
+class CiAlphaConfig:
+    """[CI] 2401.12511 Tables 3-8: ViTs whose attention input mixes content and position, Z = alpha X + (1-alpha) P
+    (`pipeline.mixed_attention`), trained per alpha, arm and seed (stages ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
+    """
+
+    datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
+    alphas: list = field(default_factory=lambda: [0.0, 0.1, 0.5])  #: [CI]'s grid is 0, 0.1, ..., 0.5
+    arms: list = field(default_factory=lambda: ["impulse", "mimetic", "default"])
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    model: ModelConfig = field(default_factory=ModelConfig)  #: a timm ViT with a learned position embedding
+    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
+
+    def __post_init__(self):
+        for alpha in self.alphas:
+            if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+                raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
+        for arm in self.arms:
+            _choice("ci_alpha.arms", arm, INIT_METHODS)
+        self.model.validate("ci_alpha.model")
+
+
 def _default_models() -> dict:
     return {"vit": ModelConfig()}
 
@@ -312,9 +334,12 @@ class Params:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
+    ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
     filter_recipe: TrainConfig = field(init=False, repr=False)
+    #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
+    ci_recipe: TrainConfig = field(init=False, repr=False)
 
     def __post_init__(self):
         for value in self.baselines:
@@ -324,7 +349,8 @@ class Params:
                 f"baselines = {self.baselines}: give exactly two (repeat one to train a single baseline, e.g."
                 " [default, default]); dvc.yaml's train matrix reads ${baselines[0]} and ${baselines[1]}"
             )
-        for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds)):
+        for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds),
+                           ("ci_alpha.seeds", self.ci_alpha.seeds)):
             for s in seeds:
                 if isinstance(s, bool) or not isinstance(s, int) or s < 0:
                     raise PipelineError(f"{key}: {s!r} is not a non-negative integer seed")
@@ -339,15 +365,25 @@ class Params:
                                     " (it appears in stage names, where '-' separates the fields)")
             model.validate(f"models.{variant}")
         self.train.validate("train")
-        self.filter_recipe = from_mapping(TrainConfig, dataclasses.asdict(self.train) | self.filter_study.train,
-                                          "filter_study.train")
-        self.filter_recipe.validate("filter_study.train")
+        self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
+        self.ci_recipe = self._recipe("ci_alpha.train", self.ci_alpha.train)
         if self.filter_study.enabled and self.filter_study.dataset not in self.datasets:
             raise PipelineError(
                 f"filter_study.dataset = {self.filter_study.dataset!r} is not in datasets {self.datasets}: the"
                 " fetch@ stages fetch only `datasets`; add it there, or switch the study off with"
                 " filter_study.filters: [] and filter_study.gaussian_sigmas: []"
             )
+        for name in self.ci_alpha.datasets:
+            if name not in self.datasets:
+                raise PipelineError(f"ci_alpha.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
+                                    " stages fetch only `datasets`; add it there (or switch the grid off with"
+                                    " ci_alpha.datasets: [])")
+
+    def _recipe(self, key: str, overrides: dict) -> TrainConfig:
+        """`train` updated by a sub-experiment's overrides, validated under `key`."""
+        recipe = from_mapping(TrainConfig, dataclasses.asdict(self.train) | overrides, key)
+        recipe.validate(key)
+        return recipe
 
     @property
     def arms(self) -> list[str]:

@@ -93,6 +93,10 @@ def main(params: Params, args) -> int:
     n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
         study.seeds)
     print(f"filter-study runs: {n_study} (ConvMixer on {study.dataset})")
+    ci = params.ci_alpha
+    n_ci = len(ci.datasets) * len(ci.alphas) * len(ci.arms) * len(ci.seeds)
+    print(f"[CI] alpha-grid runs: {n_ci}" + (f" = {len(ci.datasets)} dataset(s) x {len(ci.alphas)} alpha(s) x"
+                                            f" {len(ci.arms)} arm(s) x {len(ci.seeds)} seed(s)" if n_ci else " (off)"))
     for line in estimate_lines(params):
         print(line)
     return 0

@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository root and a copy of params.yaml to edit."""
+"""Shared fixtures: the repository root, a copy of params.yaml to edit, a working directory with a tiny dataset."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
+
+from pipeline.data.store import save_split, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,3 +24,22 @@ def params_file(tmp_path) -> Path:
     path = tmp_path / "params.yaml"
     shutil.copy(ROOT / "params.yaml", path)
     return path
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working directory with a tiny Fashion-MNIST-shaped dataset (64 + 32 images of 8 x 8, 3 classes)."""
+    g = torch.Generator().manual_seed(0)
+    data = tmp_path / "data" / "fashion_mnist"
+    data.mkdir(parents=True)
+    splits = {}
+    for split, n in (("train", 64), ("test", 32)):
+        labels = torch.arange(n) % 3
+        images = (torch.rand(n, 1, 8, 8, generator=g) * 80 + labels[:, None, None, None] * 60).to(torch.uint8)
+        save_split(data / f"{split}.pt", images, labels)
+        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
+    write_manifest(data, {"dataset": "fashion_mnist", "num_classes": 3, "channels": 1, "image_size": 8,
+                          "train_split": "train", "eval_split": "test", "format": "tensors",
+                          "classes": ["a", "b", "c"], "splits": splits})
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
