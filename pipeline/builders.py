@@ -38,10 +38,10 @@ def input_size(model: ModelConfig, meta: DatasetMeta) -> tuple[int, int]:
 
 def timm_model(model: ModelConfig, meta: DatasetMeta) -> nn.Module:
     """The variant's timm model for this dataset, with the constructor's own init (apply an arm next)."""
-    overrides = {k: getattr(model, k) for k in TIMM_FIELDS}
+    overrides = {k: getattr(model, k) for k in TIMM_FIELDS} | model.extra  # e.g. Swin's per-stage num_heads
     return create_timm_model(model.name, num_classes=meta.num_classes, in_chans=input_size(model, meta)[1],
                              weight_init=model.weight_init, drop_rate=model.drop_rate,
-                             drop_path_rate=model.drop_path_rate, **overrides, **model.extra)
+                             drop_path_rate=model.drop_path_rate, **overrides)
 
 
 def vit(params: Params, variant: str, arm: str, meta: DatasetMeta, seed: int) -> nn.Module:

@@ -81,6 +81,11 @@ class ModelConfig:
     extra: dict = field(default_factory=dict)  #: any other create_model keyword
 
     def validate(self, key: str) -> None:
+        named = {f.name for f in dataclasses.fields(self)} - {"extra"}
+        both = sorted(k for k in self.extra if k in named and getattr(self, k) is not None)
+        if both:
+            raise PipelineError(f"{key}.extra sets {', '.join(both)}, which {key} sets too; keep one (null the field to"
+                                " pass a value of another type, e.g. Swin's per-stage num_heads, through extra)")
         for name in ("img_size", "patch_size", "embed_dim", "depth", "num_heads", "in_chans"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -167,6 +168,26 @@ def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
     assert "timm" in json.dumps(shown)
     sh(repo, "git", "checkout", "params.yaml")
     sh(repo, "dvc", "checkout", "--force")
+
+
+def test_adding_a_model_variant_runs_only_its_cells(repo, first_run):
+    params = repo / "params.yaml"
+    original = params.read_text()
+    data = yaml.safe_load(original)
+    data["models"]["wide"] = data["models"]["vit"] | {"embed_dim": 48}
+    params.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        out = sh(repo, "dvc", "repro")
+        executed = ran(out)
+        trained = {s for s in executed if s.startswith(("train@", "attention@"))}
+        assert trained == {f"train@fashion_mnist-wide-{a}-0" for a in ("impulse", "default", "mimetic")} | {
+            f"attention@wide-{a}" for a in ("impulse", "default", "mimetic")}
+        assert not {s for s in executed if s.startswith(("fetch@", "filter_"))}
+        m = json.loads((repo / "results/train/fashion_mnist/wide/impulse/seed0/metrics.json").read_text())
+        assert m["variant"] == "wide" and m["num_heads"] == 3 and m["family"] == "vit"
+    finally:
+        params.write_text(original)
+        sh(repo, "dvc", "repro")
 
 
 def test_queued_sweep_runs_both_experiments(repo, first_run):

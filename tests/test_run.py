@@ -25,6 +25,22 @@ def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
                    facts=lambda model: {"arm": "none"})
 
 
+def killed_in_epoch_2(r: run.Run, monkeypatch) -> None:
+    """Execute `r` and kill it during epoch 2's evaluation, after epoch 1's checkpoint (as Ctrl-C would)."""
+    real_evaluate, calls = engine.evaluate, []
+
+    def dying_evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_evaluate(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "evaluate", dying_evaluate)
+        with pytest.raises(KeyboardInterrupt):
+            run.execute(r, DataConfig())
+
+
 def metrics(r: run.Run) -> dict:
     return json.loads((r.out / "metrics.json").read_text())
 
@@ -53,18 +69,7 @@ def test_a_finished_run_run_again_trains_again(workdir, capsys):
 
 def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, capsys):
     r = tiny_run(epochs=3)
-    real_evaluate, calls = engine.evaluate, []
-
-    def dying_evaluate(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:  # killed in epoch 2, after epoch 1's checkpoint
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
-    with pytest.raises(KeyboardInterrupt):
-        run.execute(r, DataConfig())
-    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    killed_in_epoch_2(r, monkeypatch)
     assert r.checkpoint.exists() and not (r.out / "metrics.json").exists()
     # the code changed between the kill and the re-run: the old attempt's checkpoint is not resumed
     monkeypatch.setattr(run, "code_digest", lambda: "edited code")
@@ -76,18 +81,7 @@ def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, caps
 def test_a_killed_run_resumes_into_unchanged_code(workdir, monkeypatch, capsys):
     whole = run.execute(tiny_run(epochs=3), DataConfig())
     r = tiny_run(epochs=3)
-    real_evaluate, calls = engine.evaluate, []
-
-    def dying_evaluate(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
-    with pytest.raises(KeyboardInterrupt):
-        run.execute(r, DataConfig())
-    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    killed_in_epoch_2(r, monkeypatch)
     resumed = run.execute(r, DataConfig())
     assert "resuming" in capsys.readouterr().out
     assert [row["val_top1"] for row in resumed["history"]] == [row["val_top1"] for row in whole["history"]]
