@@ -1,17 +1,35 @@
-"""`python -m pipeline check`: validate params.yaml and print what `dvc repro` would train, and roughly what it costs.
+"""`python -m pipeline check`: validate params.yaml, build every planned run on the meta device, and print what
+`dvc repro` would train and roughly what it costs.
 
-Loading the params already validated them (`pipeline.config`). The estimate multiplies the images each run
-processes (train split x epochs, capped by data.train_subset) by the throughput of a matching entry of
-bench/throughput.yaml (measured with bench/bench_train.py, or derived from the paper's stated hours; each entry
-names its source). `make repro` runs this before `dvc repro`.
+Loading the params already validated them (`pipeline.config`). What only the libraries can judge is checked by
+building each planned model once on PyTorch's meta device (no weights allocated) with the dataset's classes and
+channels, with its optimizer, schedule and transforms: an unknown timm name, a keyword the model does not take, a
+patch size that does not divide the image, an unknown optimizer or scheduler, a bad RandAugment string or a batch
+larger than the training set stop here, in seconds, with the params key and the fix.
+
+The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset) by the
+throughput of a matching entry of bench/throughput.yaml (measured with bench/bench_train.py, or derived from the
+paper's stated hours; each entry names its source). `make repro` runs this before it reproduces anything.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from pipeline.config import ModelConfig, Params, yaml_load
+import torch
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+
+from pipeline import builders
+from pipeline.config import ModelConfig, Params, TrainConfig, yaml_load
+from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
+from pipeline.data.transforms import Augment, pil_transform
+from pipeline.errors import PipelineError
+from pipeline.mixed_attention import mix_attention_input
+from pipeline.models import build_convmixer
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
 
@@ -24,10 +42,8 @@ def train_runs(params: Params) -> list[str]:
 
 def images_per_run(params: Params, dataset: str) -> int | None:
     """Training images one run processes (train split, capped by data.train_subset, times epochs)."""
-    size = DATASETS[dataset].train_size
-    if params.data.train_subset:
-        size = min(size or params.data.train_subset, params.data.train_subset)
-    return size * params.train.epochs if size else None
+    n = train_images(params, dataset)
+    return n * params.train.epochs if n else None
 
 
 def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
@@ -78,14 +94,97 @@ def check_devices(params: Params) -> None:
                             " train.nproc (or set train.device: cpu for CPU processes)")
 
 
+def planned_meta(params: Params, dataset: str) -> DatasetMeta:
+    """The dataset's facts before any stage runs: as fetched when data/<dataset> exists, else the registry's."""
+    try:
+        return dataset_meta(params.data.root, dataset)
+    except PipelineError:
+        info = DATASETS[dataset]
+        if not info.num_classes:
+            raise PipelineError(f"datasets: {dataset!r} takes its classes from the data; fetch it first"
+                                f" (`python -m pipeline fetch {dataset}`)") from None
+        return DatasetMeta(dataset, info.num_classes, info.channels, info.native_size)
+
+
+@contextmanager
+def keyed(key: str) -> Iterator[None]:
+    """A PipelineError raised in the block is re-raised naming the params key it came from."""
+    try:
+        yield
+    except PipelineError as exc:
+        raise PipelineError(f"{key}: {exc}") from None
+
+
+def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset: str, img_size: int,
+                 in_chans: int, train_images: int | None) -> None:
+    """The recipe's optimizer, schedule and transforms for `model` (on the meta device), and its batch size."""
+    with keyed(key):
+        try:
+            optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        except (ValueError, KeyError) as exc:
+            raise PipelineError(f"opt = {recipe.opt!r}: {exc}; see timm.optim.list_optimizers()") from None
+        try:
+            create_scheduler_v2(optimizer, sched=recipe.sched, num_epochs=recipe.epochs, updates_per_epoch=1,
+                                warmup_epochs=recipe.warmup_epochs, step_on_epochs=False)
+        except (ValueError, KeyError) as exc:
+            raise PipelineError(f"sched = {recipe.sched!r}: {exc}; e.g. cosine, step, plateau, poly") from None
+        try:
+            pil_transform(img_size=img_size, in_chans=in_chans, mean=(0.5,) * in_chans, std=(0.5,) * in_chans,
+                          training=True, augment=Augment.from_train(recipe))
+        except (AssertionError, ValueError, KeyError) as exc:
+            raise PipelineError(f"aa = {recipe.aa!r} (or another augmentation field): timm refused it ({exc});"
+                                " e.g. rand-m9-mstd0.5-inc1") from None
+        if train_images and recipe.batch_size > train_images:
+            raise PipelineError(f"batch_size = {recipe.batch_size} exceeds the {train_images} training images of"
+                                f" {dataset}; lower it or raise data.train_subset")
+
+
+def train_images(params: Params, dataset: str) -> int | None:
+    """Training images a run sees: data.train_subset, capped by the split (None when unknown before fetching)."""
+    size = DATASETS[dataset].train_size
+    return min(s for s in (size, params.data.train_subset) if s) if (size or params.data.train_subset) else None
+
+
+def check_builds(params: Params) -> int:
+    """Build every planned model once on the meta device, with its recipe; returns how many were built."""
+    built = 0
+    with torch.device("meta"):
+        for dataset in dict.fromkeys(params.datasets):
+            meta = planned_meta(params, dataset)
+            n = train_images(params, dataset)
+            for variant, cfg in params.models.items():
+                with keyed(f"models.{variant}"):
+                    model = builders.timm_model(cfg, meta)
+                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta), n)
+                built += 1
+            if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
+                cfg = params.ci_alpha.model
+                with keyed("ci_alpha.model"):
+                    model = mix_attention_input(builders.timm_model(cfg, meta), params.ci_alpha.alphas[0])
+                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *builders.input_size(cfg, meta), n)
+                built += 1
+            study = params.filter_study
+            if study.enabled and dataset == study.dataset:
+                cm = study.model
+                with keyed("filter_study.model"):
+                    model = build_convmixer("learned", dim=cm.dim, depth=cm.depth, kernel_size=cm.kernel_size,
+                                            patch_size=cm.patch_size, in_chans=meta.channels,
+                                            num_classes=meta.num_classes, img_size=meta.image_size)
+                check_recipe("filter_study.train", params.filter_recipe, model, dataset, meta.image_size,
+                             meta.channels, n)
+                built += 1
+    return built
+
+
 def add_arguments(parser) -> None:
     del parser  # no options beyond the global ones
 
 
 def main(params: Params, args) -> int:
     check_devices(params)
+    built = check_builds(params)
     runs = train_runs(params)
-    print(f"params valid (profile {params.profile!r})")
+    print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
     print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
           f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
