@@ -7,8 +7,14 @@ own for CIFAR/SVHN as [CI]/[SIA] normalise. `config.py` validates dataset names 
 module must stay importable without torch.
 
 Split sizes are the published ones and `fetch` checks them, so a truncated or partial copy cannot pass as the
-dataset. Flowers-102 trains on its 1,020-image `train` split and evaluates on `test` (6,149); which splits the
-[NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md section 4, item 11).
+dataset. Flowers-102 trains on its 1,020-image `train` split and evaluates
+on `test` (6,149); which splits the [NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md
+section 4, item 11).
+
+The classes, channels and image size a model is built with come from the fetched dataset's manifest
+(`pipeline.data.meta.dataset_meta`); for a registered dataset `fetch` checks the data's class count (and, for
+the tensor datasets, the image shape) against the values here. For `folder` they are read from the user's
+images, and its `num_classes`, `channels` and `native_size` here are unused.
 """
 
 from __future__ import annotations
