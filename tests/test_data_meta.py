@@ -5,6 +5,7 @@ fetch); the user's ImageFolder trees (`folder`, `imagenet`) in colour, grayscale
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 
@@ -15,11 +16,11 @@ from datasets_fixtures import make_image_folder, one_training_step
 from PIL import Image
 
 from pipeline.config import DataConfig, Params
-from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset
+from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset, sources
 from pipeline.data import fetch as fetch_stage
 from pipeline.data.loaders import open_split
 from pipeline.data.meta import DatasetMeta, dataset_meta, source_meta
-from pipeline.data.store import read_manifest
+from pipeline.data.store import load_split, read_manifest
 from pipeline.data.userdata import is_grayscale
 from pipeline.errors import PipelineError
 
@@ -166,3 +167,47 @@ def test_meta_of_a_missing_or_old_fetch_says_to_fetch(tmp_path):
     (tmp_path / "svhn" / "manifest.json").write_text(json.dumps({"dataset": "svhn", "num_classes": 10}))
     with pytest.raises(PipelineError, match=r"older version .* lacks channels, image_size\); fetch it again"):
         dataset_meta(tmp_path, "svhn")
+
+
+# ---------------------------------------------------------------- digits, bundled with scikit-learn
+
+
+@pytest.fixture(scope="module")
+def digits_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    fetch_dataset("digits", root, download=False, log=quiet)  # offline: nothing is downloaded
+    return root
+
+
+def test_digits_is_fetched_offline_with_a_fixed_stratified_split(digits_root):
+    assert sorted(p.name for p in digits_root.iterdir()) == ["digits"]
+    assert dataset_meta(digits_root, "digits") == source_meta("digits") == DatasetMeta("digits", 10, 1, 8)
+    splits = {s: load_split(digits_root / "digits" / f"{s}.pt") for s in ("train", "val")}
+    assert [len(labels) for _, labels in splits.values()] == [1347, 450]
+    assert torch.bincount(splits["val"][1]).tolist() == [45, 46, 44, 46, 45, 46, 45, 45, 43, 45]  # stratified
+    levels = torch.unique(torch.cat([images.flatten() for images, _ in splits.values()]))
+    assert levels.tolist() == [round(v * 255 / 16) for v in range(17)]  # the 0-16 counts, scaled to 0-255
+    train = splits["train"][0].double() / 255  # the registry's mean/std are the train split's
+    info = DATASETS["digits"]
+    assert train.mean().item() == pytest.approx(info.mean[0], abs=5e-5)
+    assert train.std(unbiased=False).item() == pytest.approx(info.std[0], abs=5e-5)
+
+
+def test_digits_loads_and_trains(digits_root):
+    loaders = build_loaders("digits", digits_root, img_size=8, in_chans=None, batch_size=16, seed=0,
+                            augment=Augment(scale=(0.8, 1.0), crop_pct=1.0))
+    images, labels = next(iter(loaders.train))
+    assert loaders.backend == "tensor" and images.shape == (16, 1, 8, 8) and (loaders.train_size, loaders.val_size) \
+        == (1347, 450)
+    one_training_step(loaders, dataset_meta(digits_root, "digits"))
+
+
+def test_a_damaged_digits_file_is_refused(tmp_path):
+    expect = dataclasses.replace(sources.expected("digits"), sha256={"digits.csv": "0" * 64})
+    with pytest.raises(PipelineError, match="digits.csv.gz .decompressed. has SHA-256 6ebb3d2f.*reinstall scikit"):
+        fetch_dataset("digits", tmp_path, expect=expect, log=quiet)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fashion_mnist_and_digits_are_a_valid_dataset_list():
+    assert Params(datasets=["fashion_mnist", "digits"]).datasets == ["fashion_mnist", "digits"]

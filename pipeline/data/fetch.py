@@ -8,8 +8,9 @@ Everything happens in a temporary sibling `data/.fetch-<dataset>-XXXX/`: downloa
 checked), verify (split sizes, content hashes), convert (small sets to uint8 tensors), then `manifest.json`
 is written and the directory is renamed into place in one step. On any failure the temporary directory is
 removed, so `data/<dataset>/` either is complete (it has a manifest) or does not exist. Leftovers of a killed
-run are removed by the next one. Which source each dataset uses: `pipeline.data.sources` (downloads) and
-`pipeline.data.userdata` (ImageNet-1K and `folder`, verified in place and never copied). The manifest records what `pipeline.data.meta.dataset_meta` reads:
+run are removed by the next one. Which source each dataset uses: `pipeline.data.sources` (downloads),
+`pipeline.data.digits` (bundled with scikit-learn) and `pipeline.data.userdata` (ImageNet-1K and `folder`,
+verified in place and never copied). The manifest records what `pipeline.data.meta.dataset_meta` reads:
 the classes, channels and image size every stage builds its models with.
 """
 
@@ -22,6 +23,7 @@ import socket
 import tempfile
 from pathlib import Path
 
+from pipeline.data.digits import fetch_digits
 from pipeline.data.registry import DATASETS
 from pipeline.data.sources import Expected, Log, Request, expected, fetch_source
 from pipeline.data.store import write_manifest
@@ -91,6 +93,8 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
         req = Request(expect or expected(name), allowed=download, base_url=base_url, downloads=downloads, log=log)
         if info.source == "user-path":
             fields = user_dataset(name, imagenet_path=imagenet_path, folder_path=folder_path)
+        elif name == "digits":
+            fields = fetch_digits(info, work, req)
         else:
             with socket_timeout(timeout):
                 fields = fetch_source(name, work, work / "raw", req, mirror=mirror)
