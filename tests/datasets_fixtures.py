@@ -94,7 +94,9 @@ class FolderSpec:
     classes: list[str]
     counts: dict[str, int]  #: images per split
     channels: int
-    image_size: int  #: the median (lower) shorter side of the train images, as `pipeline.data.userdata` takes it
+    #: the median (lower) shorter side of the train images, as `pipeline.data.userdata` takes it (it reads every
+    #: image of a folder this size: up to 1,024 per split)
+    image_size: int
 
     def colours(self, k: int) -> list[tuple[int, int, int]]:
         """The colours an image of class k may have (gray images hold its gray level)."""

@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,12 +17,12 @@ from datasets_fixtures import make_image_folder, one_training_step
 from PIL import Image
 
 from pipeline.config import DataConfig, Params
-from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset, sources
+from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset, sources, userdata
 from pipeline.data import fetch as fetch_stage
 from pipeline.data.loaders import open_split
 from pipeline.data.meta import DatasetMeta, dataset_meta, source_meta
 from pipeline.data.store import load_split, read_manifest
-from pipeline.data.userdata import is_grayscale
+from pipeline.data.userdata import evenly_spaced, is_grayscale
 from pipeline.errors import PipelineError
 
 
@@ -75,6 +76,16 @@ def test_a_changed_folder_must_be_fetched_again(tmp_path):
     next((spec.root / "train" / "c00").iterdir()).unlink()
     with pytest.raises(PipelineError, match="data changed: fetch it again"):
         build_loaders("folder", tmp_path / "data", img_size=16, in_chans=3, batch_size=4, seed=0, augment=Augment())
+
+
+def test_the_header_sample_spreads_over_each_class_folder(tmp_path, monkeypatch):
+    assert evenly_spaced(list(range(10)), 4) == [0, 3, 6, 9] and evenly_spaced([1, 2], 4) == [1, 2]
+    spec = make_image_folder(tmp_path / "mine", classes=3, train_per_class=9, val_per_class=2)
+    monkeypatch.setattr(userdata, "SAMPLE_PER_SPLIT", 9)  # 3 of each class folder
+    counts, sample = userdata.scan_split(spec.root / "train", "data.folder_path")
+    assert counts == {"c00": 9, "c01": 9, "c02": 9}
+    assert [Path(f).relative_to(spec.root / "train").as_posix() for f in sample[:3]] == [
+        "c00/000.png", "c00/004.png", "c00/008.png"]
 
 
 def test_palette_images_are_grayscale_when_their_palette_is():

@@ -1,9 +1,12 @@
 """The data layer: dataset registry, fetching (download + verify), and loaders.
 
-    from pipeline.data import DATASETS, build_loaders, Augment, fetch_dataset
+    from pipeline.data import DATASETS, build_loaders, Augment, fetch_dataset, dataset_meta
 
 - `registry`: name -> source, classes, splits, mean/std, native size, citation (no torch: config.py reads it).
-- `fetch` / `sources` / `userdata`: `python -m pipeline fetch <dataset>` writes `data/<dataset>/` atomically.
+- `fetch` / `sources` / `digits` / `userdata`: `python -m pipeline fetch <dataset>` writes `data/<dataset>/`
+  atomically.
+- `meta`: `dataset_meta(root, name)`: the classes, channels and image size every model is built with (from the
+  manifest); `source_meta(name, ...)`: the same before a fetch.
 - `store`: the on-disk form (manifest + uint8 tensors for small sets).
 - `transforms` / `loaders`: `build_loaders(...)` with timm's transforms or their batched tensor equivalent.
 
@@ -21,6 +24,9 @@ _LAZY = {
     "build_loaders": "pipeline.data.loaders",
     "Loaders": "pipeline.data.loaders",
     "fetch_dataset": "pipeline.data.fetch",
+    "DatasetMeta": "pipeline.data.meta",
+    "dataset_meta": "pipeline.data.meta",
+    "source_meta": "pipeline.data.meta",
 }
 
 __all__ = ["DATASETS", "DatasetInfo", *_LAZY]

@@ -194,8 +194,9 @@ def failure_reason(exc: BaseException, name: str) -> str:
     if isinstance(exc, tarfile.TarError | zipfile.BadZipFile | EOFError):
         return f"the archive is corrupt or truncated ({exc})"
     reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-    if isinstance(exc, LAYOUT_ERRORS) or (isinstance(exc, OSError) and exc.errno is None):  # no system error:
-        # a reader's complaint (scipy's "could not read bytes", PIL's UnidentifiedImageError)
+    # An OSError without a system error is a reader's complaint about the content (scipy's "could not read
+    # bytes", PIL's UnidentifiedImageError), as the loaders' own exceptions are.
+    if isinstance(exc, LAYOUT_ERRORS) or (isinstance(exc, OSError) and exc.errno is None):
         return f"the files passed their checksums but do not hold {name} as its loader expects ({reason}): " \
                f"the archive is damaged or not {name}"
     return reason

@@ -12,9 +12,10 @@ folders), and `open_image` converts each image to the manifest's channels.
   other mode (RGB, RGBA, CMYK, YCbCr, colour palettes, ...) is colour. A folder that mixes the two is colour:
   its grayscale images are replicated into 3 channels. Alpha is dropped, not composited; 16-bit grayscale
   keeps its top 8 bits (PIL's own conversion would clip it to white).
-- Sample: SAMPLE_PER_CLASS images of every class folder of both splits, evenly spaced in the order
-  ImageFolder lists them (all of them in smaller folders). A colour image that falls between the sampled
-  ones of an otherwise grayscale folder loads as grayscale.
+- Sample: about SAMPLE_PER_SPLIT images of each split, an equal share of every class folder (at least
+  SAMPLE_PER_CLASS), evenly spaced in the order ImageFolder lists them; a class folder that holds no more
+  than its share is read whole. ImageNet-1K: 2 per class, 4,000 headers (its 1.3M file names are still listed,
+  to count them). A colour image between the sampled ones of an otherwise grayscale folder loads as gray.
 - Image size: the median (the lower one of an even count) of the sampled train images' shorter sides.
 """
 
@@ -44,8 +45,10 @@ PARAMS = {"imagenet": ("data.imagenet_path", IMAGENET_HOWTO), "folder": ("data.f
 
 #: PIL modes of grayscale images (palette images are grayscale when their palette is).
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
-#: Image headers read per class folder and split for the channels and the typical size.
-SAMPLE_PER_CLASS = 16
+#: Image headers read per split for the channels and the typical size: SAMPLE_PER_SPLIT spread over the class
+#: folders, at least SAMPLE_PER_CLASS of each (ImageNet-1K: 2 x 1000 per split).
+SAMPLE_PER_SPLIT = 1024
+SAMPLE_PER_CLASS = 2
 
 
 def class_images(class_dir: str) -> list[str]:
@@ -58,6 +61,8 @@ def evenly_spaced(items: list, k: int) -> list:
     """`k` items spread evenly from the first to the last (all of them when there are at most `k`)."""
     if len(items) <= k:
         return items
+    if k == 1:
+        return items[:1]
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
 
 
@@ -92,16 +97,17 @@ def scan_split(split_dir: Path, where: str) -> tuple[dict[str, int], list[str]]:
     the message's start: the key and what it is set to)."""
     if not split_dir.is_dir():
         raise PipelineError(f"{where}: {split_dir} is not a directory")
-    counts, sample = {}, []
-    for entry in sorted(os.scandir(split_dir), key=lambda e: e.name):
-        if entry.is_dir():
-            files = class_images(entry.path)
-            counts[entry.name] = len(files)
-            sample += evenly_spaced(files, SAMPLE_PER_CLASS)
-    if not counts:
+    folders = sorted((e.name, e.path) for e in os.scandir(split_dir) if e.is_dir())
+    if not folders:
         loose = any(f.lower().endswith(IMG_EXTENSIONS) for f in os.listdir(split_dir))
         raise PipelineError(f"{where}: {split_dir} "
                             + ("holds loose images but no class folders" if loose else "holds no class folders"))
+    per_class = max(SAMPLE_PER_CLASS, SAMPLE_PER_SPLIT // len(folders))
+    counts, sample = {}, []
+    for name, path in folders:
+        files = class_images(path)
+        counts[name] = len(files)
+        sample += evenly_spaced(files, per_class)
     empty = [c for c, n in counts.items() if n == 0]
     if empty:
         raise PipelineError(f"{where}: class folder(s) {', '.join(empty[:5])} of {split_dir} hold no images "
