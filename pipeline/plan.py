@@ -24,8 +24,10 @@ from timm.scheduler import create_scheduler_v2
 
 from pipeline import builders
 from pipeline.config import ModelConfig, Params, TrainConfig, yaml_load
+from pipeline.data.fetch import source_meta
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
+from pipeline.data.store import MANIFEST
 from pipeline.data.transforms import Augment, pil_transform
 from pipeline.errors import PipelineError
 from pipeline.mixed_attention import mix_attention_input
@@ -95,15 +97,11 @@ def check_devices(params: Params) -> None:
 
 
 def planned_meta(params: Params, dataset: str) -> DatasetMeta:
-    """The dataset's facts before any stage runs: as fetched when data/<dataset> exists, else the registry's."""
-    try:
+    """The dataset's facts before any stage runs: as fetched when it is, else what fetching it will record (the
+    registry's, or a scan of the user's folder for `folder` / `imagenet`)."""
+    if (Path(params.data.root) / dataset / MANIFEST).is_file():
         return dataset_meta(params.data.root, dataset)
-    except PipelineError:
-        info = DATASETS[dataset]
-        if not info.num_classes:
-            raise PipelineError(f"datasets: {dataset!r} takes its classes from the data; fetch it first"
-                                f" (`python -m pipeline fetch {dataset}`)") from None
-        return DatasetMeta(dataset, info.num_classes, info.channels, info.native_size)
+    return source_meta(dataset, imagenet_path=params.data.imagenet_path, folder_path=params.data.folder_path)
 
 
 @contextmanager

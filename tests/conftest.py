@@ -1,12 +1,19 @@
-"""Shared fixtures: the repository root, a copy of params.yaml to edit, a working directory with a tiny dataset."""
+"""Shared fixtures: the repository root, a copy of params.yaml to edit, a working directory with a tiny dataset,
+a file server on 127.0.0.1.
+
+Generators of test data (a user's ImageFolder tree, miniature archives of the registered datasets) live in
+`tests/datasets_fixtures.py`.
+"""
 
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 import torch
+from datasets_fixtures import LocalServer
 
 from pipeline.data.store import save_split, write_manifest
 
@@ -43,3 +50,19 @@ def workdir(tmp_path, monkeypatch):
                           "classes": ["a", "b", "c"], "splits": splits})
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def data_server():
+    """A `LocalServer` on 127.0.0.1: put bytes into `.files`, download from `.url`/<name>."""
+    with LocalServer() as server:
+        yield server
+
+
+@pytest.fixture
+def data_dead_url():
+    """A URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/files"
