@@ -14,7 +14,7 @@ import timm
 import torch
 from torch import nn
 
-from pipeline.config import DataConfig, ModelConfig, Params, TrainConfig
+from pipeline.config import ConvMixerConfig, DataConfig, ModelConfig, Params, TrainConfig
 from pipeline.data.loaders import Loaders, build_loaders
 from pipeline.data.meta import DatasetMeta
 from pipeline.data.transforms import Augment
@@ -69,13 +69,18 @@ def model_facts(variant: str, model_cfg: ModelConfig, model: nn.Module) -> dict:
             "num_heads": int(layers[0].num_heads) if layers else None}
 
 
-def convmixer(params: Params, variant: str, heads: int | None, meta: DatasetMeta, seed: int) -> ConvMixer:
+def convmixer_input(cfg: ConvMixerConfig, meta: DatasetMeta) -> tuple[int, int]:
+    """(image side, channels) the filter study's ConvMixer takes: its img_size, else the data's stored side."""
+    return cfg.img_size or meta.image_size, meta.channels
+
+
+def convmixer(cfg: ConvMixerConfig, variant: str, heads: int | None, meta: DatasetMeta, seed: int) -> ConvMixer:
     """The filter study's ConvMixer for this dataset (learned or frozen `variant` filters), seeded by `seed`."""
-    cfg = params.filter_study.model
     torch.manual_seed(seed)
     return build_convmixer(variant, dim=cfg.dim, depth=cfg.depth, kernel_size=cfg.kernel_size,
                            patch_size=cfg.patch_size, in_chans=meta.channels, num_classes=meta.num_classes,
-                           img_size=meta.image_size, heads=heads, generator=torch.Generator().manual_seed(seed))
+                           img_size=convmixer_input(cfg, meta)[0], heads=heads,
+                           generator=torch.Generator().manual_seed(seed))
 
 
 def loaders(data: DataConfig, dataset: str, img_size: int, in_chans: int, seed: int, recipe: TrainConfig,

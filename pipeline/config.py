@@ -243,10 +243,12 @@ class ConvMixerConfig:
     depth: int = 8
     kernel_size: int = 5
     patch_size: int = 2
+    img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
 
     def __post_init__(self):
         for name in ("dim", "depth", "patch_size"):
             _positive(f"filter_study.model.{name}", getattr(self, name))
+        _positive("filter_study.model.img_size", self.img_size, allow_none=True)
         check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
 
 

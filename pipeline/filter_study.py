@@ -67,8 +67,8 @@ def study_run(params: Params, variant: str, seed: int, heads: int | None) -> Run
 
     return Run(kind="filter_study", key=(name, f"seed{seed}"), dataset=study.dataset, seed=seed,
                recipe=params.filter_recipe, config=config,
-               build=lambda meta: builders.convmixer(params, variant, heads, meta, seed),
-               input_size=lambda meta: (meta.image_size, meta.channels),
+               build=lambda meta: builders.convmixer(study.model, variant, heads, meta, seed),
+               input_size=lambda meta: builders.convmixer_input(study.model, meta),
                facts=lambda model: facts, measure=measure)
 
 

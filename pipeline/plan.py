@@ -31,7 +31,6 @@ from pipeline.data.store import MANIFEST
 from pipeline.data.transforms import Augment, pil_transform
 from pipeline.errors import PipelineError
 from pipeline.mixed_attention import mix_attention_input
-from pipeline.models import build_convmixer
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
 
@@ -163,13 +162,10 @@ def check_builds(params: Params) -> int:
                 built += 1
             study = params.filter_study
             if study.enabled and dataset == study.dataset:
-                cm = study.model
                 with keyed("filter_study.model"):
-                    model = build_convmixer("learned", dim=cm.dim, depth=cm.depth, kernel_size=cm.kernel_size,
-                                            patch_size=cm.patch_size, in_chans=meta.channels,
-                                            num_classes=meta.num_classes, img_size=meta.image_size)
-                check_recipe("filter_study.train", params.filter_recipe, model, dataset, meta.image_size,
-                             meta.channels, n)
+                    model = builders.convmixer(study.model, "learned", None, meta, seed=0)
+                check_recipe("filter_study.train", params.filter_recipe, model, dataset,
+                             *builders.convmixer_input(study.model, meta), n)
                 built += 1
     return built
 

@@ -9,7 +9,6 @@ launch paths (2 processes under torchrun with a GPU lease on a fake device list;
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -21,57 +20,18 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from e2e_helpers import env, metrics, ran, sh, smoke_repo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parent.parent
-TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
 RUN = "train@fashion_mnist-vit-impulse-0"
 RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")
-
-
-def env() -> dict:
-    """The venv's python and dvc first on PATH (stage commands call `python`)."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                PYTHONUNBUFFERED="1")
-
-
-def sh(repo: Path, *cmd: str, check: bool = True) -> str:
-    proc = subprocess.run(cmd, cwd=repo, env=env(), capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
-    return out
-
-
-def ran(output: str) -> set[str]:
-    """The stages `dvc repro` / `dvc exp run` executed (not those it restored from the run-cache)."""
-    return set(re.findall(r"Running stage '([^']+)'", output))
-
-
-def metrics(repo: Path, run_dir: Path = RUN_DIR) -> dict:
-    data = json.loads((repo / run_dir / "metrics.json").read_text())
-    data["history"] = [{k: v for k, v in row.items() if k not in TIMINGS} for row in data["history"]]
-    return {k: v for k, v in data.items() if k not in TIMINGS}
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A git repository holding this working tree's files (tracked and untracked-not-ignored), on the smoke profile."""
-    dest = tmp_path_factory.mktemp("e2e") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    sh(dest, "git", "init", "-q")
-    sh(dest, "git", "config", "user.email", "e2e@test")
-    sh(dest, "git", "config", "user.name", "e2e")
-    sh(dest, sys.executable, "-m", "pipeline", "profile", "smoke")
-    sh(dest, "git", "add", "-A")
-    sh(dest, "git", "commit", "-qm", "smoke profile")
-    return dest
+    return smoke_repo(tmp_path_factory.mktemp("e2e") / "repo")
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +57,12 @@ def test_second_repro_executes_nothing(repo, first_run):
 
 
 def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
-    before = metrics(repo)
+    before = metrics(repo, RUN_DIR)
     assert not (repo / "scratch").exists()  # finished runs leave no checkpoint behind
     out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
     assert RUN in ran(out) and "resuming" not in out and "epoch 2/2" in out
     assert json.loads((repo / RUN_DIR / "metrics.json").read_text())["wall_time_s"] > 0
-    assert metrics(repo) == before
+    assert metrics(repo, RUN_DIR) == before
 
 
 def test_a_code_change_reruns_the_stages_that_import_it_and_they_train(repo, first_run):
@@ -127,7 +87,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
     params.write_text(original.replace("  epochs: 2\n", "  epochs: 5\n", 1))
     try:
         sh(repo, "dvc", "repro", "-s", RUN)
-        whole = metrics(repo)
+        whole = metrics(repo, RUN_DIR)
         assert whole["epochs"] == 5 and not (repo / "scratch").exists()
         shutil.rmtree(repo / RUN_DIR)  # so the poll below cannot read the finished run's dvclive logs
         proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
@@ -150,7 +110,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         assert not (repo / RUN_DIR / "metrics.json").exists()  # a killed run leaves no complete-looking out
         out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
         assert "resuming from" in out
-        assert metrics(repo) == whole
+        assert metrics(repo, RUN_DIR) == whole
     finally:
         params.write_text(original)
         sh(repo, "dvc", "repro")  # back to the committed state (from the run-cache)
