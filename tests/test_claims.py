@@ -107,6 +107,14 @@ def test_every_verdict_is_one_of_the_four_words():
     assert claims.VERDICTS == ("supported", "contradicted", "inconclusive", "not tested")
 
 
+def test_a_gaussian_grid_without_a_comparable_pair_says_so():
+    filters = pd.DataFrame([{"variant": v, "seed": s, "top1": 0.8, "sigma": sigma, "heads": heads, "params": 6e4}
+                            for v, sigma, heads in [("gaussian-0.1-h64", 0.1, 64), ("gaussian-1-h4", 1.0, 4)]
+                            for s in (0, 1)])
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, filters=filters), "5b")
+    assert c["verdict"] == "not tested" and c["summary"].startswith("the grid's runs form no comparable pair")
+
+
 # --- claims over model variants ----------------------------------------------------------------------------------
 
 def test_claim_1_needs_every_vit_family_variant_and_ignores_swin():

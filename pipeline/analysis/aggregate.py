@@ -214,7 +214,8 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
 def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggregate:
     """Read the experiment's runs and paper/, and build the tables, claims, metrics and what was run."""
     results = Path(results)
-    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds)
+    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds,
+                                  {v: name for v, name, _ in exp.models})
     filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
                                                 exp.filter_seeds)
     ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,

@@ -364,6 +364,8 @@ def claim_5b(ev: Evidence) -> Finding:
                          Criterion("greater")) for s in sigmas if (s, hi[0]) in cells and (s, lo[-1]) in cells]
     else:
         notes.append("heads trend not tested: the grid needs heads both >= 8 and < 8")
+    if not checks:
+        notes.insert(0, "the grid's runs form no comparable pair (one σ at two heads, or one heads at two σ)")
     return Finding(checks, notes)
 
 

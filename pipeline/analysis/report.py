@@ -191,9 +191,10 @@ def run_blocks(inp: ReportInputs) -> list[Block]:
     items += [
         "Data: " + "; ".join(f"{d['name']} ({d['citation']}; licence: {d['licence']})"
                              for d in p.get("dataset_facts", [])) + ".",
-        f"Hardware: {', '.join(p.get('hardware', [])) or 'unknown'}; {', '.join(p.get('cpu_count', [])) or '?'} CPUs;"
-        f" processes per run {', '.join(p.get('world_size', [])) or '?'}. Libraries: "
-        + "; ".join(f"{k} {', '.join(vals)}" for k, vals in v.items() if vals) + ".",
+        f"Hardware: {', '.join(p.get('hardware', [])) or 'not recorded'}; CPUs"
+        f" {', '.join(p.get('cpu_count', [])) or NA}; processes per run {', '.join(p.get('world_size', [])) or NA}."
+        " Libraries: " + ("; ".join(f"{k} {', '.join(vals)}" for k, vals in v.items() if vals) or "not recorded")
+        + ".",
         f"Training time (sum of the runs' wall times): ViT {_minutes(wall.get('vit_total_s'))}, filter study"
         f" {_minutes(wall.get('filter_study_total_s'))}"
         + (f", [CI] α grid {_minutes(wall.get('ci_alpha_total_s'))}" if runs.get("ci_alpha") else "") + ".",

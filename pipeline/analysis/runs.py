@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -57,12 +57,14 @@ def _row(metrics: dict, fields: Sequence[str]) -> dict:
 
 
 def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
-                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+                  seeds: Sequence[int], models: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks).
 
     Columns: dataset, variant, arm, seed, the RUN_FIELDS, the MODEL_FIELDS and `history` (the per-epoch list
-    of dicts, epoch 0-based).
+    of dicts, epoch 0-based). A run that does not record its model (older runs) takes the timm name `models`
+    (variant -> name, from params) configures, and its family from that name.
     """
+    models = models or {}
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS
     for dataset in datasets:
@@ -72,8 +74,9 @@ def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Seq
                     path = Path(train_root) / dataset / variant / arm / f"seed{seed}" / "metrics.json"
                     if path.is_file():
                         m = read_metrics(path)
+                        model = m.get("model") or models.get(variant, "")
                         rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
-                                    | _row(m, fields) | {"family": m.get("family") or family_of(m.get("model"))})
+                                    | _row(m, fields) | {"model": model, "family": m.get("family") or family_of(model)})
                     else:
                         missing.append(str(path))
     return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, "history"]), missing

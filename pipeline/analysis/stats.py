@@ -19,7 +19,9 @@ c = 0.95 is two one-sided tests at 2.5 % each (conservative against the usual 5 
 
 `pairs_needed` is the power estimate of an inconclusive comparison: the smallest number of seed pairs whose
 interval, at the observed mean difference and standard deviation, would clear the boundary (searched up to
-`MAX_PAIRS`). It is a planning figure, not a promise: the next seeds' mean and spread will differ.
+`MAX_PAIRS`). It is a planning figure, not a promise: the next seeds' mean and spread will differ, and if the
+observed ones are the true ones, a new experiment of exactly that size clears the boundary only about half the
+time (a few pairs more give the usual 80 %).
 """
 
 from __future__ import annotations
