@@ -12,6 +12,7 @@ import math
 import re
 from argparse import Namespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -187,6 +188,19 @@ def test_ci_alpha_runs_are_matched_on_their_recorded_alpha(tmp_path):
     frame, missing = load_ci_alpha_runs(root, ["cifar10"], [0.0, 0.1, 0.5], ["impulse"], [0])
     assert dict(zip(frame["alpha"], frame["top1"])) == {0.0: 0.88, 0.1: 0.90}  # one run per α, α 0.3 not asked
     assert missing == [f"{root}/cifar10/alpha0.5/impulse/seed0 (alpha 0.5)"]
+
+
+def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
+    """params `ci_alpha` (CONTRACT.md) lands later: without it the grid is off, with it its fields are read."""
+    params = load_params(repo_root / "params.yaml")
+    if not hasattr(params, "ci_alpha"):
+        assert Experiment.from_params(params).ci_datasets == ()
+        params.ci_alpha = SimpleNamespace(datasets=["cifar10"], alphas=[0.0, 0.1], arms=["impulse", "random"],
+                                          seeds=[0, 1])
+    exp = Experiment.from_params(params)
+    assert (exp.ci_datasets, exp.ci_alphas, exp.ci_arms, exp.ci_seeds) == (
+        tuple(params.ci_alpha.datasets), tuple(float(a) for a in params.ci_alpha.alphas),
+        tuple(params.ci_alpha.arms), tuple(params.ci_alpha.seeds))
 
 
 def test_an_empty_results_tree_gives_tables_and_not_tested_claims(tmp_path):
