@@ -3,6 +3,7 @@
     python -m pipeline --help
     python -m pipeline check                     # validate params.yaml, print the planned runs
     python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
+    python -m pipeline readme                    # copy the report's headline into README.md
 
 Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
 `--set key.sub=value` overrides, validates it before doing any work, and turns a user's mistake
@@ -28,7 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
-    "report": ("pipeline.analysis.report", "stage report: reports/report.md and reports/report.pdf"),
+    "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
+    "readme": ("pipeline.analysis.readme", "copy reports/headline.md into README.md (--check: exit 1 if stale)"),
 }
 
 

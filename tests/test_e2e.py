@@ -46,7 +46,7 @@ def test_full_repro_runs_every_stage_and_writes_the_report(repo, first_run):
                  "reports/figures/figures.json", RUN_DIR / "model.pt", RUN_DIR / "live/plots/metrics/val_top1.tsv"]:
         assert (repo / path).exists(), path
     summary = json.loads((repo / "results/summary.json").read_text())
-    assert set(summary["fashion_mnist"]) == {"impulse", "default", "mimetic"}
+    assert set(summary["fashion_mnist"]["vit"]) == {"impulse", "default", "mimetic"}
     assert not (repo / "scratch").exists()  # every finished run removed its checkpoint
     assert "impulse" in (repo / "reports/report.md").read_text()
 
@@ -123,7 +123,7 @@ def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
     assert not {s for s in executed if re.match(r"(train|attention)@.*(default|mimetic)", s)}
     assert not {s for s in executed if s.startswith(("fetch", "filter_"))}
     summary = json.loads((repo / "results/summary.json").read_text())
-    assert set(summary["fashion_mnist"]) == {"timm", "default", "mimetic"}
+    assert set(summary["fashion_mnist"]["vit"]) == {"timm", "default", "mimetic"}
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json"))
     assert "timm" in json.dumps(shown)
     sh(repo, "git", "checkout", "params.yaml")
