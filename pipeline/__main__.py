@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md and reports/report.pdf"),
+    "repro": ("pipeline.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 
 

@@ -217,6 +217,27 @@ class ReportConfig:
 
 
 @dataclass
+class SlurmConfig:
+    """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.repro).
+
+    Nodes and GPUs come from `train` (train.nnodes; train.nproc GPUs per node). No stage reads this section for
+    its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.
+    """
+
+    partition: str = ""  #: sbatch --partition; '' = the cluster's default
+    account: str = ""  #: sbatch --account; '' = your default account
+    time: int = 240  #: minutes per cell (sbatch --time); SLURM ends a cell past it and the runner reports it
+    cpus_per_task: int = 0  #: CPUs per node; 0 = train.nproc x (train.threads + train.workers)
+    gpus: bool = True  #: ask for train.nproc GPUs per node (false for a CPU partition; train.device cpu never asks)
+
+    def __post_init__(self):
+        if self.time <= 0:
+            raise PipelineError(f"slurm.time = {self.time}: give the minutes one cell may run (a positive integer)")
+        if self.cpus_per_task < 0:
+            raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
+
+
+@dataclass
 class Params:
     """The whole of params.yaml."""
 
@@ -234,6 +255,7 @@ class Params:
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
     def __post_init__(self):
         for key, value in [("init", self.init)] + [("baselines", b) for b in self.baselines]:
