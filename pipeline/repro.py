@@ -35,6 +35,7 @@ next run re-runs it (DVC recorded nothing for it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -100,8 +101,9 @@ def request_for(param_keys: list[str], params: Params, raw: dict) -> Request:
 
 def plan(targets: list[str], params: Params, root: Path | None = None) -> list[Cell]:
     """The stages to run, in DVC's order: the stale ones and everything downstream of them within the targets."""
-    raw = yaml_load(Path(root or ".", "params.yaml").read_text()) or {}
-    with Repo(str(root) if root else None, _wait_for_lock=True) as repo, lock_repo(repo):
+    root = Path(root or ".")
+    raw = yaml_load((root / "params.yaml").read_text()) or {}
+    with contextlib.chdir(root), Repo(_wait_for_lock=True) as repo, lock_repo(repo):  # targets are relative
         stages = collect_stages(repo, targets or ["dvc.yaml"])
         graph = get_active_graph(repo.index.graph)  # edges point from a stage to the stages it depends on
         steps = plan_repro(graph, stages)

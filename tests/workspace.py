@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def tool_env(**extra: str) -> dict:
     """This interpreter's bin folder first on PATH (stage commands call `python`, tests call `dvc`)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return dict(os.environ, PATH=path, PYTHONUNBUFFERED="1", **extra)
+    return {**os.environ, "PATH": path, "PYTHONUNBUFFERED": "1", **extra}
 
 
 def sh(repo: Path, *cmd: str, check: bool = True, env: dict | None = None) -> str:
@@ -68,3 +69,21 @@ def copy_repo(dest: Path, profile: str | None = "smoke", params: dict | None = N
     sh(dest, "git", "add", "-A")
     sh(dest, "git", "commit", "-qm", f"profile {profile}")
     return dest
+
+
+#: what differs between two identical runs: timings, and the git revision of two separately made copies
+UNSTABLE = {"images_per_s", "epoch_time_s", "wall_time_s", "git_rev"}
+
+
+def _stable(value):
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in UNSTABLE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def run_metrics(repo: Path) -> dict[str, dict]:
+    """Every run's metrics.json under results/, by path, without timings: equal for equal runs on CPU."""
+    return {str(p.relative_to(repo)): _stable(json.loads(p.read_text()))
+            for p in sorted((repo / "results").rglob("metrics.json")) if "live" not in p.parts}
