@@ -54,6 +54,8 @@ class Job(Protocol):
 
     def cancel(self) -> None: ...
 
+    def reap(self) -> None: ...
+
 
 def stage_file_name(stage: str) -> str:
     """`train@cifar10-impulse-0` -> a file name (a nested dvc.yaml's `sub/dvc.yaml:name` has / and :)."""
@@ -71,11 +73,13 @@ class LocalJob:
             self._log_file.close()
         return code
 
-    def cancel(self, grace: float = 20.0) -> None:
-        """SIGINT to the stage's process group (what Ctrl-C in a terminal sends), SIGKILL after `grace` s."""
-        if self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGINT)
+    def cancel(self) -> None:
+        """SIGINT to the stage's process group: what Ctrl-C in a terminal sends (DVC stops the command, unlocks)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+
+    def reap(self, grace: float = 20.0) -> None:
+        """Wait for a cancelled stage to exit; SIGKILL its process group after `grace` s."""
         try:
             self.proc.wait(grace)
         except subprocess.TimeoutExpired:
@@ -138,7 +142,10 @@ class SlurmJob:
         return 0 if self.state == "COMPLETED" else 1
 
     def cancel(self) -> None:
-        self.job.cancel(check=False)
+        self.job.cancel(check=False)  # scancel
+
+    def reap(self) -> None:
+        """Nothing to wait for here: SLURM ends the job's processes."""
 
 
 class SlurmExecutor:

@@ -179,6 +179,12 @@ def what_dvc_did(name: str, log: Path | None) -> str:
     return "unchanged"
 
 
+def log_tail(log: Path | None, lines: int = 4) -> list[str]:
+    """The last lines of a failed stage's log: usually DVC's error, or the command's."""
+    text = log.read_text(errors="replace") if log and log.exists() else ""
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
 @dataclass
 class Scheduler:
     """Starts each cell once its upstream cells succeeded, within each executor's capacity and the free GPUs."""
@@ -229,6 +235,8 @@ class Scheduler:
             state = getattr(job, "state", f"exit {code}")
             self.outcomes[name] = Outcome(name, "failed", job.where, job.log, seconds, state)
             self.echo(f"FAILED {name}  ({job.where}, {state}) after {seconds:.1f} s; log {job.log}")
+            for line in log_tail(job.log):
+                self.echo(f"       | {line}")
 
     def run(self, cells: list[Cell]) -> dict[str, Outcome]:
         pending, running = list(cells), {}
@@ -251,8 +259,10 @@ class Scheduler:
                 time.sleep(self.poll_s)
         except KeyboardInterrupt:
             self.echo(f"interrupted: cancelling {len(running)} running stage(s)")
-            for name, run in running.items():
+            for run in running.values():
                 run["job"].cancel()
+            for name, run in running.items():
+                run["job"].reap()
                 self.outcomes[name] = Outcome(name, "cancelled", run["job"].where, run["job"].log)
                 self.echo(f"cancelled {name}  ({run['job'].where})")
             raise

@@ -9,7 +9,6 @@ launch paths (2 processes under torchrun; a 2-node c10d rendezvous on 127.0.0.1)
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from workspace import copy_repo, sh, tool_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -27,20 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
 RUN = "train@fashion_mnist-impulse-0"
 RUN_DIR = Path("results/train/fashion_mnist/impulse/seed0")
-
-
-def env() -> dict:
-    """The venv's python and dvc first on PATH (stage commands call `python`)."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                PYTHONUNBUFFERED="1")
-
-
-def sh(repo: Path, *cmd: str, check: bool = True) -> str:
-    proc = subprocess.run(cmd, cwd=repo, env=env(), capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
-    return out
 
 
 def ran(output: str) -> set[str]:
@@ -57,20 +43,7 @@ def metrics(repo: Path, run_dir: Path = RUN_DIR) -> dict:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A git repository holding this working tree's files (tracked and untracked-not-ignored), on the smoke profile."""
-    dest = tmp_path_factory.mktemp("e2e") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    sh(dest, "git", "init", "-q")
-    sh(dest, "git", "config", "user.email", "e2e@test")
-    sh(dest, "git", "config", "user.name", "e2e")
-    sh(dest, sys.executable, "-m", "pipeline", "profile", "smoke")
-    sh(dest, "git", "add", "-A")
-    sh(dest, "git", "commit", "-qm", "smoke profile")
-    return dest
+    return copy_repo(tmp_path_factory.mktemp("e2e") / "repo", "smoke")
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +85,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         assert whole["epochs"] == 5
         shutil.rmtree(repo / "scratch")
         shutil.rmtree(repo / RUN_DIR)  # so the poll below cannot read the finished run's dvclive logs
-        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
+        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=tool_env(), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         checkpoint = repo / "scratch/train/fashion_mnist/impulse/seed0/last.pt"
         live = repo / RUN_DIR / "live/metrics.json"
@@ -168,7 +141,7 @@ def test_queued_sweep_runs_both_experiments(repo, first_run):
 
 def test_two_processes_under_torchrun(repo, first_run):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
-                           "default", "1"], cwd=repo, env=env(), capture_output=True, text=True)
+                           "default", "1"], cwd=repo, env=tool_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "launching 1 node(s) x 2 process(es)" in out
@@ -186,8 +159,8 @@ def test_two_node_rendezvous_on_loopback(repo, first_run):
     cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
            f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
            "mimetic", "1"]
-    nodes = [subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    nodes = [subprocess.Popen(cmd, cwd=repo, env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
     outs = [n.communicate(timeout=300)[0] for n in nodes]
     assert all(n.returncode == 0 for n in nodes), "\n".join(o[-2000:] for o in outs)
     m = json.loads((repo / "results/train/fashion_mnist/mimetic/seed1/metrics.json").read_text())
