@@ -28,10 +28,15 @@ from typing import Protocol
 import submitit
 
 from pipeline.config import SlurmConfig
+from pipeline.errors import PipelineError
 
 #: SLURM states after which a job no longer runs (`scontrol show job` keeps them for MinJobAge, 300 s by default).
 ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
          "TIMEOUT"}
+
+
+class SubmitError(PipelineError):
+    """The executor could not start a stage (sbatch refused it: a bad partition, account or request)."""
 
 
 @dataclass(frozen=True)
@@ -174,4 +179,10 @@ class SlurmExecutor:
         self.executor.update_parameters(**self.parameters(stage, request))
         # sbatch exports the runner's environment to the job; SLURM itself sets CUDA_VISIBLE_DEVICES there.
         env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
-        return SlurmJob(self.executor.submit(submitit.helpers.CommandFunction(command, cwd=self.root, env=env)))
+        try:
+            job = self.executor.submit(submitit.helpers.CommandFunction(command, cwd=self.root, env=env))
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
+            why = [line for line in str(exc).splitlines() if line.strip()]
+            reason = why[-1].strip().strip("'\"") if why else repr(exc)
+            raise SubmitError(f"sbatch refused {stage}: {reason}") from None
+        return SlurmJob(job)

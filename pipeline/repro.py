@@ -50,7 +50,7 @@ from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 from pipeline import launch
 from pipeline.config import Params, yaml_load
 from pipeline.errors import PipelineError
-from pipeline.executors import LocalExecutor, Request, SlurmExecutor
+from pipeline.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 
 LOG_DIR = Path("scratch/repro")
 SLURM_DIR = Path("scratch/slurm")
@@ -217,7 +217,14 @@ class Scheduler:
             gpus = self.pool.take(cell.request.nproc)
             if gpus is None:
                 return False
-        job = self.executors[kind].submit(cell.name, stage_command(cell.name), cell.request, self.env_for(cell, gpus))
+        try:
+            job = self.executors[kind].submit(cell.name, stage_command(cell.name), cell.request,
+                                              self.env_for(cell, gpus))
+        except SubmitError as exc:
+            self.pool.give(gpus or [])
+            self.outcomes[cell.name] = Outcome(cell.name, "failed", kind, detail=str(exc))
+            self.echo(f"FAILED {cell.name}  ({exc})")
+            return True
         running[cell.name] = {"cell": cell, "job": job, "kind": kind, "gpus": gpus, "t0": time.monotonic()}
         on = f" on GPU {','.join(gpus)}" if gpus else ""
         self.echo(f"start  {cell.name}  ({job.where}{on}; log {job.log})")
@@ -277,7 +284,7 @@ def summary_lines(outcomes: dict[str, Outcome], seconds: float) -> list[str]:
              f" {counts['skipped']} skipped"]
     for o in outcomes.values():
         if o.status == "failed":
-            lines.append(f"  failed: {o.name} ({o.where}, {o.detail}); log: {o.log}")
+            lines.append(f"  failed: {o.name} ({o.where}, {o.detail})" + (f"; log: {o.log}" if o.log else ""))
         elif o.status == "skipped":
             lines.append(f"  skipped: {o.name} ({o.detail})")
     if counts["failed"]:

@@ -30,7 +30,7 @@ from workspace import copy_repo, run_metrics, sh, tool_env
 from pipeline import launch, repro
 from pipeline.config import SlurmConfig, load_params
 from pipeline.errors import PipelineError
-from pipeline.executors import Request, SlurmExecutor
+from pipeline.executors import Request, SlurmExecutor, SubmitError
 
 SBIN = "/usr/sbin"
 TOOLS = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sacct")
@@ -205,3 +205,15 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
     assert "gpus_per_node" not in options and options["cpus_per_task"] == 3
     with pytest.raises(PipelineError, match="slurm.time"):
         SlurmConfig(time=0)
+
+
+def test_a_cell_sbatch_refuses_is_reported_by_name(tmp_path, monkeypatch):
+    """No SLURM needed: an `sbatch` that refuses, as SLURM does a partition that does not exist."""
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    executor = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(partition="nope"))
+    with pytest.raises(SubmitError, match="sbatch refused train@x: sbatch: error: invalid partition specified"):
+        executor.submit("train@x", ["true"], Request(True), dict(os.environ))
