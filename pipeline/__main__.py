@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
     "readme": ("pipeline.analysis.readme", "copy reports/headline.md into README.md (--check: exit 1 if stale)"),
+    "repro": ("pipeline.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 
 

@@ -325,6 +325,27 @@ def _default_models() -> dict:
 
 
 @dataclass
+class SlurmConfig:
+    """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.repro).
+
+    Nodes and GPUs come from `train` (train.nnodes; train.nproc GPUs per node). No stage reads this section for
+    its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.
+    """
+
+    partition: str = ""  #: sbatch --partition; '' = the cluster's default
+    account: str = ""  #: sbatch --account; '' = your default account
+    time: int = 240  #: minutes per cell (sbatch --time); SLURM ends a cell past it and the runner reports it
+    cpus_per_task: int = 0  #: CPUs per node; 0 = train.nproc x (train.threads + train.workers)
+    gpus: bool = True  #: ask for train.nproc GPUs per node (false for a CPU partition; train.device cpu never asks)
+
+    def __post_init__(self):
+        if self.time <= 0:
+            raise PipelineError(f"slurm.time = {self.time}: give the minutes one cell may run (a positive integer)")
+        if self.cpus_per_task < 0:
+            raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
+
+
+@dataclass
 class Params:
     """The whole of params.yaml."""
 
@@ -343,6 +364,7 @@ class Params:
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
     ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
     filter_recipe: TrainConfig = field(init=False, repr=False)
     #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)

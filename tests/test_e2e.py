@@ -2,8 +2,8 @@
 
 One copy serves the whole module, in order: full run, no-op re-run, determinism of a forced re-run, resume after
 SIGKILL, `dvc exp run -S init=...` re-running only that arm, a queued 2-experiment sweep, and the scale-out
-launch paths (2 processes under torchrun with a GPU lease on a fake device list; a 2-node c10d rendezvous on
-127.0.0.1). Minutes, not seconds: marked `slow` (`pytest -m "not slow"` skips it).
+launch paths (2 processes under torchrun; a 2-node c10d rendezvous on 127.0.0.1). Minutes, not seconds: marked
+`slow` (`pytest -m "not slow"` skips it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from e2e_helpers import env, metrics, ran, sh, smoke_repo
+from workspace import copy_repo, metrics, ran, sh, tool_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -31,7 +31,7 @@ RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A git repository holding this working tree's files (tracked and untracked-not-ignored), on the smoke profile."""
-    return smoke_repo(tmp_path_factory.mktemp("e2e") / "repo")
+    return copy_repo(tmp_path_factory.mktemp("e2e") / "repo", "smoke")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         whole = metrics(repo, RUN_DIR)
         assert whole["epochs"] == 5 and not (repo / "scratch").exists()
         shutil.rmtree(repo / RUN_DIR)  # so the poll below cannot read the finished run's dvclive logs
-        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
+        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=tool_env(), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         live = repo / RUN_DIR / "live/metrics.json"
@@ -164,13 +164,12 @@ def test_queued_sweep_runs_both_experiments(repo, first_run):
     assert '"init": "mimetic"' in shown.replace("'", '"') or "mimetic" in shown
 
 
-def test_two_processes_under_torchrun_with_a_gpu_lease(repo, first_run, tmp_path):
-    environ = env() | {"PIPELINE_DEVICES": "0,1", "PIPELINE_LOCK_DIR": str(tmp_path)}
+def test_two_processes_under_torchrun(repo, first_run):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
-                           "vit", "default", "1"], cwd=repo, env=environ, capture_output=True, text=True)
+                           "vit", "default", "1"], cwd=repo, env=tool_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "leased GPU(s) 0,1" in out
+    assert "launching 1 node(s) x 2 process(es)" in out
     m = json.loads((repo / "results/train/fashion_mnist/vit/default/seed1/metrics.json").read_text())
     assert m["world_size"] == 2 and m["val_size"] == 128  # two shards cover the validation set once
 
@@ -185,8 +184,8 @@ def test_two_node_rendezvous_on_loopback(repo, first_run):
     cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
            f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
            "vit", "mimetic", "1"]
-    nodes = [subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    nodes = [subprocess.Popen(cmd, cwd=repo, env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
     outs = [n.communicate(timeout=300)[0] for n in nodes]
     assert all(n.returncode == 0 for n in nodes), "\n".join(o[-2000:] for o in outs)
     m = json.loads((repo / "results/train/fashion_mnist/vit/mimetic/seed1/metrics.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from datasets_fixtures import make_image_folder
-from e2e_helpers import ran, sh, smoke_repo
+from workspace import copy_repo, ran, set_params, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -25,9 +25,9 @@ def run_metrics(repo: Path, *parts: str) -> dict:
 def test_every_stage_runs_on_a_users_folder(tmp_path):
     gray = make_image_folder(tmp_path / "gray", classes=13, train_per_class=6, val_per_class=2, colour="gray",
                              eval_dir="test")
-    repo = smoke_repo(tmp_path / "repo", {"datasets": "[folder]", "data.folder_path": str(gray.root),
-                                          "data.train_subset": 0, "data.val_subset": 0,
-                                          "filter_study.dataset": "folder", "filter_study.model.img_size": 28})
+    repo = copy_repo(tmp_path / "repo", "smoke", {"datasets": ["folder"], "data.folder_path": str(gray.root),
+                                                  "data.train_subset": 0, "data.val_subset": 0,
+                                                  "filter_study.dataset": "folder", "filter_study.model.img_size": 28})
     assert "2 model(s) built" in sh(repo, "python", "-m", "pipeline", "check")
     out = sh(repo, "dvc", "repro")
     stages = {line.split()[0] for line in sh(repo, "dvc", "stage", "list").splitlines() if line.strip()}
@@ -44,9 +44,7 @@ def test_every_stage_runs_on_a_users_folder(tmp_path):
 
     # the user points the pipeline at another folder: 3 colour classes; every stage follows
     colour = make_image_folder(tmp_path / "colour", classes=3, train_per_class=24, val_per_class=4, colour="rgb")
-    params = json.loads((repo / "params.yaml").read_text())
-    params["data"]["folder_path"] = str(colour.root)
-    (repo / "params.yaml").write_text(json.dumps(params, indent=1))
+    set_params(repo / "params.yaml", {"data.folder_path": str(colour.root)})
     out = sh(repo, "dvc", "repro")
     assert "fetch@folder" in ran(out) and "report" in ran(out)
     manifest = json.loads((repo / "data/folder/manifest.json").read_text())

@@ -1,11 +1,8 @@
-"""The training engine on a tiny synthetic problem: determinism, resume, NaN guard, metrics, launch lines, GPU lease."""
+"""The training engine on a tiny synthetic problem: determinism, resume, NaN guard, metrics, launch lines."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -128,24 +125,3 @@ def test_torchrun_lines():
     assert {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=node0:29400", "--rdzv_id=job"} <= set(multi)
     with pytest.raises(PipelineError, match="rdzv_endpoint"):
         launch.torchrun_command(8, 2, "", "job", ["train"])
-
-
-def test_gpu_lease_is_exclusive_and_released_on_exit(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIPELINE_LOCK_DIR", str(tmp_path))
-    monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
-    devices = launch.visible_devices()
-    assert devices == ["0", "1"]
-    with pytest.raises(PipelineError, match="train.nproc = 3"):
-        launch.GpuLease(devices, 3)
-    # a child process holds GPU 0 and 1 until it exits (even without cleanup: the kernel drops flocks)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys, time; from pipeline.launch import GpuLease; "
-        "l = GpuLease(['0', '1'], 2); print(','.join(l.acquire()), flush=True); time.sleep(30)")],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ))
-    assert holder.stdout.readline().strip() == "0,1"
-    with pytest.raises(PipelineError, match="no 1 free GPU"):
-        launch.GpuLease(devices, 1, timeout=0.3, poll=0.1).acquire()
-    holder.kill()
-    holder.wait()
-    with launch.GpuLease(devices, 2, timeout=5, poll=0.1) as got:
-        assert got == ["0", "1"]
