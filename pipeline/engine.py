@@ -282,7 +282,9 @@ def read_back(window: list, totals: list[float], epoch: int, first_step: int) ->
     A non-finite loss is found up to `train.sync_every` steps late; the steps in between changed nothing that
     lasts (the run stops here, before its epoch's checkpoint).
     """
-    losses, corrects = torch.stack([torch.stack([w[0].double(), w[1].double()]) for w in window]).T.tolist()
+    losses = torch.stack([w[0] for w in window]).double()
+    corrects = torch.stack([w[1] for w in window]).double()
+    losses, corrects = torch.stack([losses, corrects]).tolist()  # the one transfer (a host sync on a GPU)
     for offset, (loss, correct, (_, _, n)) in enumerate(zip(losses, corrects, window)):
         if not math.isfinite(loss):
             raise PipelineError(
