@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from pipeline.config import ConvMixerConfig, DataConfig, ModelConfig, Params, TrainConfig
+from pipeline.data import device as device_data
 from pipeline.data.loaders import Loaders, build_loaders
 from pipeline.data.meta import DatasetMeta
 from pipeline.data.transforms import Augment
@@ -85,15 +86,20 @@ def convmixer(cfg: ConvMixerConfig, variant: str, heads: int | None, meta: Datas
 
 def loaders(data: DataConfig, dataset: str, img_size: int, in_chans: int, seed: int, recipe: TrainConfig,
             d: Dist) -> Loaders:
-    """The dataset's train/val loaders for one process of a run (the global batch split over processes)."""
+    """The dataset's train/val loaders for one process of a run (the global batch split over processes): DataLoaders,
+    or for an in-memory dataset under `train.data_on_device` the device-resident batches of `pipeline.data.device`."""
     if recipe.batch_size % d.world_size:
         raise PipelineError(f"train.batch_size = {recipe.batch_size} is not divisible by the {d.world_size}"
                             " processes; make it a multiple of train.nproc x train.nnodes")
-    return build_loaders(dataset, data.root, img_size=img_size, in_chans=in_chans,
-                         batch_size=recipe.batch_size // d.world_size, seed=seed, augment=Augment.from_train(recipe),
-                         rank=d.rank, world_size=d.world_size, workers=recipe.workers,
-                         train_subset=data.train_subset, val_subset=data.val_subset,
-                         normalization=data.normalization, pin_memory=d.device.type == "cuda")
+    augment = Augment.from_train(recipe)
+    built = build_loaders(dataset, data.root, img_size=img_size, in_chans=in_chans,
+                          batch_size=recipe.batch_size // d.world_size, seed=seed, augment=augment,
+                          rank=d.rank, world_size=d.world_size, workers=recipe.workers,
+                          train_subset=data.train_subset, val_subset=data.val_subset,
+                          normalization=data.normalization, pin_memory=d.device.type == "cuda")
+    if device_data.choose(recipe.data_on_device, built, augment, d.device):  # train.data_on_device
+        return device_data.device_loaders(built, img_size=img_size, augment=augment, device=d.device)
+    return built
 
 
 def with_batch(recipe: TrainConfig, batch_size: int) -> TrainConfig:

@@ -180,19 +180,25 @@ class TrainConfig:
     aug_repeats: float = 0  #: repeated augmentation (DeiT); 0 = off
     ema: bool = False
     ema_decay: float = 0.9999
-    amp: Literal["auto", "bf16", "fp16", "off"] = "auto"  #: 'auto': bf16 on CUDA, off on CPU
-    compile: bool = False
+    #: 'auto': bf16 on a GPU with native bf16 (compute capability >= 8.0), fp16 + scaler on older GPUs, off on
+    #: CPU; 'bf16' runs on CPU too; 'fp16' needs CUDA
+    amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
+    compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
     channels_last: bool = False
+    sync_every: int = 32  #: training steps between reads of the loss to the host (the NaN guard's delay)
+    #: keep an in-memory dataset on the device and augment whole batches there (`pipeline.data.device`);
+    #: 'auto': on a GPU when the dataset is stored as tensors and fits; true also on CPU; false: DataLoader
+    data_on_device: Literal["auto", True, False] = "auto"
     nproc: int = 1  #: processes (GPUs) per node, launched by torchrun
     nnodes: int = 1
     rdzv_endpoint: str = ""  #: host:port of the c10d rendezvous for multi-node runs
-    rdzv_id: str = "structured-init"
+    rdzv_id: str = ""  #: c10d rendezvous id; '' = derived from the run's command, so concurrent runs never meet
     threads: int = 1  #: torch threads per process on CPU
     workers: int = 0  #: data-loader workers per process
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def validate(self, key: str) -> None:
-        for name in ("epochs", "batch_size", "nproc", "nnodes", "threads", "lr"):
+        for name in ("epochs", "batch_size", "nproc", "nnodes", "threads", "lr", "sync_every"):
             _positive(f"{key}.{name}", getattr(self, name))
         for name in ("warmup_epochs", "cooldown_epochs", "workers", "weight_decay", "warmup_lr", "min_lr",
                      "mixup", "cutmix", "aug_repeats", "opt_eps"):
@@ -215,6 +221,11 @@ class TrainConfig:
                 raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
         if self.scale[1] > 1:
             raise PipelineError(f"{key}.scale = {self.scale!r}: a crop cannot cover more than the image (high <= 1)")
+        ranks = self.nproc * self.nnodes
+        if (self.mixup > 0 or self.cutmix > 0) and (self.batch_size % ranks or self.batch_size // ranks % 2):
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
+                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
+                                " multiple of 2 x train.nproc x train.nnodes")
 
 
 @dataclass

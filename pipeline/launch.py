@@ -20,6 +20,7 @@ its own (`pipeline.repro`) and SLURM gives each job its allocation's, so no leas
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -50,6 +51,9 @@ def torchrun_command(nproc: int, nnodes: int, rdzv_endpoint: str, rdzv_id: str, 
     else:
         if not rdzv_endpoint:
             raise PipelineError(f"train.nnodes = {nnodes} needs train.rdzv_endpoint (host:port of node 0)")
+        # every node runs the same command, so a digest of it names this run's rendezvous on all of them, and
+        # two runs sharing an endpoint do not join each other's (an explicit train.rdzv_id wins)
+        rdzv_id = rdzv_id or "run-" + hashlib.sha256("\0".join(argv).encode()).hexdigest()[:12]
         cmd += [f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}",
                 f"--rdzv_id={rdzv_id}"]
     return cmd + ["-m", "pipeline", *argv]

@@ -37,7 +37,7 @@ from pipeline import builders, launch
 from pipeline.config import DataConfig, TrainConfig, digest
 from pipeline.data.loaders import Loaders
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.engine import fit, setup_distributed
+from pipeline.engine import Dist, fit, setup_distributed, teardown_distributed
 from pipeline.outputs import folder_aside
 
 RESULTS = Path("results")
@@ -137,6 +137,14 @@ def remove_checkpoint(path: Path) -> None:
 def execute(run: Run, data: DataConfig) -> dict | None:
     """Train `run` in this process (one rank of it under torchrun). Returns the summary on rank 0."""
     d = setup_distributed(run.recipe.device, run.recipe.threads)
+    try:
+        return train_and_write(run, data, d)
+    finally:
+        teardown_distributed()
+
+
+def train_and_write(run: Run, data: DataConfig, d: Dist) -> dict | None:
+    """Steps 2 to 5 of the module docstring, in this process."""
     meta = dataset_meta(data.root, run.dataset)
     img_size, in_chans = run.input_size(meta)
     loaders = builders.loaders(data, run.dataset, img_size, in_chans, run.seed, run.recipe, d)

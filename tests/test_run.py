@@ -6,39 +6,10 @@ import json
 
 import pytest
 import torch
+from training_fixtures import dies_in_epoch, tiny_run
 
-from pipeline import engine, run
-from pipeline.config import DataConfig, TrainConfig
-
-
-def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
-    def build(meta):
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.GELU(),
-                                   torch.nn.Linear(16, meta.num_classes))
-
-    recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, threads=1, scale=[1.0, 1.0],
-                         ratio=[1.0, 1.0], hflip=0.0, smoothing=0.0)
-    return run.Run(kind="train", key=("fashion_mnist", "tiny", "seed0"), dataset="fashion_mnist", seed=0,
-                   recipe=recipe, config={"lr": lr, "epochs": epochs}, build=build,
-                   input_size=lambda meta: (meta.image_size, meta.channels),
-                   facts=lambda model: {"arm": "none"})
-
-
-def killed_in_epoch_2(r: run.Run, monkeypatch) -> None:
-    """Execute `r` and kill it during epoch 2's evaluation, after epoch 1's checkpoint (as Ctrl-C would)."""
-    real_evaluate, calls = engine.evaluate, []
-
-    def dying_evaluate(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(engine, "evaluate", dying_evaluate)
-        with pytest.raises(KeyboardInterrupt):
-            run.execute(r, DataConfig())
+from pipeline import run
+from pipeline.config import DataConfig
 
 
 def metrics(r: run.Run) -> dict:
@@ -69,7 +40,8 @@ def test_a_finished_run_run_again_trains_again(workdir, capsys):
 
 def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, capsys):
     r = tiny_run(epochs=3)
-    killed_in_epoch_2(r, monkeypatch)
+    with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):
+        run.execute(r, DataConfig())
     assert r.checkpoint.exists() and not (r.out / "metrics.json").exists()
     # the code changed between the kill and the re-run: the old attempt's checkpoint is not resumed
     monkeypatch.setattr(run, "code_digest", lambda: "edited code")
@@ -81,7 +53,8 @@ def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, caps
 def test_a_killed_run_resumes_into_unchanged_code(workdir, monkeypatch, capsys):
     whole = run.execute(tiny_run(epochs=3), DataConfig())
     r = tiny_run(epochs=3)
-    killed_in_epoch_2(r, monkeypatch)
+    with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):
+        run.execute(r, DataConfig())
     resumed = run.execute(r, DataConfig())
     assert "resuming" in capsys.readouterr().out
     assert [row["val_top1"] for row in resumed["history"]] == [row["val_top1"] for row in whole["history"]]

@@ -226,12 +226,14 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     if len(sets["train"]) < batch_size * world_size:
         raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
                             f"{len(sets['train'])} training images of {name}; lower it or raise data.train_subset")
-    common = {"batch_size": batch_size, "num_workers": workers, "persistent_workers": workers > 0,
-              "pin_memory": pin_memory}
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
+    # Train workers start afresh each epoch, seeded from the RNG the trainer reseeds per (seed, epoch, rank), so a
+    # resumed run's epoch draws what an uninterrupted run's does; persistent workers would carry their RNG state
+    # over from the run's first epoch (one fork per worker and epoch is the price).
     train = DataLoader(sets["train"], sampler=train_sampler(sets["train"], seed=seed, rank=rank,
                        world_size=world_size, aug_repeats=augment.aug_repeats),
-                       drop_last=True, collate_fn=collates["train"], **common)
+                       drop_last=True, collate_fn=collates["train"], persistent_workers=False, **common)
     val = DataLoader(sets["val"], sampler=ShardSampler(len(sets["val"]), rank, world_size), drop_last=False,
-                     collate_fn=collates["val"], **common)
+                     collate_fn=collates["val"], persistent_workers=workers > 0, **common)
     return Loaders(train, val, meta.num_classes, len(sets["train"]), len(sets["val"]),
                    manifest["classes"], in_chans, mean, std, backend)
