@@ -11,9 +11,10 @@ FMNIST := /usr/share/datasets/fashion-mnist
 .PHONY: repro test lint env system-deps clean-venv
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
+# `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/repro.py).
 repro: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro
 
 test: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest

@@ -3,6 +3,7 @@
     python -m pipeline --help
     python -m pipeline check                     # validate params.yaml, print the planned runs
     python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
+    python -m pipeline readme                    # copy the report's headline into README.md
 
 Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
 `--set key.sub=value` overrides, validates it before doing any work, and turns a user's mistake
@@ -23,11 +24,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "filter-study": ("pipeline.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
-    "train": ("pipeline.train", "stage train@<dataset>-<arm>-<seed>: one ViT training run"),
-    "attention": ("pipeline.analysis.attention", "stage attention@<arm>: attention maps at initialization"),
+    "train": ("pipeline.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the ViT grid"),
+    "ci-alpha": ("pipeline.ci_alpha", "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
+    "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
-    "report": ("pipeline.analysis.report", "stage report: reports/report.md and reports/report.pdf"),
+    "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
+    "readme": ("pipeline.analysis.readme", "copy reports/headline.md into README.md (--check: exit 1 if stale)"),
+    "repro": ("pipeline.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 
 
@@ -46,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             importlib.import_module(module).add_arguments(cmd)
     args = parser.parse_args(argv)
     args.print_help = parser.print_help
+    args.argv = list(argv)  # the command line, for re-running this command under torchrun
     return args
 
 

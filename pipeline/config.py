@@ -1,9 +1,13 @@
 """params.yaml -> typed, validated dataclasses. Configuration enters the pipeline here and nowhere else.
 
 `load_params()` reads params.yaml (plus `key.sub=value` overrides, as `dvc exp run -S` writes them), checks
-every key and type, and returns a `Params`. A mistake stops with one `PipelineError` that names the key, the
-bad value and what is allowed, before any work starts. Library functions never see this object whole: each
-stage passes them the explicit values they need.
+every key, type, choice and range, and returns a `Params`. A mistake stops with one `PipelineError` that names
+the key, the bad value and what is allowed, before any work starts: this module is the one place a param is
+validated (choices are `Literal` types, ranges are checked in `__post_init__`). What only the libraries can
+judge (a timm model name, a keyword it takes, an optimizer name) is checked by `python -m pipeline check`,
+which builds every planned run on the meta device. Loading params does not import torch.
+
+Library functions never see this object whole: each stage passes them the explicit values they need.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,15 +24,43 @@ from typing import Any, Literal
 
 from ruamel.yaml import YAML, YAMLError
 
+from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
+from pipeline.vocabulary import (
+    INIT_METHODS,
+    InitMethod,
+    WeightInit,
+    check_kernel_size,
+    parse_filter,
+    parse_study_variant,
+)
 
-#: Initialization methods `pipeline.inits.apply_init` implements (tests check the two lists agree).
-INIT_METHODS = ("default", "timm", "mimetic", "impulse", "random")
+__all__ = ["INIT_METHODS", "Params", "TrainConfig", "ModelConfig", "load_params", "from_mapping", "digest"]
+
+#: A model variant's name appears in stage names (`train@<dataset>-<variant>-<arm>-<seed>`) and paths.
+VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+def _positive(key: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value <= 0:
+        raise PipelineError(f"{key} = {value!r}: must be positive" + (" (or null)" if allow_none else ""))
+
+
+def _within(key: str, value, low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> None:
+    if value is None:
+        return
+    ok_low = value > low if open_low else value >= low
+    ok_high = value < high if open_high else value <= high
+    if not (ok_low and ok_high):
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise PipelineError(f"{key} = {value!r}: must lie in {interval}")
 
 
 @dataclass
 class ModelConfig:
-    """The ViT under study, built with `timm.create_model(name, **overrides)`.
+    """A model of the grid, built with `timm.create_model(name, **fields that are not null)`.
 
     A field left `null` keeps the timm model's own value; `in_chans: null` takes the dataset's channels.
     """
@@ -44,19 +77,28 @@ class ModelConfig:
     global_pool: str | None = None
     drop_rate: float = 0.0
     drop_path_rate: float = 0.1
-    weight_init: str = "skip"  #: timm's own init; 'skip' = PyTorch defaults, as the official code builds models
+    weight_init: WeightInit = "skip"  #: 'skip' = PyTorch defaults, as the official code builds models
     extra: dict = field(default_factory=dict)  #: any other create_model keyword
 
-    def __post_init__(self):
-        for key in ("img_size", "patch_size", "embed_dim", "depth", "num_heads", "in_chans"):
-            value = getattr(self, key)
+    def validate(self, key: str) -> None:
+        named = {f.name for f in dataclasses.fields(self)} - {"extra"}
+        both = sorted(k for k in self.extra if k in named and getattr(self, k) is not None)
+        if both:
+            raise PipelineError(f"{key}.extra sets {', '.join(both)}, which {key} sets too; keep one (null the field to"
+                                " pass a value of another type, e.g. Swin's per-stage num_heads, through extra)")
+        for name in ("img_size", "patch_size", "embed_dim", "depth", "num_heads", "in_chans"):
+            value = getattr(self, name)
             if value is not None and value <= 0:
-                raise PipelineError(f"model.{key} = {value}: must be a positive integer (or null for timm's)")
-        if self.weight_init not in ("skip", "", "jax", "jax_nlhb", "moco"):
-            raise PipelineError(
-                f"model.weight_init = {self.weight_init!r}: allowed are 'skip' (PyTorch defaults), '' (timm's)"
-                ", 'jax', 'jax_nlhb', 'moco'"
-            )
+                raise PipelineError(f"{key}.{name} = {value}: must be a positive integer (or null for timm's)")
+        _positive(f"{key}.mlp_ratio", self.mlp_ratio, allow_none=True)
+        _within(f"{key}.drop_rate", self.drop_rate, 0, 1, open_high=True)
+        _within(f"{key}.drop_path_rate", self.drop_path_rate, 0, 1, open_high=True)
+        if self.img_size and self.patch_size and self.img_size % self.patch_size:
+            raise PipelineError(f"{key}.patch_size = {self.patch_size} does not divide {key}.img_size ="
+                                f" {self.img_size}; choose a divisor (the border pixels would be dropped)")
+        if self.embed_dim and self.num_heads and self.embed_dim % self.num_heads:
+            raise PipelineError(f"{key}.num_heads = {self.num_heads} does not divide {key}.embed_dim ="
+                                f" {self.embed_dim}; choose a divisor")
 
 
 @dataclass
@@ -101,30 +143,30 @@ class ImpulseConfig:
     norm_v: float = 1.0  #: V/proj multiplier
     scale: float = 1000.0  #: weight of the impulse in the target
     noise_std: float = 0.6  #: std of the truncated-normal noise off the impulse (times 3)
-    offsets: str = "official"  #: 'official' fixed order, or 'random' per head
+    offsets: Literal["official", "random"] = "official"  #: code-2505's fixed head order, or random per head
 
     def __post_init__(self):
-        if self.kernel_size < 1 or self.kernel_size % 2 == 0:
-            raise PipelineError(
-                f"impulse.kernel_size = {self.kernel_size}: must be an odd positive integer (3, 5, ...)"
-            )
-        if self.offsets not in ("official", "random"):
-            raise PipelineError(f"impulse.offsets = {self.offsets!r}: allowed are 'official', 'random'")
+        check_kernel_size(self.kernel_size, "impulse.kernel_size")
+        _within("impulse.noise_std", self.noise_std, 0, float("inf"))
 
 
 @dataclass
 class TrainConfig:
-    """One training run's recipe: timm's optimizer, scheduler, mixup and transforms, by their own names."""
+    """One training run's recipe: timm's optimizer, scheduler, mixup and transforms, by their own names.
+
+    Choices timm owns (`opt`, `sched`, the `aa` policy string) are checked by `python -m pipeline check`,
+    which builds the optimizer, schedule and transforms of every planned run before any stage starts.
+    """
 
     epochs: int = 8
     batch_size: int = 128  #: global batch, split over processes
-    opt: str = "adamw"
+    opt: str = "adamw"  #: any timm optimizer name
     lr: float = 1e-3
     weight_decay: float = 0.05
     opt_eps: float = 1e-8
     momentum: float = 0.9
     layer_decay: float | None = None
-    sched: str = "cosine"
+    sched: str = "cosine"  #: any timm scheduler name
     warmup_epochs: int = 1
     warmup_lr: float = 1e-6
     min_lr: float = 1e-6
@@ -137,7 +179,7 @@ class TrainConfig:
     mixup_switch_prob: float = 0.5
     aa: str | None = None  #: RandAugment policy, e.g. 'rand-m9-mstd0.5-inc1'
     reprob: float = 0.0
-    remode: str = "pixel"
+    remode: Literal["pixel", "rand", "const"] = "pixel"
     color_jitter: float | None = None
     scale: list = field(default_factory=lambda: [0.08, 1.0])  #: RandomResizedCrop scale
     ratio: list = field(default_factory=lambda: [3 / 4, 4 / 3])
@@ -146,29 +188,52 @@ class TrainConfig:
     aug_repeats: float = 0  #: repeated augmentation (DeiT); 0 = off
     ema: bool = False
     ema_decay: float = 0.9999
-    amp: str = "auto"  #: 'auto' (bf16 on CUDA, off on CPU), 'bf16', 'fp16', 'off'
-    compile: bool = False
+    #: 'auto': bf16 on a GPU with native bf16 (compute capability >= 8.0), fp16 + scaler on older GPUs, off on
+    #: CPU; 'bf16' runs on CPU too; 'fp16' needs CUDA
+    amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
+    compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
     channels_last: bool = False
+    sync_every: int = 32  #: training steps between reads of the loss to the host (the NaN guard's delay)
+    #: keep an in-memory dataset on the device and augment whole batches there (`pipeline.data.device`);
+    #: 'auto': on a GPU when the dataset is stored as tensors and fits; true also on CPU; false: DataLoader
+    data_on_device: Literal["auto", True, False] = "auto"
     nproc: int = 1  #: processes (GPUs) per node, launched by torchrun
     nnodes: int = 1
     rdzv_endpoint: str = ""  #: host:port of the c10d rendezvous for multi-node runs
-    rdzv_id: str = "structured-init"
+    rdzv_id: str = ""  #: c10d rendezvous id; '' = derived from the run's command, so concurrent runs never meet
     threads: int = 1  #: torch threads per process on CPU
     workers: int = 0  #: data-loader workers per process
-    device: str = "auto"  #: 'auto', 'cpu', 'cuda'
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
-    def __post_init__(self):
-        for key in ("epochs", "batch_size", "nproc", "nnodes", "threads"):
-            if getattr(self, key) <= 0:
-                raise PipelineError(f"train.{key} = {getattr(self, key)}: must be a positive integer")
-        if self.lr <= 0:
-            raise PipelineError(f"train.lr = {self.lr}: must be positive")
-        if self.amp not in ("auto", "bf16", "fp16", "off"):
-            raise PipelineError(f"train.amp = {self.amp!r}: allowed are 'auto', 'bf16', 'fp16', 'off'")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise PipelineError(f"train.device = {self.device!r}: allowed are 'auto', 'cpu', 'cuda'")
-        if self.warmup_epochs < 0 or self.cooldown_epochs < 0 or self.workers < 0:
-            raise PipelineError("train.warmup_epochs, train.cooldown_epochs and train.workers must be >= 0")
+    def validate(self, key: str) -> None:
+        for name in ("epochs", "batch_size", "nproc", "nnodes", "threads", "lr", "sync_every"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        for name in ("warmup_epochs", "cooldown_epochs", "workers", "weight_decay", "warmup_lr", "min_lr",
+                     "mixup", "cutmix", "aug_repeats", "opt_eps"):
+            _within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
+        _positive(f"{key}.clip_grad", self.clip_grad, allow_none=True)
+        _positive(f"{key}.layer_decay", self.layer_decay, allow_none=True)
+        for name in ("mixup_prob", "mixup_switch_prob", "reprob", "hflip"):
+            _within(f"{key}.{name}", getattr(self, name), 0, 1)
+        _within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
+        _within(f"{key}.crop_pct", self.crop_pct, 0, 1, open_low=True)
+        _within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
+        _within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
+        if self.warmup_epochs >= self.epochs and self.warmup_epochs:
+            raise PipelineError(f"{key}.warmup_epochs = {self.warmup_epochs} is not below {key}.epochs ="
+                                f" {self.epochs}; the learning rate would never leave its warm-up")
+        for name in ("scale", "ratio"):
+            pair = getattr(self, name)
+            if (len(pair) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+                    or not 0 < pair[0] <= pair[1]):
+                raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
+        if self.scale[1] > 1:
+            raise PipelineError(f"{key}.scale = {self.scale!r}: a crop cannot cover more than the image (high <= 1)")
+        ranks = self.nproc * self.nnodes
+        if (self.mixup > 0 or self.cutmix > 0) and (self.batch_size % ranks or self.batch_size // ranks % 2):
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
+                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
+                                " multiple of 2 x train.nproc x train.nnodes")
 
 
 @dataclass
@@ -182,13 +247,11 @@ class DataConfig:
     folder_path: str = ""  #: the `folder` dataset: an ImageFolder tree with train/ and val/ (or test/)
     train_subset: int = 0  #: use the first n images of a fixed per-seed-independent shuffle; 0 = all
     val_subset: int = 0
-    normalization: str = "dataset"  #: mean/std: the dataset's own, or 'imagenet' (the [NeurIPS] recipe's)
+    normalization: Literal["dataset", "imagenet"] = "dataset"  #: mean/std: the dataset's own, or ImageNet's
 
     def __post_init__(self):
         if self.train_subset < 0 or self.val_subset < 0:
             raise PipelineError("data.train_subset / data.val_subset must be >= 0 (0 = the whole split)")
-        if self.normalization not in ("dataset", "imagenet"):
-            raise PipelineError(f"data.normalization = {self.normalization!r}: allowed are 'dataset', 'imagenet'")
 
 
 @dataclass
@@ -199,6 +262,13 @@ class ConvMixerConfig:
     depth: int = 8
     kernel_size: int = 5
     patch_size: int = 2
+    img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
+
+    def __post_init__(self):
+        for name in ("dim", "depth", "patch_size"):
+            _positive(f"filter_study.model.{name}", getattr(self, name))
+        _positive("filter_study.model.img_size", self.img_size, allow_none=True)
+        check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
 
 
 @dataclass
@@ -213,6 +283,20 @@ class FilterStudyConfig:
     model: ConvMixerConfig = field(default_factory=ConvMixerConfig)
     train: dict = field(default_factory=dict)  #: overrides of the `train` section for this study
 
+    @property
+    def enabled(self) -> bool:
+        return bool(self.filters or self.gaussian_sigmas)
+
+    def __post_init__(self):
+        for name in self.filters:
+            parse_study_variant(name, self.model.kernel_size)
+        for sigma in self.gaussian_sigmas:
+            parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
+        for heads in self.gaussian_heads:
+            if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= self.model.dim:
+                raise PipelineError(f"filter_study.gaussian_heads: {heads!r} must be an integer between 1 and"
+                                    f" filter_study.model.dim = {self.model.dim}")
+
 
 @dataclass
 class ReportConfig:
@@ -223,17 +307,73 @@ class ReportConfig:
     confidence: float = 0.95
     attention_layers: list = field(default_factory=lambda: [0, -1])
 
+    def __post_init__(self):
+        _within("report.confidence", self.confidence, 0, 1, open_low=True, open_high=True)
+        for e in self.convergence_epochs:
+            if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+                raise PipelineError(f"report.convergence_epochs: {e!r} is not an epoch number >= 1")
+        for layer in self.attention_layers:
+            if isinstance(layer, bool) or not isinstance(layer, int):
+                raise PipelineError(f"report.attention_layers: {layer!r} is not a layer index (0, 1, ..., -1)")
+
+
+@dataclass
+class CiAlphaConfig:
+    """[CI] 2401.12511 Tables 3-8: ViTs whose attention input mixes content and position, Z = alpha X + (1-alpha) P
+    (`pipeline.mixed_attention`), trained per alpha, arm and seed (stages ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
+    """
+
+    datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
+    alphas: list = field(default_factory=lambda: [0.0, 0.1, 0.5])  #: [CI]'s grid is 0, 0.1, ..., 0.5
+    arms: list = field(default_factory=lambda: ["impulse", "mimetic", "random"])
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    model: ModelConfig = field(default_factory=ModelConfig)  #: a timm ViT with a learned position embedding
+    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
+
+    def __post_init__(self):
+        for alpha in self.alphas:
+            if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+                raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
+        for arm in self.arms:
+            _choice("ci_alpha.arms", arm, INIT_METHODS)
+        self.model.validate("ci_alpha.model")
+
+
+def _default_models() -> dict:
+    return {"vit": ModelConfig()}
+
+
+@dataclass
+class SlurmConfig:
+    """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.repro).
+
+    Nodes and GPUs come from `train` (train.nnodes; train.nproc GPUs per node). No stage reads this section for
+    its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.
+    """
+
+    partition: str = ""  #: sbatch --partition; '' = the cluster's default
+    account: str = ""  #: sbatch --account; '' = your default account
+    time: int = 240  #: minutes per cell (sbatch --time); SLURM ends a cell past it and the runner reports it
+    cpus_per_task: int = 0  #: CPUs per node; 0 = train.nproc x (train.threads + train.workers)
+    gpus: bool = True  #: ask for train.nproc GPUs per node (false for a CPU partition; train.device cpu never asks)
+
+    def __post_init__(self):
+        if self.time <= 0:
+            raise PipelineError(f"slurm.time = {self.time}: give the minutes one cell may run (a positive integer)")
+        if self.cpus_per_task < 0:
+            raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
+
 
 @dataclass
 class Params:
     """The whole of params.yaml."""
 
-    init: str = "impulse"  #: the method under study
+    init: InitMethod = "impulse"  #: the method under study
     baselines: list = field(default_factory=lambda: ["default", "mimetic"])
     seeds: list = field(default_factory=lambda: [0, 1])
     datasets: list = field(default_factory=lambda: ["fashion_mnist"])
     profile: str = "cpu"  #: name of the recipe in use, shown in the report
-    model: ModelConfig = field(default_factory=ModelConfig)
+    models: dict[str, ModelConfig] = field(default_factory=_default_models)  #: variant name -> model
     default: DefaultInitConfig = field(default_factory=DefaultInitConfig)
     timm: TimmInitConfig = field(default_factory=TimmInitConfig)
     mimetic: MimeticConfig = field(default_factory=MimeticConfig)
@@ -242,56 +382,76 @@ class Params:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
+    ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
+    filter_recipe: TrainConfig = field(init=False, repr=False)
+    #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
+    ci_recipe: TrainConfig = field(init=False, repr=False)
 
     def __post_init__(self):
-        for key, value in [("init", self.init)] + [("baselines", b) for b in self.baselines]:
-            if value not in INIT_METHODS:
-                raise PipelineError(
-                    f"{key}: unknown init method {value!r}; valid choices are {', '.join(INIT_METHODS)}"
-                )
+        for value in self.baselines:
+            _choice("baselines", value, INIT_METHODS)
         if len(self.baselines) != 2:
             raise PipelineError(
                 f"baselines = {self.baselines}: give exactly two (repeat one to train a single baseline, e.g."
                 " [default, default]); dvc.yaml's train matrix reads ${baselines[0]} and ${baselines[1]}"
             )
-        for s in self.seeds + self.filter_study.seeds:
-            if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-                raise PipelineError(f"seeds: {s!r} is not a non-negative integer seed")
-        from pipeline.data.registry import DATASETS
-
-        for key, name in [("datasets", d) for d in self.datasets] + [
-            ("filter_study.dataset", self.filter_study.dataset)
-        ]:
-            if name not in DATASETS:
-                raise PipelineError(
-                    f"{key}: unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}"
-                )
-
-        study = self.filter_study
-        if study.filters or study.gaussian_sigmas:
-            from pipeline.filters import parse_filter
-
-            for name in study.filters:
-                if name != "learned":
-                    parse_filter(name, study.model.kernel_size)
-            for sigma in study.gaussian_sigmas:
-                parse_filter(f"gaussian-{sigma}", study.model.kernel_size)
-        if (study.filters or study.gaussian_sigmas) and study.dataset not in self.datasets:
+        for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds),
+                           ("ci_alpha.seeds", self.ci_alpha.seeds)):
+            for s in seeds:
+                if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                    raise PipelineError(f"{key}: {s!r} is not a non-negative integer seed")
+        for name in self.datasets:
+            _choice("datasets", name, sorted(DATASETS))
+        _choice("filter_study.dataset", self.filter_study.dataset, sorted(DATASETS))
+        if not self.models:
+            raise PipelineError("models: give at least one model variant (e.g. `vit: {name: vit_tiny_patch16_224}`)")
+        for variant, model in self.models.items():
+            if not VARIANT_NAME.match(variant):
+                raise PipelineError(f"models: variant name {variant!r} may use only letters, digits, '_' and '.'"
+                                    " (it appears in stage names, where '-' separates the fields)")
+            model.validate(f"models.{variant}")
+        self.train.validate("train")
+        self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
+        self.ci_recipe = self._recipe("ci_alpha.train", self.ci_alpha.train)
+        if self.filter_study.enabled and self.filter_study.dataset not in self.datasets:
             raise PipelineError(
-                f"filter_study.dataset = {study.dataset!r} is not in datasets {self.datasets}: the fetch@ stages"
-                " fetch only `datasets`; add it there, or switch the study off with filter_study.filters: []"
-                " and filter_study.gaussian_sigmas: []"
+                f"filter_study.dataset = {self.filter_study.dataset!r} is not in datasets {self.datasets}: the"
+                " fetch@ stages fetch only `datasets`; add it there, or switch the study off with"
+                " filter_study.filters: [] and filter_study.gaussian_sigmas: []"
             )
+        for name in self.ci_alpha.datasets:
+            if name not in self.datasets:
+                raise PipelineError(f"ci_alpha.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
+                                    " stages fetch only `datasets`; add it there (or switch the grid off with"
+                                    " ci_alpha.datasets: [])")
+
+    def _recipe(self, key: str, overrides: dict) -> TrainConfig:
+        """`train` updated by a sub-experiment's overrides, validated under `key`."""
+        recipe = from_mapping(TrainConfig, dataclasses.asdict(self.train) | overrides, key)
+        recipe.validate(key)
+        return recipe
 
     @property
     def arms(self) -> list[str]:
         """The method under study followed by the baselines, without repeats."""
         return list(dict.fromkeys([self.init, *self.baselines]))
 
+    @property
+    def variants(self) -> list[str]:
+        """The model variants of the grid, in params.yaml's order."""
+        return list(self.models)
+
     def method_options(self, method: str) -> dict:
         """The keyword options `apply_init` takes for `method`, from its params section."""
         return dataclasses.asdict(getattr(self, method))
+
+
+def _choice(key: str, value: Any, allowed) -> None:
+    if value not in allowed:
+        raise PipelineError(f"{key}: unknown value {value!r}; valid choices are {', '.join(map(str, allowed))}")
 
 
 def _type_ok(value: Any, annotation: Any) -> bool:
@@ -299,6 +459,10 @@ def _type_ok(value: Any, annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, a) for a in typing.get_args(annotation))
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(annotation))
+    if origin in (list, dict):
+        return isinstance(value, origin)
     if annotation is type(None):
         return value is None
     if annotation is float:
@@ -310,7 +474,18 @@ def _type_ok(value: Any, annotation: Any) -> bool:
     return True
 
 
-def build(cls: type, data: Any, path: str = "") -> Any:
+def _expected(annotation: Any) -> str:
+    """How an annotation reads in an error message: the choices of a Literal, else the type's name."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    literal = [a for a in args if typing.get_origin(a) is Literal]
+    if literal:
+        return _expected(literal[0]) + (" or null" if type(None) in typing.get_args(annotation) else "")
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def from_mapping(cls: type, data: Any, path: str = "") -> Any:
     """Build dataclass `cls` from a mapping, naming the first unknown key or wrongly typed value."""
     where = path or "params.yaml"
     if data is None:
@@ -318,18 +493,22 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     if not isinstance(data, dict):
         raise PipelineError(f"{where}: expected a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         name = f"{path}.{key}" if path else str(key)
         if key not in fields:
             raise PipelineError(f"{name}: unknown key; allowed keys here are {', '.join(fields)}")
         hint = hints[key]
+        args = typing.get_args(hint)
         if dataclasses.is_dataclass(hint):
-            kwargs[key] = build(hint, value, name)
+            kwargs[key] = from_mapping(hint, value, name)
+        elif typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            if not isinstance(value, dict):
+                raise PipelineError(f"{name} = {value!r}: expected a mapping of name -> {args[1].__name__} section")
+            kwargs[key] = {str(k): from_mapping(args[1], v, f"{name}.{k}") for k, v in value.items()}
         elif not _type_ok(value, hint):
-            allowed = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-            raise PipelineError(f"{name} = {value!r}: wrong type, expected {allowed}")
+            raise PipelineError(f"{name} = {value!r}: wrong value, expected {_expected(hint)}")
         else:
             kwargs[key] = value
     return cls(**kwargs)
@@ -370,7 +549,7 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         data = yaml_load(path.read_text()) or {}
     except YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
-    return build(Params, apply_overrides(data, overrides or []))
+    return from_mapping(Params, apply_overrides(data, overrides or []))
 
 
 def digest(obj: Any) -> str:

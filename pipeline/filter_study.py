@@ -6,24 +6,25 @@ them; frozen box filters (linearly dependent) do worse, and a random "permutatio
 convolutional structure) worse again. With frozen Gaussian filters accuracy falls as sigma grows and as the number
 of distinct filters ("heads") shrinks.
 
-`variant` is `learned` or a frozen family of `pipeline.filters` (random, impulse, box-<n>, gaussian-<sigma>, perm).
-The run uses the shared engine (`pipeline.engine.fit`) with the `train` recipe updated by `filter_study.train`, and
-writes `results/filter_study/<variant>[-h<heads>]/seed<k>/` like a ViT run. The learned variant also measures the
-effective rank k of its patch embeddings (99% of the energy) and checks Proposition 1, D >= k * f^2.
+`variant` is `learned` or a frozen family of `pipeline.vocabulary.parse_filter` (random, impulse, box-<n>,
+gaussian-<sigma>, perm). The run goes through the shared run skeleton (`pipeline.run`) with the study's recipe
+(`train` updated by `filter_study.train`, validated at load) and writes `results/filter_study/<variant>[-h<heads>]/
+seed<k>/` like a ViT run. The learned variant also measures the effective rank k of its patch embeddings (99% of
+the energy) and checks Proposition 1, D >= k * f^2.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 
-from pipeline import launch
-from pipeline.config import Params, digest
-from pipeline.engine import fit, recipe_with, setup_distributed
-from pipeline.filters import parse_filter
-from pipeline.train import RESULTS, SCRATCH, loaders_for, provenance, write_outputs
+from pipeline import builders
+from pipeline.config import Params
+from pipeline.data.loaders import Loaders
+from pipeline.filters import effective_rank, patch_embeddings, proposition1_holds
+from pipeline.run import Run, start
+from pipeline.vocabulary import parse_study_variant
 
 
 def variant_name(variant: str, heads: int | None) -> str:
@@ -31,32 +32,12 @@ def variant_name(variant: str, heads: int | None) -> str:
     return f"{variant}-h{heads}" if heads else variant
 
 
-def check_variant(variant: str, kernel_size: int) -> None:
-    """`learned` or a frozen family `pipeline.filters` knows (PipelineError naming the valid forms otherwise)."""
-    if variant != "learned":
-        parse_filter(variant, kernel_size)
-
-
-def build(params: Params, variant: str, heads: int | None, seed: int) -> torch.nn.Module:
-    from pipeline.data.registry import DATASETS
-    from pipeline.models import build_convmixer
-
-    study, info = params.filter_study, DATASETS[params.filter_study.dataset]
-    torch.manual_seed(seed)
-    return build_convmixer(variant, dim=study.model.dim, depth=study.model.depth,
-                           kernel_size=study.model.kernel_size, patch_size=study.model.patch_size,
-                           in_chans=info.channels, num_classes=info.num_classes, img_size=info.native_size,
-                           heads=heads, generator=torch.Generator().manual_seed(seed))
-
-
 @torch.no_grad()
-def rank_check(model: torch.nn.Module, loader, kernel_size: int, dim: int, batches: int = 4) -> dict:
+def rank_check(model: torch.nn.Module, loaders: Loaders, kernel_size: int, dim: int, batches: int = 4) -> dict:
     """Effective rank k of the trained patch embeddings and Proposition 1 (D >= k f^2) for this model."""
-    from pipeline.filters import effective_rank, patch_embeddings, proposition1_holds
-
     model.eval()
     feats = []
-    for i, (images, _) in enumerate(loader):
+    for i, (images, _) in enumerate(loaders.val):
         if i == batches:
             break
         feats.append(patch_embeddings(model, images.to(next(model.parameters()).device)))
@@ -65,37 +46,30 @@ def rank_check(model: torch.nn.Module, loader, kernel_size: int, dim: int, batch
             "prop1_holds": proposition1_holds(dim, k, kernel_size)}
 
 
-def study_run(params: Params, variant: str, seed: int, heads: int | None) -> dict | None:
+def study_run(params: Params, variant: str, seed: int, heads: int | None) -> Run:
+    """One filter-study cell as a `Run`."""
     study = params.filter_study
-    recipe = recipe_with(params.train, study.train)
-    d = setup_distributed(recipe.device, recipe.threads)
-    model = build(params, variant, heads, seed)
-    n_params = sum(p.numel() for p in model.parameters())
-    from pipeline.data.registry import DATASETS
-
-    info = DATASETS[study.dataset]
-    loaders = loaders_for(params, study.dataset, info.native_size, info.channels, seed, recipe, d)
+    family = parse_study_variant(variant, study.model.kernel_size)
     name = variant_name(variant, heads)
     config = {"study": "filter_study", "variant": variant, "heads": heads, "seed": seed, "dataset": study.dataset,
-              "model": dataclasses.asdict(study.model), "train": dataclasses.asdict(recipe),
-              "data": {"train_subset": params.data.train_subset, "val_subset": params.data.val_subset}}
-    out = RESULTS / "filter_study" / name / f"seed{seed}"
-    summary = fit(model, loaders, recipe, seed=seed, d=d, checkpoint=SCRATCH / "filter_study" / name / f"seed{seed}"
-                  / "last.pt", digest=digest(config), live_dir=out / "live", name=f"convmixer-{name}-{seed}")
-    if not d.master:
-        return None
-    family = "learned" if variant == "learned" else parse_filter(variant).kind
-    sigma = parse_filter(variant).param if family == "gaussian" else None
-    extra = {"variant": name, "family": family, "frozen": variant != "learned", "heads": heads, "sigma": sigma,
-             "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
-             "kernel_size": study.model.kernel_size, "dim": study.model.dim, "dataset": study.dataset,
-             "seed": seed, "params": n_params, "world_size": d.world_size, "train_size": loaders.train_size,
-             "val_size": loaders.val_size} | provenance()
-    if variant == "learned":
-        extra |= rank_check(model, loaders.val, study.model.kernel_size, study.model.dim)
-    write_outputs(Path(out), summary, config, model, extra)
-    print(f"[convmixer-{name}-{seed}] final top-1 {summary['top1']:.4f}; wrote {out}", flush=True)
-    return summary
+              "model": dataclasses.asdict(study.model), "train": dataclasses.asdict(params.filter_recipe),
+              "data": {"train_subset": params.data.train_subset, "val_subset": params.data.val_subset,
+                       "normalization": params.data.normalization}}
+    facts = {"variant": name, "family": "learned" if family is None else family.kind, "frozen": family is not None,
+             "heads": heads, "sigma": family.param if family is not None and family.kind == "gaussian" else None,
+             "kernel_size": study.model.kernel_size, "dim": study.model.dim}
+
+    def measure(model: torch.nn.Module, loaders: Loaders) -> dict:
+        trainable = {"trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+        if family is None:
+            return trainable | rank_check(model, loaders, study.model.kernel_size, study.model.dim)
+        return trainable
+
+    return Run(kind="filter_study", key=(name, f"seed{seed}"), dataset=study.dataset, seed=seed,
+               recipe=params.filter_recipe, config=config,
+               build=lambda meta: builders.convmixer(study.model, variant, heads, meta, seed),
+               input_size=lambda meta: builders.convmixer_input(study.model, meta),
+               facts=lambda model: facts, measure=measure)
 
 
 def add_arguments(parser) -> None:
@@ -106,10 +80,4 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    check_variant(args.variant, params.filter_study.model.kernel_size)
-    if launch.needs_launch(params.train):
-        argv = ["--params", args.params, *sum((["--set", o] for o in args.overrides), []),
-                "filter-study", args.variant, str(args.seed)] + (["--heads", str(args.heads)] if args.heads else [])
-        return launch.launch(params.train, argv)
-    study_run(params, args.variant, args.seed, args.heads)
-    return 0
+    return start(study_run(params, args.variant, args.seed, args.heads), params.data, args.argv)

@@ -1,6 +1,6 @@
-"""Model factories: timm's ViT/DeiT, Swin and MLP-Mixer (`create_vit`), and the ConvMixer of the filter study.
+"""Model factories: timm ViT/DeiT, Swin and MLP-Mixer (`create_timm_model`), and the filter study's ConvMixer.
 
-`create_vit` is `timm.create_model` with the project's error messages; the initialization methods
+`create_timm_model` is `timm.create_model` with the project's error messages; the initialization methods
 (`pipeline.inits`) are applied to its result. `build_convmixer` builds [CI]'s ConvMixer with learned or frozen
 spatial filters from `pipeline.filters` (paper.md section 1.3).
 """
@@ -26,23 +26,21 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
 from pipeline.errors import PipelineError
-from pipeline.filters import (
+from pipeline.filters import check_heads, head_assignment, make_filters, make_perm
+from pipeline.vocabulary import (
+    WEIGHT_INIT_MODES,
     FilterFamily,
-    check_heads,
     check_kernel_size,
-    head_assignment,
-    make_filters,
-    make_perm,
     parse_filter,
+    parse_study_variant,
 )
 
 #: The timm families the initialization methods handle (DeiT models are VisionTransformer subclasses).
 SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)
-#: timm's weight_init modes for ViT and Swin (MLP-Mixer has none: only 'skip' and '' are emulated for it).
-WEIGHT_INIT_MODES = ("skip", "", "reset", "jax", "jax_nlhb", "moco")
 
 
-def create_vit(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip", **overrides) -> nn.Module:
+def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip",
+                      **overrides) -> nn.Module:
     """Build a timm ViT/DeiT, Swin or MLP-Mixer from scratch: `timm.create_model(name, pretrained=False, ...)`.
 
     Args:
@@ -357,9 +355,5 @@ def _check_sizes(**sizes: int) -> None:
 
 def _spatial_family(variant: str, kernel_size: int) -> tuple[FilterFamily, bool]:
     """(family, trainable) of a study variant: 'learned' is code-2401's `random` init, trained."""
-    if variant == "learned":
-        return parse_filter("random"), True
-    try:
-        return parse_filter(variant, kernel_size), False
-    except PipelineError as exc:
-        raise PipelineError(f"ConvMixer variant: {exc}; or 'learned' (trainable filters)") from None
+    family = parse_study_variant(variant, kernel_size)
+    return (parse_filter("random"), True) if family is None else (family, False)

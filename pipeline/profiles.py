@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from pipeline.config import Params, build, yaml_load
+from pipeline.config import Params, from_mapping, yaml_load
 from pipeline.errors import PipelineError
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
@@ -22,11 +22,19 @@ def available() -> list[str]:
     return sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
 
 
-def _merge(base, overlay) -> None:
-    """Deep-merge mapping `overlay` into ruamel mapping `base` in place (lists are replaced whole)."""
+#: Top-level sections a profile replaces whole rather than merges: `models` lists the grid's variants, so a
+#: profile's variants are the grid's variants (merging would keep params.yaml's beside them).
+REPLACED_WHOLE = ("models",)
+
+
+def _merge(base, overlay, top: bool = True) -> None:
+    """Deep-merge mapping `overlay` into ruamel mapping `base` in place (lists, and the sections of
+    REPLACED_WHOLE, are replaced whole)."""
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
+        if top and key in REPLACED_WHOLE:
+            base[key] = value
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value, top=False)
         else:
             base[key] = value
 
@@ -45,7 +53,7 @@ def apply_profile(name: str, params_path: str | Path) -> Params:
     buffer = io.StringIO()
     rt.dump(doc, buffer)
     text = buffer.getvalue()
-    params = build(Params, yaml_load(text))  # validate before writing anything
+    params = from_mapping(Params, yaml_load(text))  # validate before writing anything
     params_path.write_text(text)
     return params
 

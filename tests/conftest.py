@@ -1,14 +1,23 @@
-"""Shared fixtures: the repository root, a copy of params.yaml to edit, one torch thread, Fashion-MNIST images."""
+"""Shared fixtures: the repository root, a copy of params.yaml to edit, one torch thread, Fashion-MNIST images,
+a working directory with a tiny dataset, a file server on 127.0.0.1.
+
+Generators of test data (a user's ImageFolder tree, miniature archives of the registered datasets) live in
+`tests/datasets_fixtures.py`.
+"""
 
 from __future__ import annotations
 
 import gzip
 import shutil
+import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from datasets_fixtures import LocalServer
+
+from pipeline.data.store import save_split, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
@@ -44,3 +53,38 @@ def fashion_mnist() -> torch.Tensor:
     with gzip.open(FMNIST) as file:
         raw = np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:16]
     return (torch.from_numpy(raw.copy()).float() / 255 - 0.2860) / 0.3530
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working directory with a tiny Fashion-MNIST-shaped dataset (64 + 32 images of 8 x 8, 3 classes)."""
+    g = torch.Generator().manual_seed(0)
+    data = tmp_path / "data" / "fashion_mnist"
+    data.mkdir(parents=True)
+    splits = {}
+    for split, n in (("train", 64), ("test", 32)):
+        labels = torch.arange(n) % 3
+        images = (torch.rand(n, 1, 8, 8, generator=g) * 80 + labels[:, None, None, None] * 60).to(torch.uint8)
+        save_split(data / f"{split}.pt", images, labels)
+        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
+    write_manifest(data, {"dataset": "fashion_mnist", "num_classes": 3, "channels": 1, "image_size": 8,
+                          "train_split": "train", "eval_split": "test", "format": "tensors",
+                          "classes": ["a", "b", "c"], "splits": splits})
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def data_server():
+    """A `LocalServer` on 127.0.0.1: put bytes into `.files`, download from `.url`/<name>."""
+    with LocalServer() as server:
+        yield server
+
+
+@pytest.fixture
+def data_dead_url():
+    """A URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/files"

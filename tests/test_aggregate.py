@@ -1,4 +1,5 @@
-"""The aggregate: published numbers as data, seed statistics, the tables, the claims, and what the stage writes.
+"""The aggregate: published numbers as data, reading the results tree, the tables, the claims as the stage judges
+them from files, and what the stage writes (the verdict logic itself: tests/test_stats.py, tests/test_claims.py).
 
 Everything runs on fake results trees in tmp_path (metrics.json files with per-epoch histories), built by the
 `make_*` helpers below (tests/test_report.py reuses them).
@@ -11,6 +12,7 @@ import math
 import re
 from argparse import Namespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,8 +20,7 @@ from scipy import stats as sps
 
 from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import at_epoch, load_filter_runs
-from pipeline.analysis.stats import paired_difference
+from pipeline.analysis.runs import at_epoch, load_ci_alpha_runs, load_filter_runs
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
 
@@ -29,6 +30,9 @@ PAPER = ROOT / "paper"
 VIT = {"default": {0: 0.800, 1: 0.806}, "mimetic": {0: 0.821, 1: 0.825}, "impulse": {0: 0.845, 1: 0.852}}
 FILTERS = {"learned": 0.86, "random": 0.855, "impulse": 0.85, "box-9": 0.70, "perm": 0.60}
 GAUSS = {(0.1, 64): 0.85, (0.1, 4): 0.82, (1.0, 64): 0.80, (1.0, 4): 0.77}
+#: what a ViT-family run records about its model (variant -> timm name, family, heads)
+MODELS = {"vit": ("vit_tiny_patch16_224", "vit", 3), "vit6": ("vit_small_patch16_224", "vit", 6),
+          "swin": ("swin_tiny_patch4_window7_224", "swin", 3)}
 
 
 def history(top1: float, epochs: int) -> list[dict]:
@@ -50,11 +54,13 @@ def write_run(path: Path, top1: float, epochs: int = 8, **extra) -> None:
     (path / "metrics.json").write_text(json.dumps(metrics | extra))
 
 
-def make_vit(results: Path, vit: dict = VIT, dataset: str = "fashion_mnist", epochs: int = 8) -> None:
+def make_vit(results: Path, vit: dict = VIT, dataset: str = "fashion_mnist", epochs: int = 8,
+             variant: str = "vit") -> None:
+    model, family, heads = MODELS[variant]
     for arm, per_seed in vit.items():
         for seed, top1 in per_seed.items():
-            write_run(results / "train" / dataset / arm / f"seed{seed}", top1, epochs, dataset=dataset, arm=arm,
-                      seed=seed)
+            write_run(results / "train" / dataset / variant / arm / f"seed{seed}", top1, epochs, dataset=dataset,
+                      arm=arm, seed=seed, variant=variant, model=model, family=family, num_heads=heads)
 
 
 def make_filters(results: Path, seeds=(0, 1)) -> None:
@@ -76,7 +82,7 @@ def experiment(**overrides) -> Experiment:
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
                 filters=("learned", "random", "impulse", "box-9", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
-                model_name="vit_tiny_patch16_224", num_heads=3, kernel_size=3, profile="test", params_digest="d1g")
+                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g")
     return Experiment(**(base | overrides))
 
 
@@ -141,28 +147,6 @@ def test_bad_published_rows_are_refused(tmp_path, row, message):
         load_published(tmp_path)
 
 
-# --- statistics --------------------------------------------------------------------------------------------------
-
-def test_paired_interval_is_scipys_paired_t_interval():
-    a, b = {0: 84.5, 1: 85.2, 2: 84.9, 3: 85.6}, {0: 82.1, 1: 82.5, 2: 83.0, 3: 82.2, 4: 90.0}
-    p = paired_difference(a, b, confidence=0.9, labels=("impulse", "mimetic"))
-    ref = sps.ttest_rel([a[s] for s in range(4)], [b[s] for s in range(4)]).confidence_interval(0.9)
-    assert p.n == 4 and p.seeds == (0, 1, 2, 3)  # seed 4 has no partner
-    assert p.low == pytest.approx(ref.low) and p.high == pytest.approx(ref.high)
-    assert p.supports("greater") and not p.supports("less") and p.outcome() == "impulse better"
-
-
-def test_one_pair_gives_no_interval():
-    p = paired_difference({0: 90.0}, {0: 80.0}, confidence=0.95)
-    assert p.n == 1 and math.isnan(p.low) and not p.supports("greater")
-    assert p.outcome().startswith("not enough runs")
-
-
-def test_a_confidence_outside_0_1_is_a_user_error():
-    with pytest.raises(PipelineError, match="report.confidence = 95"):
-        paired_difference({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.5}, confidence=95)
-
-
 # --- reading the results tree ------------------------------------------------------------------------------------
 
 def test_epoch_values_come_from_the_history_by_finished_epochs():
@@ -179,12 +163,50 @@ def test_gaussian_runs_are_matched_on_their_recorded_sigma_and_heads(results):
 
 
 def test_only_the_experiments_runs_are_read(results):
-    write_run(results / "train" / "fashion_mnist" / "timm" / "seed0", 0.99)  # an old run of another init
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed0", 0.99)  # an old run of another init
     agg = aggregate(results, PAPER, experiment(seeds=(0, 1, 2)))
-    assert "timm" not in agg.summary["fashion_mnist"]
-    assert agg.summary["fashion_mnist"]["impulse"]["n"] == 2
-    assert len(agg.provenance["missing"]) == 3  # seed 2 of each arm
-    assert all("seed2" in m for m in agg.provenance["missing"])
+    assert "timm" not in agg.summary["fashion_mnist"]["vit"]
+    assert agg.summary["fashion_mnist"]["vit"]["impulse"]["n"] == 2
+    assert len(agg.what_was_run["missing"]) == 3  # seed 2 of each arm
+    assert all("seed2" in m for m in agg.what_was_run["missing"])
+
+
+def test_runs_that_do_not_record_their_model_take_the_configured_one(tmp_path):
+    for arm, per_seed in VIT.items():
+        for seed, top1 in per_seed.items():  # metrics.json without model / family / num_heads
+            write_run(tmp_path / "r" / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", top1)
+    agg = aggregate(tmp_path / "r", PAPER, experiment(filters=(), sigmas=()))
+    assert claim(agg, "1")["verdict"] == "supported"  # judged as the ViT family of params `models`
+    assert agg.what_was_run["models"]["vit"]["family"] == "vit"
+
+
+def test_ci_alpha_runs_are_matched_on_their_recorded_alpha(tmp_path):
+    root = tmp_path / "ci_alpha"
+    for folder, alpha, top1 in [("alpha0.1", 0.1, 0.90), ("alpha0.10", 0.1, 0.11), ("alpha0", 0.0, 0.88),
+                                ("alpha0.3", 0.3, 0.5)]:
+        write_run(root / "cifar10" / folder / "impulse" / "seed0", top1, alpha=alpha)
+    frame, missing = load_ci_alpha_runs(root, ["cifar10"], [0.0, 0.1, 0.5], ["impulse"], [0])
+    assert dict(zip(frame["alpha"], frame["top1"])) == {0.0: 0.88, 0.1: 0.90}  # one run per α, α 0.3 not asked
+    assert missing == [f"{root}/cifar10/alpha0.5/impulse/seed0 (alpha 0.5)"]
+
+
+def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
+    """params `ci_alpha` (CONTRACT.md) lands later: without it the grid is off, with it its fields are read."""
+    params = load_params(repo_root / "params.yaml")
+    if not hasattr(params, "ci_alpha"):
+        assert Experiment.from_params(params).ci_datasets == ()
+        params.ci_alpha = SimpleNamespace(datasets=["cifar10"], alphas=[0.0, 0.1], arms=["impulse", "random"],
+                                          seeds=[0, 1])
+    exp = Experiment.from_params(params)
+    assert (exp.ci_datasets, exp.ci_alphas, exp.ci_arms, exp.ci_seeds) == (
+        tuple(params.ci_alpha.datasets), tuple(float(a) for a in params.ci_alpha.alphas),
+        tuple(params.ci_alpha.arms), tuple(params.ci_alpha.seeds))
+
+
+def test_an_empty_results_tree_gives_tables_and_not_tested_claims(tmp_path):
+    agg = aggregate(tmp_path / "nothing", PAPER, experiment())
+    assert {c["verdict"] for c in agg.claims} == {"not tested"} and agg.headline == []
+    assert [t.name for t in agg.tables] == ["runs"] and len(agg.what_was_run["missing"]) == 6 + 5 * 2 + 4 * 2
 
 
 # --- tables ------------------------------------------------------------------------------------------------------
@@ -194,10 +216,30 @@ def test_main_table_has_mean_std_n_delta_and_bold_best(results):
     t = table(agg, "vit_top1")
     cells = {r[0]: r[1] for r in t.rows}
     mean, std = np.mean([84.5, 85.2]), np.std([84.5, 85.2], ddof=1)
+    assert t.columns == ["Arm", "fashion_mnist"]
     assert cells["impulse"] == f"**{mean:.2f} ± {std:.2f} (n=2)**"
     assert cells["default"] == "80.30 ± 0.42 (n=2)"  # not bold: not the best
     assert cells["Δ impulse - default (pts)"] == f"{mean - 80.3:+.2f}"
     assert [r[0] for r in t.rows][:3] == ["default", "mimetic", "impulse"]  # the paper's order: method last
+
+
+def test_tables_group_by_dataset_and_variant(results):
+    swapped = {"default": VIT["impulse"], "mimetic": VIT["mimetic"], "impulse": VIT["default"]}
+    make_vit(results, swapped, variant="swin")
+    agg = aggregate(results, PAPER, experiment(variants=("vit", "swin")))
+    assert table(agg, "vit_top1").columns == ["Arm", "fashion_mnist, vit", "fashion_mnist, swin"]
+    head = [(r[0], r[1], r[-1]) for r in table(agg, "headline").rows]
+    assert head == [("fashion_mnist, vit", "impulse > default", "supported"),
+                    ("fashion_mnist, vit", "impulse > mimetic", "supported"),
+                    ("fashion_mnist, swin", "impulse > default", "contradicted"),
+                    ("fashion_mnist, swin", "impulse > mimetic", "contradicted")]
+    conv = table(agg, "convergence")
+    assert {r[0] for r in conv.rows} == {"fashion_mnist, vit", "fashion_mnist, swin"}
+    assert agg.summary["fashion_mnist"]["swin"]["default"]["top1_mean"] == pytest.approx(0.8485)
+    assert claim(agg, "1")["verdict"] == "supported"  # judged on the ViT family only
+    assert claim(agg, "8")["verdict"] == "contradicted"  # the Swin variant: impulse below default
+    assert agg.what_was_run["models"]["vit"] | {"params": 0} == {"model": "vit_tiny_patch16_224", "num_heads": 3,
+                                                               "family": "vit", "params": 0}
 
 
 def test_headline_pairs_by_seed(results):
@@ -205,8 +247,9 @@ def test_headline_pairs_by_seed(results):
     head = {c["b"]: c for c in agg.headline}
     diffs = [84.5 - 82.1, 85.2 - 82.5]
     ref = sps.ttest_rel([84.5, 85.2], [82.1, 82.5]).confidence_interval(0.95)
-    assert head["mimetic"]["mean"] == pytest.approx(np.mean(diffs))
+    assert head["mimetic"]["mean"] == pytest.approx(np.mean(diffs)) and head["mimetic"]["variant"] == "vit"
     assert head["mimetic"]["low"] == pytest.approx(ref.low) and head["mimetic"]["n"] == 2
+    assert head["mimetic"]["verdict"] == "supported" and head["mimetic"]["a_mean"] == pytest.approx(84.85)
 
 
 def test_convergence_table_reads_epochs_and_clips_to_the_run(results):
@@ -226,9 +269,26 @@ def test_convergence_shows_the_papers_numbers_when_dataset_and_epoch_match(tmp_p
     assert t.columns[-1] == "paper train @10"
     assert {r[1]: r[-1] for r in t.rows} == {"default": "47.95", "mimetic": "49.05", "impulse": "54.62"}
     pub = table(agg, "vit_vs_published")
-    assert any(r[1] == "mimetic" and r[4] == "91.16" for r in pub.rows)  # [SIA] main results
-    assert any(r[4] == "n/p" for r in pub.rows)  # [NeurIPS] Table 1: unknown, shown as unknown
+    assert any(r[2] == "mimetic" and r[5] == "91.16" for r in pub.rows)  # [SIA] main results
+    assert any(r[5] == "n/p" for r in pub.rows)  # [NeurIPS] Table 1: unknown, shown as unknown
     assert not any("10% of" in r[-1] for r in pub.rows)  # subset-of-data rows are not compared
+
+
+def test_ci_alpha_table_sits_beside_the_published_cells(tmp_path):
+    for alpha, base in [(0.0, 0.88), (0.1, 0.90)]:
+        for arm, delta in [("random", -0.02), ("mimetic", -0.01), ("impulse", 0.0)]:
+            for seed in (0, 1):
+                write_run(tmp_path / "r" / "ci_alpha" / "cifar10" / f"alpha{alpha}" / arm / f"seed{seed}",
+                          base + delta + 0.001 * seed, alpha=alpha)
+    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.0, 0.1), ci_arms=("impulse", "mimetic", "random"),
+                     ci_seeds=(0, 1), filters=(), sigmas=())
+    agg = aggregate(tmp_path / "r", PAPER, exp)
+    t = table(agg, "ci_alpha")
+    assert t.columns == ["Dataset", "Init", "α 0", "α 0.1"] and [r[1] for r in t.rows] == ["random", "mimetic",
+                                                                                           "impulse"]
+    assert t.rows[2][3] == f"90.05 ± 0.07 (n=2); paper 90.45 (Δ {90.05 - 90.45:+.2f})"  # [CI] Table 3
+    assert claim(agg, "9")["verdict"] == "supported"
+    assert agg.summary["ci_alpha"]["cifar10"]["0.1"]["impulse"]["n"] == 2
 
 
 def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
@@ -252,51 +312,48 @@ def test_context_puts_the_benchmark_cnns_and_our_convmixer_beside_the_vit(result
     assert cnn[2] == "91.60" and cnn[-1] == f"{91.6 - 84.85:+.2f}" and "reference" in cnn[4]
 
 
-# --- claims ------------------------------------------------------------------------------------------------------
+# --- claims, as the stage judges them from the results tree -------------------------------------------------------
 
-def test_claims_hold_for_a_consistent_ordering(results):
+def test_claims_from_a_consistent_results_tree(results):
     agg = aggregate(results, PAPER, experiment())
-    assert claim(agg, "1")["verdict"] == "holds"
-    assert claim(agg, "4")["verdict"] == "holds"
-    assert claim(agg, "5a")["verdict"] == "holds"  # random/impulse within 2 points, box and perm clearly worse
-    assert claim(agg, "5b")["verdict"] == "holds"
-    assert claim(agg, "2")["verdict"] == "not tested at this profile"
-    assert claim(agg, "9")["verdict"] == "not tested at this profile"
+    verdicts = {c["id"]: c["verdict"] for c in agg.claims}
+    assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
+                        "5a": "supported",  # random/impulse within 2 points, box and perm clearly worse
+                        "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested",
+                        "6": "inconclusive"}  # -1.3 points with 2 pairs: t(1) is 12.7, the interval reaches -3.8
+    assert "would make it supported" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])
+    assert all(c["summary"] for c in agg.claims)
 
 
-def test_a_reversed_order_does_not_hold(tmp_path):
-    swapped = {"default": VIT["impulse"], "mimetic": VIT["mimetic"], "impulse": VIT["default"]}
-    make_vit(tmp_path / "r", swapped)
-    c = claim(aggregate(tmp_path / "r", PAPER, experiment()), "1")
-    assert c["verdict"] == "does not hold"
-    assert any(e.endswith("no, reversed") for e in c["evidence"])
-
-
-def test_one_seed_is_not_enough_runs(tmp_path):
+def test_one_seed_is_inconclusive(tmp_path):
     make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
     make_filters(tmp_path / "r", seeds=(0,))
     agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_seeds=(0,)))
     for cid in ("1", "4", "5a", "5b", "6"):
-        assert claim(agg, cid)["verdict"] == "not enough runs", cid
-    assert agg.headline[0]["outcome"] == "not enough runs (n = 1)"
+        assert claim(agg, cid)["verdict"] == "inconclusive", cid
+        assert "from 1 seed pair(s), too few for an interval" in claim(agg, cid)["summary"], cid
+    assert agg.headline[0]["verdict"] == "inconclusive"
 
 
-def test_claim_7_reads_the_attention_measures(results):
-    def write(arm, peaks, loc):
-        path = results / "attention" / arm / "measures.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"grid": [7, 7], "heads": 3, "measures": {
-            "pseudo": {"0": {"peak_agreement": peaks, "locality_mass": loc}},
-            "real": {"0": {"peak_agreement": [0.9, 0.2, 0.3], "locality_mass": loc}}}}))
+def write_measures(results: Path, arm: str, peaks: list[float], loc: list[float]) -> None:
+    """results/attention/vit/<arm>/measures.json in the attention stage's schema (pipeline.analysis.attention)."""
+    layer = {"peak_agreement": peaks, "locality_mass": loc, "uniform_locality_mass": 9 / 49}
+    path = results / "attention" / "vit" / arm / "measures.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"variant": "vit", "arm": arm, "model": "vit_tiny_patch16_224 with img size 28",
+                                "layers": [0], "grids": {"0": [7, 7]}, "heads": {"0": 3}, "kernel_size": 3,
+                                "measures": {"pseudo": {"0": layer}, "real": {"0": layer}}}))
 
-    write("impulse", [1.0, 0.99, 0.98], [0.9, 0.8, 0.8])
-    write("mimetic", [0.6, 0.1, 0.1], [0.5, 0.5, 0.5])
-    write("default", [0.1, 0.1, 0.1], [0.2, 0.2, 0.2])  # 9/49 = 0.18: flat
+
+def test_claim_7_reads_the_attention_stage_measures(results):
+    write_measures(results, "impulse", [1.0, 0.99, 0.98], [0.9, 0.8, 0.8])
+    write_measures(results, "mimetic", [0.6, 0.1, 0.1], [0.5, 0.5, 0.5])
+    write_measures(results, "default", [0.1, 0.1, 0.1], [0.4, 0.4, 0.4])  # > 2 x 9/49 = 0.37: not flat
     c = claim(aggregate(results, PAPER, experiment()), "7")
-    assert c["verdict"] == "holds" and any("0.90, 0.20, 0.30" in e for e in c["evidence"])
-    write("impulse", [1.0, 0.5, 0.98], [0.9, 0.8, 0.8])  # one head misses its offset
-    assert claim(aggregate(results, PAPER, experiment()), "7")["verdict"] == "does not hold"
+    assert c["verdict"] == "contradicted" and "uniform map 0.184" in c["evidence"][0]
+    write_measures(results, "default", [0.1, 0.1, 0.1], [0.2, 0.2, 0.2])
+    assert claim(aggregate(results, PAPER, experiment()), "7")["verdict"] == "supported"
 
 
 # --- what the stage writes ---------------------------------------------------------------------------------------
@@ -306,16 +363,20 @@ def test_stage_writes_tables_claims_and_dvc_metrics(results, repo_root):
     assert main(params, Namespace(results=str(results), paper=str(PAPER))) == 0
     out = results / "tables"
     manifest = json.loads((out / "tables.json").read_text())
-    for entry in manifest:
-        assert (out / entry["csv"]).is_file() and (out / entry["md"]).is_file()
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [e["csv"] for e in manifest] + ["tables.json", "claims.json", "what_was_run.json"])
     assert [e["name"] for e in manifest][:2] == ["headline", "vit_top1"]
     summary = json.loads((results / "summary.json").read_text())
-    assert summary["fashion_mnist"]["impulse"]["top1_mean"] == pytest.approx(0.8485)
+    assert summary["fashion_mnist"]["vit"]["impulse"]["top1_mean"] == pytest.approx(0.8485)
     assert summary["filter_study"]["learned"]["n"] == 2
     claims = json.loads((out / "claims.json").read_text())
-    assert {c["verdict"] for c in claims["claims"]} <= {"holds", "does not hold", "not enough runs",
-                                                      "not tested at this profile"}
-    assert "**holds**" in (out / "claims.md").read_text()
+    assert claims["verdicts"] == ["supported", "contradicted", "inconclusive", "not tested"]
+    assert {c["verdict"] for c in claims["claims"]} <= set(claims["verdicts"])
+    assert all(c["verdict"] in claims["verdicts"] for c in claims["claims"] for c in c["comparisons"])
+    ran = json.loads((out / "what_was_run.json").read_text())
+    assert ran["dataset_facts"] == [{"name": "fashion_mnist", "citation": "Xiao, Rasul, Vollgraf 2017,"
+                                     " arXiv:1708.07747", "licence": "MIT",
+                                     "homepage": "https://github.com/zalandoresearch/fashion-mnist"}]
     csv = (out / "vit_top1.csv").read_text()
     assert "84.8500" in csv  # numbers in percent
     assert not list(results.glob("*.partial"))
@@ -326,11 +387,11 @@ def test_std_of_one_run_is_null_in_the_metrics(tmp_path):
     agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
     write_aggregate(agg, tmp_path / "r" / "tables", tmp_path / "r" / "summary.json")
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["fashion_mnist"]["default"] == {"top1_mean": 0.8, "top1_std": None, "n": 1}
+    assert summary["fashion_mnist"]["vit"]["default"] == {"top1_mean": 0.8, "top1_std": None, "n": 1}
 
 
 def test_a_corrupt_metrics_file_names_itself(results):
-    bad = results / "train" / "fashion_mnist" / "impulse" / "seed0" / "metrics.json"
+    bad = results / "train" / "fashion_mnist" / "vit" / "impulse" / "seed0" / "metrics.json"
     bad.write_text("{not json")
     with pytest.raises(PipelineError, match="impulse/seed0/metrics.json: not valid JSON"):
         aggregate(results, PAPER, experiment())

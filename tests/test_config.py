@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from pipeline.config import INIT_METHODS, Params, apply_overrides, build, digest, load_params
+from pipeline.config import INIT_METHODS, Params, apply_overrides, digest, from_mapping, load_params
 from pipeline.errors import PipelineError
 
 
@@ -22,13 +23,13 @@ def test_repository_params_are_valid(repo_root):
 def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
     """The YAML and the dataclasses agree both ways: no key is silently ignored, no section is missing."""
     data = yaml.safe_load((repo_root / "params.yaml").read_text())
-    assert set(data) == {f for f in Params.__dataclass_fields__}
+    assert set(data) == {f.name for f in dataclasses.fields(Params) if f.init}
 
 
 @pytest.mark.parametrize(
     "override, words",
     [
-        ("init=impulsee", ["init", "impulsee", "default, timm, mimetic, impulse"]),
+        ("init=impulsee", ["init", "impulsee", "'default', 'timm', 'mimetic', 'impulse'"]),
         ("baselines=[default, mimetc]", ["baselines", "mimetc"]),
         ("datasets=[fashion_mnst]", ["datasets", "fashion_mnst", "cifar10"]),
         ("train.epochs=-1", ["train.epochs", "-1"]),
@@ -37,8 +38,24 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("colour=1", ["colour", "unknown key"]),
         ("impulse.kernel_size=4", ["impulse.kernel_size", "4", "odd"]),
         ("train.amp=fp8", ["train.amp", "fp8", "bf16"]),
-        ("model.num_heads=0", ["model.num_heads", "0"]),
+        ("models.vit.num_heads=0", ["models.vit.num_heads", "0"]),
+        ("models.vit.num_heads=5", ["models.vit.num_heads", "5", "divide", "embed_dim"]),
+        ("models.vit.patch_size=5", ["models.vit.patch_size", "img_size", "28"]),
+        ("models.vit.weight_init=trunc", ["models.vit.weight_init", "'skip'", "'jax'"]),
+        ("models={}", ["models", "at least one"]),
+        ("models={vit-3: {}}", ["vit-3", "'-'"]),
         ("seeds=[0, -3]", ["seeds", "-3"]),
+        # the three mistakes `check` used to call valid (issue 11)
+        ("train.crop_pct=2", ["train.crop_pct", "2", "(0, 1]"]),
+        ("train.remode=foo", ["train.remode", "foo", "'pixel'", "'rand'", "'const'"]),
+        ("filter_study.train={lrr: 1}", ["filter_study.train.lrr", "unknown key", "lr"]),
+        ("filter_study.train={epochs: 0}", ["filter_study.train.epochs", "positive"]),
+        ("train.scale=[0.5, 0.1]", ["train.scale", "low <= high"]),
+        ("train.hflip=1.5", ["train.hflip", "[0, 1]"]),
+        ("train.warmup_epochs=6", ["train.warmup_epochs", "train.epochs"]),
+        ("report.confidence=95", ["report.confidence", "(0, 1)"]),
+        ("filter_study.model.kernel_size=4", ["filter_study.model.kernel_size", "odd"]),
+        ("filter_study.gaussian_heads=[0]", ["filter_study.gaussian_heads", "between 1"]),
     ],
 )
 def test_bad_params_name_key_value_and_choices(params_file, override, words):
@@ -56,26 +73,45 @@ def test_overrides_parse_yaml_values(params_file):
 
 
 def test_arms_put_the_method_first_without_repeats():
-    assert build(Params, {"init": "mimetic"}).arms == ["mimetic", "default"]
-    assert build(Params, {"init": "impulse", "baselines": ["default", "timm"]}).arms == [
+    assert from_mapping(Params, {"init": "mimetic"}).arms == ["mimetic", "default"]
+    assert from_mapping(Params, {"init": "impulse", "baselines": ["default", "timm"]}).arms == [
         "impulse", "default", "timm"]
 
 
 def test_method_options_are_the_params_section():
-    params = build(Params, {"mimetic": {"alpha_qk": 0.5}})
-    assert params.method_options("mimetic") == {
-        "alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4, "form": "official"}
+    params = from_mapping(Params, {"mimetic": {"alpha_qk": 0.5}})
+    assert params.method_options("mimetic") == {"alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4,
+                                                    "form": "official"}
     assert params.method_options("timm") == {}
 
 
 def test_digest_changes_with_content():
-    a, b = build(Params, {}), build(Params, {"train": {"epochs": 3}})
-    assert digest(a) == digest(build(Params, {})) and digest(a) != digest(b)
+    a, b = from_mapping(Params, {}), from_mapping(Params, {"train": {"epochs": 3}})
+    assert digest(a) == digest(from_mapping(Params, {})) and digest(a) != digest(b)
 
 
 def test_apply_overrides_refuses_to_descend_into_a_value():
     with pytest.raises(PipelineError, match="init is not a section"):
         apply_overrides({"init": "impulse"}, ["init.x=1"])
+
+
+def test_loading_params_does_not_import_torch(repo_root):
+    code = ("import sys; from pipeline.config import load_params; load_params('params.yaml');"
+            " print(sorted(m for m in ('torch', 'timm', 'torchvision') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_filter_study_recipe_is_the_train_section_updated_and_validated():
+    params = from_mapping(Params, {"train": {"epochs": 5, "lr": 0.01}, "filter_study": {"train": {"lr": 0.002}}})
+    assert params.filter_recipe.lr == 0.002 and params.filter_recipe.epochs == 5
+    assert params.train.lr == 0.01
+
+
+def test_model_variants_keep_their_order_and_defaults():
+    params = from_mapping(Params, {"models": {"vit6": {"num_heads": 6}, "vit3": {"num_heads": 3}}})
+    assert params.variants == ["vit6", "vit3"]
+    assert params.models["vit3"].num_heads == 3 and params.models["vit3"].name == "vit_tiny_patch16_224"
 
 
 def test_cli_rejects_a_misspelt_init(params_file, repo_root):
@@ -89,15 +125,15 @@ def test_cli_rejects_a_misspelt_init(params_file, repo_root):
 
 def test_baselines_must_fill_the_two_dvc_slots():
     with pytest.raises(PipelineError, match="exactly two"):
-        build(Params, {"baselines": ["default"]})
-    assert build(Params, {"baselines": ["default", "default"]}).arms == ["impulse", "default"]
+        from_mapping(Params, {"baselines": ["default"]})
+    assert from_mapping(Params, {"baselines": ["default", "default"]}).arms == ["impulse", "default"]
 
 
 def test_filter_study_dataset_must_be_fetched():
     with pytest.raises(PipelineError, match="filter_study.dataset"):
-        build(Params, {"datasets": ["cifar10"]})
+        from_mapping(Params, {"datasets": ["cifar10"]})
     off = {"datasets": ["cifar10"], "filter_study": {"filters": [], "gaussian_sigmas": []}}
-    assert build(Params, off).filter_study.filters == []
+    assert from_mapping(Params, off).filter_study.filters == []
 
 
 @pytest.mark.parametrize("bad", ["filter_study.filters=[learned, boxx-3]", "filter_study.filters=[box-10]",

@@ -1,39 +1,30 @@
-"""The data layer: fetching (real torchvision download code against a 127.0.0.1 server), verification,
-failure cleanliness, and the loaders' contract with the trainer (shapes, determinism, sharding, subsets)."""
+"""The data layer: Fashion-MNIST's local mirror, and the loaders' contract with the trainer (shapes,
+determinism, sharding, subsets, channels, back-ends). Downloads: tests/test_datasets_upstream.py; dataset
+facts, `digits` and the user's directories: tests/test_data_meta.py."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import gzip
-import hashlib
-import http.server
-import io
 import json
-import pickle
-import socket
 import subprocess
 import sys
-import tarfile
-import threading
-import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageOps
-from torchvision import datasets as tvd
 from torchvision.transforms.v2 import functional as TF
 
-from pipeline.config import DataConfig, Params
-from pipeline.data import DATASETS, Augment, build_loaders, fetch_dataset, sources
-from pipeline.data import fetch as fetch_stage
-from pipeline.data.loaders import ShardSampler, stratified_order
+from pipeline.config import Params
+from pipeline.data import sources
+from pipeline.data.fetch import fetch_dataset, source_meta
+from pipeline.data.loaders import ShardSampler, build_loaders, stratified_order
+from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.data.transforms import (
+    Augment,
     channel_stats,
     pil_transform,
     posterize_any_bits,
@@ -46,265 +37,9 @@ FMNIST_MIRROR = Path("/usr/share/datasets/fashion-mnist")
 LIGHT = Augment(scale=(0.8, 1.0), crop_pct=1.0)  # the CPU default's augmentation
 
 
-def md5(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()
-
-
-# ---------------------------------------------------------------- a bounded file server on 127.0.0.1
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        body = self.server.files.get(self.path.rsplit("/", 1)[-1])
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        cut = len(body) // 2 if self.server.truncate else len(body)  # truncate: announce all, send half, hang up
-        with contextlib.suppress(OSError):  # torchvision's redirect probe closes without reading
-            self.wfile.write(body[:cut])
-        self.close_connection = True
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def data_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.files, server.truncate, server.daemon_threads = {}, False, True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    server.url = f"http://127.0.0.1:{server.server_address[1]}/files"
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def data_dead_url():
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/files"
-
-
-# ---------------------------------------------------------------- archives in the real formats
-
-
-def _tar_gz(members: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-@pytest.fixture
-def data_cifar10(monkeypatch):
-    """A CIFAR-10 python-pickle tar.gz (5 train batches of 4, a test batch of 6); torchvision and the registry
-    are told its checksums and sizes, as they know the real ones. Returns (archive bytes, images, labels)."""
-    rng = np.random.default_rng(0)
-    batches, members, images, labels = {}, {}, {}, {}
-    for name, n in [(f"data_batch_{i}", 4) for i in range(1, 6)] + [("test_batch", 6)]:
-        data, lab = rng.integers(0, 256, (n, 3072), dtype=np.uint8), rng.integers(0, 10, n).tolist()
-        batches[name] = pickle.dumps({"batch_label": name, "data": data, "labels": lab, "filenames": []}, 2)
-        images.setdefault("test" if name == "test_batch" else "train", []).append(data)
-        labels.setdefault("test" if name == "test_batch" else "train", []).extend(lab)
-    meta = pickle.dumps({"label_names": [f"class{i}" for i in range(10)], "num_cases_per_batch": 4}, 2)
-    members = {f"cifar-10-batches-py/{k}": v for k, v in {**batches, "batches.meta": meta}.items()}
-    archive = _tar_gz(members)
-    monkeypatch.setattr(tvd.CIFAR10, "tgz_md5", md5(archive))
-    monkeypatch.setattr(tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5(batches[f"data_batch_{i}"])]
-                                                     for i in range(1, 6)])
-    monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", md5(batches["test_batch"])]])
-    monkeypatch.setattr(tvd.CIFAR10, "meta", {**tvd.CIFAR10.meta, "md5": md5(meta)})
-    monkeypatch.setitem(DATASETS, "cifar10", dataclasses.replace(DATASETS["cifar10"], train_size=20, eval_size=6))
-    stacked = {s: torch.from_numpy(np.vstack(v)).view(-1, 3, 32, 32) for s, v in images.items()}
-    return archive, stacked, {s: torch.tensor(v) for s, v in labels.items()}
-
-
-def _png(color, size=64) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (size, size), color).save(buf, format="JPEG", quality=95)
-    return buf.getvalue()
-
-
-COLORS = {"n01443537": (200, 30, 30), "n01629819": (30, 200, 30), "n01641577": (30, 30, 200)}
-
-
-@pytest.fixture
-def data_tiny_imagenet(monkeypatch):
-    """A tiny-imagenet-200.zip in the real layout: train/<wnid>/images/*.JPEG, a flat val/images/ with
-    val_annotations.txt. Each class has its own colour, so labels can be checked from pixels."""
-    buf, wnids = io.BytesIO(), sorted(COLORS)
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("tiny-imagenet-200/wnids.txt", "\n".join(wnids) + "\n")
-        annotations = []
-        for k, wnid in enumerate(wnids):
-            for i in range(3):
-                z.writestr(f"tiny-imagenet-200/train/{wnid}/images/{wnid}_{i}.JPEG", _png(COLORS[wnid]))
-            z.writestr(f"tiny-imagenet-200/train/{wnid}/{wnid}_boxes.txt", "")
-            for i in range(2):
-                name = f"val_{2 * k + i}.JPEG"
-                z.writestr(f"tiny-imagenet-200/val/images/{name}", _png(COLORS[wnid]))
-                annotations.append(f"{name}\t{wnid}\t0\t0\t63\t63")
-        z.writestr("tiny-imagenet-200/val/val_annotations.txt", "\n".join(annotations) + "\n")
-        z.writestr("tiny-imagenet-200/test/images/test_0.JPEG", _png((0, 0, 0)))
-    archive = buf.getvalue()
-    monkeypatch.setattr(sources, "TINY_IMAGENET_MD5", md5(archive))
-    monkeypatch.setitem(DATASETS, "tiny_imagenet",
-                        dataclasses.replace(DATASETS["tiny_imagenet"], train_size=9, eval_size=6))
-    return archive
-
-
 def _assert_clean(root: Path, keep=()):
     """Nothing but `keep` under the data root: no partial dataset, no temporary directory."""
     assert sorted(p.name for p in root.iterdir()) == sorted(keep)
-
-
-# ---------------------------------------------------------------- fetch: downloads
-
-
-def test_cifar10_download_writes_the_archive_content(tmp_path, data_server, data_cifar10):
-    archive, images, labels = data_cifar10
-    data_server.files["cifar-10-python.tar.gz"] = archive
-    lines = []
-    out = fetch_dataset("cifar10", tmp_path, base_url=data_server.url, log=lines.append)
-    _assert_clean(tmp_path, ["cifar10"])
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "test.pt", "train.pt"]
-    for split in ("train", "test"):
-        got_images, got_labels = load_split(out / f"{split}.pt")
-        assert torch.equal(got_images, images[split]) and torch.equal(got_labels, labels[split])
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["splits"]["train"]["images"] == 20 and manifest["classes"][3] == "class3"
-    assert any(line.startswith("verified cifar-10-python.tar.gz") for line in lines)
-
-
-@pytest.mark.parametrize("fault", ["checksum", "truncated", "server down", "not found"])
-def test_failed_download_names_the_problem_and_leaves_nothing(tmp_path, data_server, data_dead_url,
-                                                               data_cifar10, monkeypatch, fault):
-    archive = data_cifar10[0]
-    data_server.files["cifar-10-python.tar.gz"] = archive
-    url, expected = data_server.url, {"checksum": "MD5 checksum mismatch", "truncated": "corrupt or truncated",
-                                      "server down": "cannot reach the server", "not found": "HTTP 404"}[fault]
-    if fault == "checksum":
-        data_server.files["cifar-10-python.tar.gz"] = archive[:-100] + bytes(100)
-    elif fault == "truncated":
-        data_server.truncate = True
-    elif fault == "server down":
-        url = data_dead_url
-    else:
-        data_server.files.clear()
-    start = time.monotonic()
-    with pytest.raises(PipelineError) as err:
-        fetch_dataset("cifar10", tmp_path, base_url=url, log=lambda _: None)
-    assert time.monotonic() - start < 10
-    message = str(err.value)
-    assert "fetch cifar10" in message and expected in message and f"{url}/cifar-10-python.tar.gz" in message
-    assert f"{tmp_path / 'downloads'}/" in message  # how to provide it by hand
-    _assert_clean(tmp_path)
-
-
-def test_an_archive_fetched_by_hand_is_used_without_network(tmp_path, data_dead_url, data_cifar10):
-    (tmp_path / "downloads").mkdir()
-    (tmp_path / "downloads" / "cifar-10-python.tar.gz").write_bytes(data_cifar10[0])
-    fetch_dataset("cifar10", tmp_path, download=False, base_url=data_dead_url, log=lambda _: None)
-    assert load_split(tmp_path / "cifar10" / "train.pt")[1].tolist() == data_cifar10[2]["train"].tolist()
-
-
-def test_downloads_off_and_nothing_local_says_what_to_do(tmp_path, data_cifar10):
-    with pytest.raises(PipelineError, match=r"data.download: false.*cifar-10-python.tar.gz"):
-        fetch_dataset("cifar10", tmp_path, download=False, log=lambda _: None)
-    _assert_clean(tmp_path)
-
-
-def test_wrong_split_size_is_refused(tmp_path, data_server, data_cifar10, monkeypatch):
-    data_server.files["cifar-10-python.tar.gz"] = data_cifar10[0]
-    monkeypatch.setitem(DATASETS, "cifar10", dataclasses.replace(DATASETS["cifar10"], train_size=50000))
-    with pytest.raises(PipelineError, match="has 20 images, expected 50000"):
-        fetch_dataset("cifar10", tmp_path, base_url=data_server.url, log=lambda _: None)
-    _assert_clean(tmp_path)
-
-
-@pytest.mark.parametrize("name", [n for n, d in DATASETS.items() if d.source.split(":")[0].endswith("torchvision")])
-def test_only_the_base_url_is_redirected(name):
-    canonical = sources.archives(sources.torchvision_class(DATASETS[name]))
-    moved = sources.archives(sources.torchvision_class(DATASETS[name], "http://127.0.0.1:9/m/"))
-    assert [a.url for a in moved] == [f"http://127.0.0.1:9/m/{a.filename}" for a in canonical]
-    assert [(a.md5, a.subdir) for a in moved] == [(a.md5, a.subdir) for a in canonical]
-    assert all(a.url.startswith(("http://", "https://")) and a.md5 for a in canonical)
-
-
-def test_tiny_imagenet_zip_is_reorganised_and_labelled(tmp_path, data_server, data_tiny_imagenet):
-    data_server.files["tiny-imagenet-200.zip"] = data_tiny_imagenet
-    out = fetch_dataset("tiny_imagenet", tmp_path, base_url=data_server.url, log=lambda _: None)
-    _assert_clean(tmp_path, ["tiny_imagenet"])
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["classes"] == sorted(COLORS) and manifest["eval_split"] == "val"
-    for split, n in (("train", 9), ("val", 6)):
-        images, labels = load_split(out / f"{split}.pt")
-        assert images.shape == (n, 3, 64, 64) and images.dtype == torch.uint8
-        colours = torch.tensor([COLORS[manifest["classes"][k]] for k in labels.tolist()], dtype=torch.float)
-        assert torch.allclose(images.float().mean(dim=(2, 3)), colours, atol=4)
-
-
-def test_a_rerun_replaces_the_dataset_and_cleans_leftovers(tmp_path, data_server, data_tiny_imagenet):
-    data_server.files["tiny-imagenet-200.zip"] = data_tiny_imagenet
-    (tmp_path / ".fetch-tiny_imagenet-killed").mkdir()  # what a killed run leaves
-    for _ in range(2):
-        fetch_dataset("tiny_imagenet", tmp_path, base_url=data_server.url, log=lambda _: None)
-    _assert_clean(tmp_path, ["tiny_imagenet"])
-
-
-def test_food101_tree_is_kept_and_loads(tmp_path, data_server, monkeypatch):
-    members, meta = {}, {"train": {}, "test": {}}
-    for k, cls in enumerate(("apple_pie", "ramen")):
-        for i in range(4):
-            members[f"food-101/images/{cls}/{i}.jpg"] = _png((100 * k, 80, 80), size=40)
-            meta["train" if i < 3 else "test"].setdefault(cls, []).append(f"{cls}/{i}")
-    for split in meta:
-        members[f"food-101/meta/{split}.json"] = json.dumps(meta[split]).encode()
-    archive = _tar_gz(members)
-    data_server.files["food-101.tar.gz"] = archive
-    monkeypatch.setattr(tvd.Food101, "_MD5", md5(archive))
-    monkeypatch.setitem(DATASETS, "food101", dataclasses.replace(DATASETS["food101"], train_size=6, eval_size=2))
-    out = fetch_dataset("food101", tmp_path, base_url=data_server.url, log=lambda _: None)
-    assert sorted(p.name for p in out.iterdir()) == ["food-101", "manifest.json"]  # archive removed
-    loaders = build_loaders("food101", tmp_path, img_size=16, in_chans=3, batch_size=2, seed=0, augment=Augment())
-    assert (loaders.train_size, loaders.val_size, loaders.classes) == (6, 2, ["apple_pie", "ramen"])
-    x, y = next(iter(loaders.val))
-    assert x.shape == (2, 3, 16, 16) and loaders.backend == "pil"
-
-
-def _idx(array: np.ndarray) -> bytes:
-    """The IDX format of MNIST-type files: magic (0, 0, dtype 0x08 = uint8, ndim), big-endian sizes, data."""
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    return header + array.astype(np.uint8).tobytes()
-
-
-def test_fashion_mnist_downloads_when_no_mirror(tmp_path, data_server, monkeypatch):
-    rng, raw = np.random.default_rng(0), {}
-    for prefix, n in (("train", 30), ("t10k", 10)):
-        raw[f"{prefix}-images-idx3-ubyte"] = _idx(rng.integers(0, 256, (n, 28, 28)))
-        raw[f"{prefix}-labels-idx1-ubyte"] = _idx(np.arange(n) % 10)
-    gz = {f"{k}.gz": gzip.compress(v) for k, v in raw.items()}
-    data_server.files.update(gz)
-    monkeypatch.setattr(tvd.FashionMNIST, "resources", [(k, md5(v)) for k, v in gz.items()])
-    monkeypatch.setattr(sources, "FASHION_MNIST_SHA256", {k: hashlib.sha256(v).hexdigest() for k, v in raw.items()})
-    monkeypatch.setitem(DATASETS, "fashion_mnist",
-                        dataclasses.replace(DATASETS["fashion_mnist"], train_size=30, eval_size=10))
-    lines = []
-    out = fetch_dataset("fashion_mnist", tmp_path / "data", mirror=str(tmp_path / "absent"),
-                        base_url=data_server.url, log=lines.append)
-    images, labels = load_split(out / "train.pt")
-    assert images.shape == (30, 1, 28, 28) and labels.tolist() == [i % 10 for i in range(30)]
-    assert images[3, 0].numpy().tobytes() == raw["train-images-idx3-ubyte"][16 + 3 * 784:16 + 4 * 784]
-    assert sum(line.startswith("verified") for line in lines) == 8  # 4 archives (md5) + 4 contents (sha256)
 
 
 # ---------------------------------------------------------------- fetch: Fashion-MNIST's local mirror
@@ -316,6 +51,8 @@ def test_fashion_mnist_from_the_debian_mirror(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["splits"]["train"]["images"], manifest["splits"]["test"]["images"]) == (60000, 10000)
     assert manifest["num_classes"] == 10 and manifest["classes"][9] == "Ankle boot"
+    assert dataset_meta(tmp_path, "fashion_mnist") == source_meta("fashion_mnist") == DatasetMeta("fashion_mnist",
+                                                                                                   10, 1, 28)
     images, labels = load_split(out / "train.pt")
     assert images.shape == (60000, 1, 28, 28) and torch.bincount(labels).tolist() == [6000] * 10
 
@@ -328,62 +65,6 @@ def test_a_corrupt_mirror_is_refused(tmp_path):
     with pytest.raises(PipelineError, match="train-images-idx3-ubyte.*SHA-256.*corrupt"):
         fetch_dataset("fashion_mnist", tmp_path / "data", mirror=str(mirror), log=lambda _: None)
     _assert_clean(tmp_path / "data")
-
-
-# ---------------------------------------------------------------- fetch: the user's directories
-
-
-def _image_folder(root: Path, splits=("train", "val"), classes=("cat", "dog"), n=3):
-    for split in splits:
-        for k, cls in enumerate(classes):
-            (root / split / cls).mkdir(parents=True)
-            for i in range(n):
-                Image.new("RGB", (40, 30), (100 * k, 50, 50)).save(root / split / cls / f"{i}.png")
-
-
-def test_folder_is_verified_in_place_and_loads(tmp_path):
-    _image_folder(tmp_path / "mine", splits=("train", "test"), classes=("a", "b", "c"))
-    out = fetch_dataset("folder", tmp_path / "data", folder_path=str(tmp_path / "mine"), log=lambda _: None)
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["classes"] == ["a", "b", "c"] and manifest["eval_split"] == "test"
-    assert manifest["path"] == str((tmp_path / "mine").resolve()) and sorted(p.name for p in out.iterdir()) == [
-        "manifest.json"]  # nothing copied
-    loaders = build_loaders("folder", tmp_path / "data", img_size=16, in_chans=3, batch_size=4, seed=0,
-                            augment=Augment())
-    x, y = next(iter(loaders.train))
-    assert loaders.num_classes == 3 and x.shape == (4, 3, 16, 16) and loaders.backend == "pil"
-    (tmp_path / "mine" / "train" / "a" / "0.png").unlink()
-    with pytest.raises(PipelineError, match="data changed: fetch it again"):
-        build_loaders("folder", tmp_path / "data", img_size=16, in_chans=3, batch_size=4, seed=0,
-                      augment=Augment())
-
-
-@pytest.mark.parametrize("layout, message", [
-    ("missing", "is not a directory"),
-    ("flat val", "loose images but no class folders"),
-    ("few classes", "has 2 class folders, expected 1000"),
-])
-def test_a_wrong_imagenet_path_fails_fast_and_says_how(tmp_path, layout, message):
-    root = tmp_path / "imagenet"
-    if layout == "flat val":
-        _image_folder(root, splits=("train",))
-        (root / "val").mkdir()
-        Image.new("RGB", (8, 8)).save(root / "val" / "ILSVRC2012_val_00000001.JPEG")
-    elif layout == "few classes":
-        _image_folder(root)
-    with pytest.raises(PipelineError, match=message) as err:
-        fetch_dataset("imagenet", tmp_path / "data", imagenet_path=str(root), log=lambda _: None)
-    assert "data.imagenet_path" in str(err.value) or "imagenet" in str(err.value)
-    _assert_clean(tmp_path / "data")
-
-
-def test_the_stage_command_runs_fetch_with_the_params(tmp_path):
-    _image_folder(tmp_path / "mine")
-    parser = argparse.ArgumentParser()
-    fetch_stage.add_arguments(parser)
-    params = Params(data=DataConfig(root=str(tmp_path / "data"), folder_path=str(tmp_path / "mine")))
-    assert fetch_stage.main(params, parser.parse_args(["folder"])) == 0
-    assert (tmp_path / "data" / "folder" / "manifest.json").is_file()
 
 
 def test_registry_imports_without_torch():
@@ -406,7 +87,8 @@ def data_fmnist_like(tmp_path):
         labels = torch.arange(n) % 10
         save_split(out / f"{split}.pt", images, labels)
         splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 28, 28]}
-    write_manifest(out, {"dataset": "fashion_mnist", "num_classes": 10, "channels": 1, "train_split": "train",
+    write_manifest(out, {"dataset": "fashion_mnist", "num_classes": 10, "channels": 1, "image_size": 28,
+                         "train_split": "train",
                          "eval_split": "test", "format": "tensors", "classes": [str(i) for i in range(10)],
                          "splits": splits})
     return tmp_path
@@ -553,7 +235,8 @@ def test_rgb_into_one_channel_matches_pil_luma(tmp_path):
     save_split(out / "train.pt", images, torch.arange(20) % 10)
     save_split(out / "test.pt", images, torch.arange(20) % 10)
     splits = {s: {"images": 20, "file": f"{s}.pt"} for s in ("train", "test")}
-    write_manifest(out, {"dataset": "cifar10", "num_classes": 10, "format": "tensors", "train_split": "train",
+    write_manifest(out, {"dataset": "cifar10", "num_classes": 10, "channels": 3, "image_size": 32,
+                         "format": "tensors", "train_split": "train",
                          "eval_split": "test", "classes": [str(i) for i in range(10)], "splits": splits})
     batches = {}
     for backend in ("tensor", "pil"):

@@ -2,14 +2,13 @@
 
 One copy serves the whole module, in order: full run, no-op re-run, determinism of a forced re-run, resume after
 SIGKILL, `dvc exp run -S init=...` re-running only that arm, a queued 2-experiment sweep, and the scale-out
-launch paths (2 processes under torchrun with a GPU lease on a fake device list; a 2-node c10d rendezvous on
-127.0.0.1). Minutes, not seconds: marked `slow` (`pytest -m "not slow"` skips it).
+launch paths (2 processes under torchrun; a 2-node c10d rendezvous on 127.0.0.1). Minutes, not seconds: marked
+`slow` (`pytest -m "not slow"` skips it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -20,57 +19,19 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
+from workspace import copy_repo, metrics, ran, sh, tool_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parent.parent
-TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
-RUN = "train@fashion_mnist-impulse-0"
-RUN_DIR = Path("results/train/fashion_mnist/impulse/seed0")
-
-
-def env() -> dict:
-    """The venv's python and dvc first on PATH (stage commands call `python`)."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                PYTHONUNBUFFERED="1")
-
-
-def sh(repo: Path, *cmd: str, check: bool = True) -> str:
-    proc = subprocess.run(cmd, cwd=repo, env=env(), capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-4000:]}")
-    return out
-
-
-def ran(output: str) -> set[str]:
-    """The stages `dvc repro` / `dvc exp run` executed (not those it restored from the run-cache)."""
-    return set(re.findall(r"Running stage '([^']+)'", output))
-
-
-def metrics(repo: Path, run_dir: Path = RUN_DIR) -> dict:
-    data = json.loads((repo / run_dir / "metrics.json").read_text())
-    data["history"] = [{k: v for k, v in row.items() if k not in TIMINGS} for row in data["history"]]
-    return {k: v for k, v in data.items() if k not in TIMINGS}
+RUN = "train@fashion_mnist-vit-impulse-0"
+RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A git repository holding this working tree's files (tracked and untracked-not-ignored), on the smoke profile."""
-    dest = tmp_path_factory.mktemp("e2e") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for name in files:
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    sh(dest, "git", "init", "-q")
-    sh(dest, "git", "config", "user.email", "e2e@test")
-    sh(dest, "git", "config", "user.name", "e2e")
-    sh(dest, sys.executable, "-m", "pipeline", "profile", "smoke")
-    sh(dest, "git", "add", "-A")
-    sh(dest, "git", "commit", "-qm", "smoke profile")
-    return dest
+    return copy_repo(tmp_path_factory.mktemp("e2e") / "repo", "smoke")
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +46,8 @@ def test_full_repro_runs_every_stage_and_writes_the_report(repo, first_run):
                  "reports/figures/figures.json", RUN_DIR / "model.pt", RUN_DIR / "live/plots/metrics/val_top1.tsv"]:
         assert (repo / path).exists(), path
     summary = json.loads((repo / "results/summary.json").read_text())
-    assert set(summary["fashion_mnist"]) == {"impulse", "default", "mimetic"}
+    assert set(summary["fashion_mnist"]["vit"]) == {"impulse", "default", "mimetic"}
+    assert not (repo / "scratch").exists()  # every finished run removed its checkpoint
     assert "impulse" in (repo / "reports/report.md").read_text()
 
 
@@ -94,11 +56,29 @@ def test_second_repro_executes_nothing(repo, first_run):
     assert ran(out) == set() and "up to date" in out
 
 
-def test_forced_rerun_gives_identical_metrics(repo, first_run):
-    before = metrics(repo)
-    shutil.rmtree(repo / "scratch")  # no checkpoint: a real re-run from scratch
-    assert RUN in ran(sh(repo, "dvc", "repro", "-f", "-s", RUN))
-    assert metrics(repo) == before
+def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
+    before = metrics(repo, RUN_DIR)
+    assert not (repo / "scratch").exists()  # finished runs leave no checkpoint behind
+    out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
+    assert RUN in ran(out) and "resuming" not in out and "epoch 2/2" in out
+    assert json.loads((repo / RUN_DIR / "metrics.json").read_text())["wall_time_s"] > 0
+    assert metrics(repo, RUN_DIR) == before
+
+
+def test_a_code_change_reruns_the_stages_that_import_it_and_they_train(repo, first_run):
+    engine = repo / "pipeline" / "engine.py"
+    original = engine.read_text()
+    engine.write_text(original + "\n# an edit\n")
+    try:
+        out = sh(repo, "dvc", "repro")
+        executed = ran(out)
+        assert RUN in executed and "filter_study@learned-0" in executed and "attention@vit-impulse" in executed
+        assert not {s for s in executed if s.startswith("fetch@")}  # fetching does not import the engine
+        assert "resuming" not in out
+        assert json.loads((repo / RUN_DIR / "metrics.json").read_text())["wall_time_s"] > 0
+    finally:
+        engine.write_text(original)
+        sh(repo, "dvc", "repro")  # back to the committed code (from the run-cache)
 
 
 def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
@@ -106,15 +86,13 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
     original = params.read_text()
     params.write_text(original.replace("  epochs: 2\n", "  epochs: 5\n", 1))
     try:
-        shutil.rmtree(repo / "scratch", ignore_errors=True)
         sh(repo, "dvc", "repro", "-s", RUN)
-        whole = metrics(repo)
-        assert whole["epochs"] == 5
-        shutil.rmtree(repo / "scratch")
+        whole = metrics(repo, RUN_DIR)
+        assert whole["epochs"] == 5 and not (repo / "scratch").exists()
         shutil.rmtree(repo / RUN_DIR)  # so the poll below cannot read the finished run's dvclive logs
-        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=env(), start_new_session=True,
+        proc = subprocess.Popen(["dvc", "repro", "-f", "-s", RUN], cwd=repo, env=tool_env(), start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        checkpoint = repo / "scratch/train/fashion_mnist/impulse/seed0/last.pt"
+        checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         live = repo / RUN_DIR / "live/metrics.json"
         deadline = time.time() + 300
         while time.time() < deadline and not (checkpoint.exists() and live.exists()
@@ -132,7 +110,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         assert not (repo / RUN_DIR / "metrics.json").exists()  # a killed run leaves no complete-looking out
         out = sh(repo, "dvc", "repro", "-f", "-s", RUN)
         assert "resuming from" in out
-        assert metrics(repo) == whole
+        assert metrics(repo, RUN_DIR) == whole
     finally:
         params.write_text(original)
         sh(repo, "dvc", "repro")  # back to the committed state (from the run-cache)
@@ -141,15 +119,35 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
 def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
     out = sh(repo, "dvc", "exp", "run", "-S", "init=timm")
     executed = ran(out)
-    assert {"train@fashion_mnist-timm-0", "attention@timm"} <= executed
+    assert {"train@fashion_mnist-vit-timm-0", "attention@vit-timm"} <= executed
     assert not {s for s in executed if re.match(r"(train|attention)@.*(default|mimetic)", s)}
     assert not {s for s in executed if s.startswith(("fetch", "filter_"))}
     summary = json.loads((repo / "results/summary.json").read_text())
-    assert set(summary["fashion_mnist"]) == {"timm", "default", "mimetic"}
+    assert set(summary["fashion_mnist"]["vit"]) == {"timm", "default", "mimetic"}
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json"))
     assert "timm" in json.dumps(shown)
     sh(repo, "git", "checkout", "params.yaml")
     sh(repo, "dvc", "checkout", "--force")
+
+
+def test_adding_a_model_variant_runs_only_its_cells(repo, first_run):
+    params = repo / "params.yaml"
+    original = params.read_text()
+    data = yaml.safe_load(original)
+    data["models"]["wide"] = data["models"]["vit"] | {"embed_dim": 48}
+    params.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        out = sh(repo, "dvc", "repro")
+        executed = ran(out)
+        trained = {s for s in executed if s.startswith(("train@", "attention@"))}
+        assert trained == {f"train@fashion_mnist-wide-{a}-0" for a in ("impulse", "default", "mimetic")} | {
+            f"attention@wide-{a}" for a in ("impulse", "default", "mimetic")}
+        assert not {s for s in executed if s.startswith(("fetch@", "filter_"))}
+        m = json.loads((repo / "results/train/fashion_mnist/wide/impulse/seed0/metrics.json").read_text())
+        assert m["variant"] == "wide" and m["num_heads"] == 3 and m["family"] == "vit"
+    finally:
+        params.write_text(original)
+        sh(repo, "dvc", "repro")
 
 
 def test_queued_sweep_runs_both_experiments(repo, first_run):
@@ -166,14 +164,13 @@ def test_queued_sweep_runs_both_experiments(repo, first_run):
     assert '"init": "mimetic"' in shown.replace("'", '"') or "mimetic" in shown
 
 
-def test_two_processes_under_torchrun_with_a_gpu_lease(repo, first_run, tmp_path):
-    environ = env() | {"PIPELINE_DEVICES": "0,1", "PIPELINE_LOCK_DIR": str(tmp_path)}
+def test_two_processes_under_torchrun(repo, first_run):
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
-                           "default", "1"], cwd=repo, env=environ, capture_output=True, text=True)
+                           "vit", "default", "1"], cwd=repo, env=tool_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "leased GPU(s) 0,1" in out
-    m = json.loads((repo / "results/train/fashion_mnist/default/seed1/metrics.json").read_text())
+    assert "launching 1 node(s) x 2 process(es)" in out
+    m = json.loads((repo / "results/train/fashion_mnist/vit/default/seed1/metrics.json").read_text())
     assert m["world_size"] == 2 and m["val_size"] == 128  # two shards cover the validation set once
 
 
@@ -186,10 +183,10 @@ def free_port() -> int:
 def test_two_node_rendezvous_on_loopback(repo, first_run):
     cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
            f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
-           "mimetic", "1"]
-    nodes = [subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+           "vit", "mimetic", "1"]
+    nodes = [subprocess.Popen(cmd, cwd=repo, env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(2)]
     outs = [n.communicate(timeout=300)[0] for n in nodes]
     assert all(n.returncode == 0 for n in nodes), "\n".join(o[-2000:] for o in outs)
-    m = json.loads((repo / "results/train/fashion_mnist/mimetic/seed1/metrics.json").read_text())
+    m = json.loads((repo / "results/train/fashion_mnist/vit/mimetic/seed1/metrics.json").read_text())
     assert m["world_size"] == 2

@@ -1,16 +1,15 @@
-"""The training engine on a tiny synthetic problem: determinism, resume, NaN guard, metrics, launch lines, GPU lease."""
+"""The training engine on a tiny synthetic problem: determinism, resume, NaN guard, metrics, launch lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from training_fixtures import dies_in_epoch, tiny_run
 
 from pipeline import engine, launch
 from pipeline.config import TrainConfig
@@ -46,9 +45,9 @@ def strip(summary):
 
 
 def test_same_seed_same_history_and_learning(tmp_path):
-    a = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "a.pt", digest="x")
-    b = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "b.pt", digest="x")
-    c = fit(tiny_model(), tiny_loaders(), recipe(), seed=2, d=Dist(), checkpoint=tmp_path / "c.pt", digest="x")
+    a = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "a.pt", attempt="x")
+    b = fit(tiny_model(), tiny_loaders(), recipe(), seed=1, d=Dist(), checkpoint=tmp_path / "b.pt", attempt="x")
+    c = fit(tiny_model(), tiny_loaders(), recipe(), seed=2, d=Dist(), checkpoint=tmp_path / "c.pt", attempt="x")
     assert strip(a) == strip(b)
     assert strip(a) != strip(c)  # dropout and shuffling follow the seed
     assert a["history"][-1]["train_loss"] < a["history"][0]["train_loss"]
@@ -57,29 +56,19 @@ def test_same_seed_same_history_and_learning(tmp_path):
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, monkeypatch):
-    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", digest="x")
-    real_evaluate, calls = engine.evaluate, []
-
-    def dying_evaluate(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:  # dies during epoch 2, after epoch 1's checkpoint
-            raise KeyboardInterrupt
-        return real_evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "evaluate", dying_evaluate)
-    with pytest.raises(KeyboardInterrupt):
-        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt", digest="x")
-    monkeypatch.setattr(engine, "evaluate", real_evaluate)
+    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", attempt="x")
+    with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):  # after epoch 1's checkpoint
+        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt", attempt="x")
     assert torch.load(tmp_path / "r.pt", weights_only=False)["epoch"] == 0
     resumed = fit(tiny_model(seed=99), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "r.pt",
-                  digest="x")
+                  attempt="x")
     assert strip(resumed) == strip(whole)
 
 
-def test_checkpoint_of_another_config_is_ignored(tmp_path):
-    fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", digest="old")
+def test_checkpoint_of_another_attempt_is_ignored(tmp_path):
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", attempt="old")
     fresh = fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt",
-                digest="new")
+                attempt="new")
     assert len(fresh["history"]) == 1
 
 
@@ -88,27 +77,37 @@ def test_non_finite_loss_stops_with_the_epoch_and_the_knobs(tmp_path):
     with torch.no_grad():
         model[1].weight.fill_(float("nan"))
     with pytest.raises(PipelineError, match=r"epoch 0, step 0.*train.lr"):
-        fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", digest="x")
+        fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", attempt="x")
 
 
-def test_mixup_and_ema_paths_run(tmp_path):
-    s = fit(tiny_model(), tiny_loaders(), recipe(mixup=0.8, cutmix=1.0, ema=True, ema_decay=0.5, epochs=2), seed=0,
-            d=Dist(), checkpoint=tmp_path / "m.pt", digest="x")
-    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in s["history"])
+def test_mixup_changes_training_and_ema_changes_what_is_evaluated(tmp_path):
+    def run(name, **kw):
+        return fit(tiny_model(), tiny_loaders(), recipe(epochs=2, **kw), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"{name}.pt", attempt="x")
+
+    plain, mixed = run("plain"), run("mixed", mixup=0.8, cutmix=1.0)
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in mixed["history"])
+    # mixup/cutmix mix the batch and train on soft targets: the training losses differ from the plain run's
+    assert strip(mixed)[0]["train_loss"] != strip(plain)[0]["train_loss"]
+    # EMA does not change the training step, only which weights are evaluated (decay 0.5 lags the model)
+    averaged = run("ema", ema=True, ema_decay=0.5)
+    assert [r["train_loss"] for r in averaged["history"]] == [r["train_loss"] for r in plain["history"]]
+    assert [r["val_loss"] for r in averaged["history"]] != [r["val_loss"] for r in plain["history"]]
 
 
 def test_dvclive_logs_every_epoch(tmp_path):
-    fit(tiny_model(), tiny_loaders(), recipe(epochs=2), seed=0, d=Dist(), checkpoint=tmp_path / "l.pt", digest="x",
+    fit(tiny_model(), tiny_loaders(), recipe(epochs=2), seed=0, d=Dist(), checkpoint=tmp_path / "l.pt", attempt="x",
         live_dir=tmp_path / "live")
     rows = (tmp_path / "live" / "plots" / "metrics" / "val_top1.tsv").read_text().strip().splitlines()
     assert rows[0].split("\t") == ["step", "val_top1"] and len(rows) == 3
     assert json.loads((tmp_path / "live" / "metrics.json").read_text())["step"] == 1
 
 
-def test_amp_and_compile_refuse_cpu():
+def test_fp16_autocast_refuses_cpu_and_auto_is_off_there():
     with pytest.raises(PipelineError, match="CUDA"):
-        engine.autocast_for("fp16", torch.device("cpu"))
-    assert engine.autocast_for("auto", torch.device("cpu"))[1] is None
+        engine.amp_dtype("fp16", torch.device("cpu"))
+    assert engine.amp_dtype("auto", torch.device("cpu")) == (None, "")
+    assert engine.amp_dtype("bf16", torch.device("cpu")) == (torch.bfloat16, "")
 
 
 def test_torchrun_lines():
@@ -121,22 +120,160 @@ def test_torchrun_lines():
         launch.torchrun_command(8, 2, "", "job", ["train"])
 
 
-def test_gpu_lease_is_exclusive_and_released_on_exit(tmp_path, monkeypatch):
-    monkeypatch.setenv("PIPELINE_LOCK_DIR", str(tmp_path))
-    monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
-    devices = launch.visible_devices()
-    assert devices == ["0", "1"]
-    with pytest.raises(PipelineError, match="train.nproc = 3"):
-        launch.GpuLease(devices, 3)
-    # a child process holds GPU 0 and 1 until it exits (even without cleanup: the kernel drops flocks)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import os, sys, time; from pipeline.launch import GpuLease; "
-        "l = GpuLease(['0', '1'], 2); print(','.join(l.acquire()), flush=True); time.sleep(30)")],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ))
-    assert holder.stdout.readline().strip() == "0,1"
-    with pytest.raises(PipelineError, match="no 1 free GPU"):
-        launch.GpuLease(devices, 1, timeout=0.3, poll=0.1).acquire()
-    holder.kill()
-    holder.wait()
-    with launch.GpuLease(devices, 2, timeout=5, poll=0.1) as got:
-        assert got == ["0", "1"]
+def plain_model(seed=0):
+    """tiny_model without dropout: compiled and eager runs draw dropout masks from different generators."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 3))
+
+
+def test_compiled_training_matches_eager_and_its_checkpoints_resume_either_way(tmp_path, monkeypatch):
+    """train.compile on CPU (inductor): the same losses as eager; checkpoints cross between the two."""
+    def train(name, compiled, model=None, **kw):
+        return fit(model or plain_model(), tiny_loaders(), recipe(compile=compiled, **kw), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"{name}.pt", attempt="x")
+
+    eager, compiled = train("eager", False), train("compiled", True)
+    assert [r["train_loss"] for r in compiled["history"]] == pytest.approx(
+        [r["train_loss"] for r in eager["history"]], rel=1e-5)
+    for first, then in ((True, False), (False, True)):
+        with dies_in_epoch(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
+            train(f"cross{first}", first)
+        keys = torch.load(tmp_path / f"cross{first}.pt", weights_only=False)["model"].keys()
+        assert not any(k.startswith(("_orig_mod.", "module.")) for k in keys)
+        resumed = train(f"cross{first}", then, model=plain_model(seed=5))
+        assert [r["val_loss"] for r in resumed["history"]] == pytest.approx(
+            [r["val_loss"] for r in eager["history"]], rel=1e-5)
+
+
+def test_bf16_autocast_trains_on_cpu(tmp_path):
+    summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=4, amp="bf16", lr=3e-2), seed=0, d=Dist(),
+                  checkpoint=tmp_path / "b.pt", attempt="x")
+    losses = [r["train_loss"] for r in summary["history"]]
+    assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
+    assert 0 < summary["top1"] <= 1
+
+
+@pytest.mark.parametrize(("capability", "amp", "dtype", "noted"), [
+    ((7, 0), "auto", torch.float16, False), ((7, 0), "bf16", torch.float16, True),
+    ((8, 0), "auto", torch.bfloat16, False), ((9, 0), "bf16", torch.bfloat16, False),
+    ((8, 0), "fp16", torch.float16, False)])
+def test_amp_on_cuda_follows_the_compute_capability(monkeypatch, capability, amp, dtype, noted):
+    """auto: bf16 only with native bf16 (>= 8.0), else fp16 + scaler; bf16 on a V100 falls back with a note."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    got, note = engine.amp_dtype(amp, torch.device("cuda", 0))
+    assert got == dtype and bool(note) == noted
+    if noted:
+        assert "V100" in note and "fp16" in note and "train.amp" in note
+
+
+def test_channels_last_convmixer_trains_as_contiguous(tmp_path):
+    from pipeline.models import build_convmixer
+
+    def convmixer_loaders():
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(64, 3, 8, 8, generator=g)
+        y = (x.mean((1, 2, 3)) > 0).long()
+        data = TensorDataset(x, y)
+        sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0, drop_last=True)
+        return SimpleNamespace(train=DataLoader(data, batch_size=16, sampler=sampler, drop_last=True),
+                               val=DataLoader(TensorDataset(x[:32], y[:32]), batch_size=16), num_classes=2)
+
+    def train(channels_last):
+        model = build_convmixer("learned", dim=16, depth=2, kernel_size=3, patch_size=2, in_chans=3, num_classes=2,
+                                img_size=8, heads=None, generator=torch.Generator().manual_seed(0))
+        return fit(model, convmixer_loaders(), recipe(epochs=2, channels_last=channels_last), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"cl{channels_last}.pt", attempt="x")
+
+    plain, cl = train(False), train(True)
+    for key in ("train_loss", "val_loss"):
+        assert [r[key] for r in cl["history"]] == pytest.approx([r[key] for r in plain["history"]], rel=1e-4)
+
+
+def test_the_step_reads_the_loss_back_once_per_window(tmp_path, monkeypatch):
+    """No host sync per step: one read-back per `sync_every` steps, the same sums as reading every step."""
+    calls = []
+    real = engine.read_back
+    monkeypatch.setattr(engine, "read_back", lambda window, *a: calls.append(len(window)) or real(window, *a))
+    every = fit(tiny_model(), tiny_loaders(), recipe(epochs=1, sync_every=1), seed=0, d=Dist(),
+                checkpoint=tmp_path / "e.pt", attempt="x")
+    assert calls == [1, 1, 1, 1]  # 64 images / 16 per batch
+    calls.clear()
+    windowed = fit(tiny_model(), tiny_loaders(), recipe(epochs=1, sync_every=3), seed=0, d=Dist(),
+                   checkpoint=tmp_path / "w.pt", attempt="x")
+    assert calls == [3, 1]
+    assert strip(windowed) == strip(every)
+
+
+def test_a_late_read_back_still_names_the_first_non_finite_step(tmp_path):
+    """The NaN guard, reading back every 4 steps, names the step that reading every step names."""
+    def failing_step(sync_every):
+        loaders = tiny_loaders()
+        loaders.train.dataset.tensors[0][5] = float("nan")  # one image poisons its batch's loss
+        with pytest.raises(PipelineError, match="non-finite training loss") as err:
+            fit(tiny_model(), loaders, recipe(sync_every=sync_every), seed=0, d=Dist(),
+                checkpoint=tmp_path / f"n{sync_every}.pt", attempt="x")
+        return str(err.value)
+
+    message = failing_step(1)
+    assert "epoch 0, step 2:" in message  # image 5 lands in the third batch of seed 0's shuffle
+    assert failing_step(4) == message
+
+
+def test_reseed_keeps_rank_zeros_stream_and_gives_other_ranks_their_own():
+    engine.reseed(3, 2)
+    assert torch.initial_seed() == 3 * 1_000_003 + 2  # the single-process stream of every earlier result
+    single = torch.rand(3)
+    engine.reseed(3, 2, rank=0)
+    assert torch.equal(torch.rand(3), single)
+    engine.reseed(3, 2, rank=1)
+    assert not torch.equal(torch.rand(3), single)
+
+
+def test_cuda_speedups_set_tf32_and_cudnn_autotuning():
+    flags = [(torch.backends.cudnn, "benchmark"), (torch.backends.cudnn, "allow_tf32"),
+             (torch.backends.cuda.matmul, "allow_tf32")]
+    saved = [getattr(obj, name) for obj, name in flags]
+    try:
+        for obj, name in flags:
+            setattr(obj, name, False)
+        engine.cuda_speedups()
+        assert all(getattr(obj, name) for obj, name in flags)
+    finally:
+        for (obj, name), value in zip(flags, saved):
+            setattr(obj, name, value)
+
+
+def test_a_per_run_rendezvous_id_by_default():
+    a = launch.torchrun_command(8, 2, "node0:29400", "", ["train", "cifar10", "vit", "impulse", "0"])
+    b = launch.torchrun_command(8, 2, "node0:29400", "", ["train", "cifar10", "vit", "impulse", "1"])
+    ids = [next(x for x in cmd if x.startswith("--rdzv_id=")) for cmd in (a, b)]
+    assert ids[0] != ids[1] and ids[0] == next(x for x in launch.torchrun_command(
+        8, 2, "node0:29400", "", ["train", "cifar10", "vit", "impulse", "0"]) if x.startswith("--rdzv_id="))
+
+
+def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
+    TrainConfig(batch_size=12, mixup=0.8, nproc=2).validate("train")  # 6 per process
+    with pytest.raises(PipelineError, match="even batch per process"):
+        TrainConfig(batch_size=6, mixup=0.8, nproc=2).validate("train")  # 3 per process
+    TrainConfig(batch_size=6, nproc=2).validate("train")  # without mixup an odd batch is fine
+    with pytest.raises(PipelineError, match="sync_every"):
+        TrainConfig(sync_every=0).validate("train")
+
+
+def test_a_run_with_loader_workers_resumes_to_the_same_result(workdir, monkeypatch):
+    """Workers > 0 draw the augmentation: they start afresh each epoch, seeded by the epoch's reseed, so the
+    resumed epochs draw what the uninterrupted run's drew (persistent workers would not)."""
+    from pipeline import run as runs
+    from pipeline.config import DataConfig
+
+    def workers_run():
+        r = tiny_run(epochs=3)
+        r.recipe = dataclasses.replace(r.recipe, workers=2, scale=[0.3, 1.0], hflip=0.5, reprob=0.5)
+        return r
+
+    whole = runs.execute(workers_run(), DataConfig())
+    with dies_in_epoch(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
+        runs.execute(workers_run(), DataConfig())
+    resumed = runs.execute(workers_run(), DataConfig())
+    assert strip(resumed) == strip(whole)

@@ -10,9 +10,16 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from pipeline import builders
 from pipeline.analysis import attention, figures
+from pipeline.analysis.document import FigureBlock
+from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
 from pipeline.config import load_params
+from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
+
+META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them
+STAGE_DPI = figures.DPI  #: what the stage draws at (the tests draw at 60 dpi, see low_dpi)
 
 GRID = (7, 7)
 N = GRID[0] * GRID[1]
@@ -55,7 +62,6 @@ def fake_attention(directory: Path, arm: str, layers=(0, 5)) -> None:
 @pytest.fixture(autouse=True)
 def low_dpi(monkeypatch):
     """Draw at 60 dpi: the layout is the same and the tests run in seconds on a shared CPU."""
-    assert 150 <= figures.DPI <= 200  # what the stage writes: legible in print
     monkeypatch.setattr(figures, "DPI", 60)
 
 
@@ -69,7 +75,7 @@ def make_results(root: Path, attention_arms: list[str]) -> Path:
     for arm, base in [("impulse", 0.80), ("default", 0.70), ("mimetic", 0.75), ("timm", 0.1)]:
         for seed in (0, 1):
             val = [base - 0.1 + 0.02 * e + 0.01 * seed for e in range(4)]
-            write_json(root / "train/fashion_mnist" / arm / f"seed{seed}/metrics.json",
+            write_json(root / "train/fashion_mnist/vit" / arm / f"seed{seed}/metrics.json",
                        run_metrics(val, [v + 0.05 for v in val], arm=arm, seed=seed))
     for i, variant in enumerate(["random", "impulse", "box-9", "perm", "learned"]):
         for seed in (0, 1):
@@ -80,7 +86,7 @@ def make_results(root: Path, attention_arms: list[str]) -> Path:
         write_json(root / "filter_study" / folder / "seed0/metrics.json",
                    {"top1": top1, "variant": folder, "family": "gaussian", "sigma": sigma, "heads": heads})
     for arm in attention_arms:
-        fake_attention(root / "attention", arm)
+        fake_attention(root / "attention" / "vit", arm)
     return root
 
 
@@ -107,52 +113,100 @@ def test_attention_files_round_trip(tmp_path):
 
 def test_curve_band_is_mean_min_max_in_percent_on_common_epochs():
     runs = [run_metrics([0.5, 0.6, 0.7], [0, 0, 0]), run_metrics([0.3, 0.4], [0, 0])]
-    epochs, mean, lo, hi = figures.curve_band(runs, "val_top1")
+    epochs, mean, lo, hi = figures.curve_band([r["history"] for r in runs], "val_top1")
     np.testing.assert_array_equal(epochs, [1, 2])
     np.testing.assert_allclose(mean, [40, 50])
     np.testing.assert_allclose(lo, [30, 40])
     np.testing.assert_allclose(hi, [50, 60])
 
 
-def test_readers_take_only_the_experiments_runs(results, params):
-    found = figures.train_results(results, params.datasets, params.arms, params.seeds)
-    assert list(found["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm is ignored
-    assert [len(r) for r in found["fashion_mnist"].values()] == [2, 2, 2]
-    study = figures.filter_results(results, ["random", "learned", "perm", "box-25"], [0, 1])
-    assert list(study) == ["learned", "random", "perm"]  # learned first; box-25 was not run
-    gauss = figures.gaussian_results(results, [0.1, 1.0], [64, 4], [0])
-    assert set(gauss) == {(0.1, 64), (1.0, 4)}  # "gaussian-1-h4" matched by value; sigma 10 is not in params
-    assert [r["top1"] for r in gauss[(1.0, 4)]] == [0.85]  # one run per seed, however many folders spell sigma
+def test_the_stage_draws_only_the_experiments_runs(results, params, tmp_path):
+    runs, _ = figures.load_vit_runs(results / "train", params.datasets, params.variants, params.arms, params.seeds)
+    found = figures.histories(runs)
+    assert list(found["vit"]["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm ignored
+    assert [len(h) for h in found["vit"]["fashion_mnist"].values()] == [2, 2, 2]
+    params.filter_study.filters = ["random", "learned", "perm", "box-25"]
+    entries = figures.filter_figures(params, results, tmp_path)
+    assert [e["file"] for e in entries] == ["filter_study_bars.png", "filter_study_gaussian.png"]
+    bars = figures.filter_bars({"learned": [0.8], "random": [0.7], "box-25": []}, "t")
+    assert [t.get_text() for t in bars.axes[0].get_xticklabels()] == ["learned\n(n=1)", "random\n(n=1)"]
+
+
+def test_figures_print_legibly_at_the_stage_dpi(monkeypatch, tmp_path):
+    """At the stage's dpi the PDF shows even the smallest figures (a 2 x 2 heat map, one curve panel, two bars)
+    at least 12 cm wide and never below MIN_PPI pixels per inch."""
+    monkeypatch.setattr(figures, "DPI", STAGE_DPI)
+    run = run_metrics([0.5, 0.6], [0.4, 0.5])["history"]
+    small = {"heat": figures.gaussian_heatmap({(0.1, 4): [0.9]}, [0.1, 1.0], [4, 64], "t"),
+             "curves": figures.curves_figure({"d": {"impulse": [run]}}, ["impulse"], "val_top1", "y", "t"),
+             "bars": figures.filter_bars({"learned": [0.8], "random": [0.7]}, "t")}
+    pdf = ReportPDF("t")
+    for name, fig in small.items():
+        entry = figures.save(fig, tmp_path, name, name, "", name)
+        width, _ = _figure_size(pdf, FigureBlock(entry["file"], name), tmp_path)
+        pixels = imread(tmp_path / entry["file"]).shape[1]
+        assert width >= 120 and pixels / (width / 25.4) >= MIN_PPI - 1e-6, name
 
 
 def test_figures_stage_writes_every_figure_and_its_manifest(results, params, tmp_path):
     out = tmp_path / "reports" / "figures"
-    entries = figures.write_figures(params, results, out, trained=False)
-    manifest = json.loads((out / "figures.json").read_text())
-    assert manifest == entries
-    assert [e["file"] for e in manifest] == [
-        "attention_init_impulse_pseudo.png", "attention_init_impulse_real.png", "attention_init_default_pseudo.png",
-        "attention_init_default_real.png", "curves_val_top1.png", "curves_train_top1.png", "filter_study_bars.png",
-        "filter_study_gaussian.png"]
-    assert [e["section"] for e in manifest] == ["attention"] * 4 + ["curves"] * 2 + ["filter_study"] * 2
-    assert sorted(p.name for p in out.glob("*.png")) == sorted(e["file"] for e in manifest)
-    for e in manifest:
+    manifest = figures.write_figures(params, results, out, trained=False)
+    assert json.loads((out / "figures.json").read_text()) == manifest
+    files = [e["file"] for e in manifest["figures"]]
+    assert files == ["attention_vit_init_impulse_pseudo.png", "attention_vit_init_impulse_real.png",
+                     "attention_vit_init_default_pseudo.png", "attention_vit_init_default_real.png",
+                     "curves_val_top1_vit.png", "curves_train_top1_vit.png", "filter_study_bars.png",
+                     "filter_study_gaussian.png"]
+    families = {f["name"]: f for f in manifest["families"]}
+    assert list(families) == ["attention", "curves_val_top1", "curves_train_top1", "filter_study_bars",
+                              "filter_study_gaussian"]
+    assert [families[e["family"]]["section"] for e in manifest["figures"]] == (
+        ["attention"] * 4 + ["curves"] * 2 + ["filter_study"] * 2)
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(files)
+    for e in manifest["figures"]:
         image = imread(out / e["file"])
         assert min(image.shape[:2]) > 150 and image[..., :3].std() > 0.05, e["file"]  # drawn, not blank
-        assert e["title"] and len(e["caption"]) > 80
-    assert "white lines every 7 tokens" in manifest[0]["caption"]
+    attention_entries = [e for e in manifest["figures"] if e["family"] == "attention"]
+    assert attention_entries[0]["title"] == "vit: impulse at initialization, positional pseudo-input"
+    assert "7×7 token grid (white lines every 7 tokens" in attention_entries[0]["note"]
+    assert "mean over 64 validation images of fashion_mnist" in attention_entries[1]["note"]
+    assert len(families["attention"]["caption"]) > 500 and "white lines" not in attention_entries[0]["title"]
 
 
 def test_each_figure_is_skipped_without_its_inputs(results, params, tmp_path):
     import shutil
 
     shutil.rmtree(results / "filter_study")
-    (results / "attention" / "default" / "maps.npz").unlink()
-    entries = figures.write_figures(params, results, tmp_path / "figs", trained=False)
-    assert [e["file"] for e in entries] == ["attention_init_impulse_pseudo.png", "attention_init_impulse_real.png",
-                                            "curves_val_top1.png", "curves_train_top1.png"]
+    (results / "attention" / "vit" / "default" / "maps.npz").unlink()
+    manifest = figures.write_figures(params, results, tmp_path / "figs", trained=False)
+    assert [e["file"] for e in manifest["figures"]] == [
+        "attention_vit_init_impulse_pseudo.png", "attention_vit_init_impulse_real.png", "curves_val_top1_vit.png",
+        "curves_train_top1_vit.png"]
+    assert [f["name"] for f in manifest["families"]] == ["attention", "curves_val_top1", "curves_train_top1"]
     empty = figures.write_figures(params, tmp_path / "nothing", tmp_path / "figs", trained=False)
-    assert empty == [] and list((tmp_path / "figs").iterdir()) == [tmp_path / "figs" / "figures.json"]
+    assert empty == {"families": [], "figures": []}
+    assert list((tmp_path / "figs").iterdir()) == [tmp_path / "figs" / "figures.json"]
+
+
+def test_figures_are_grouped_by_variant(results, params, tmp_path, monkeypatch):
+    """Two variants: every attention figure of the first before the second's, one curves figure per variant."""
+    import shutil
+
+    from matplotlib.figure import Figure
+
+    shutil.rmtree(results / "filter_study")
+    monkeypatch.setattr(figures, "attention_figure", lambda *args: Figure(figsize=(1, 1)))  # the order is tested
+    for arm in ("impulse", "default", "mimetic"):
+        for seed in (0, 1):
+            write_json(results / "train/fashion_mnist/vit6" / arm / f"seed{seed}/metrics.json",
+                       run_metrics([0.5, 0.6], [0.4, 0.5]))
+    fake_attention(results / "attention" / "vit6", "impulse")
+    params.models["vit6"] = params.models["vit"]
+    entries = figures.draw_all(params, results, tmp_path, trained=False)["figures"]
+    assert [(e["family"], e["variant"]) for e in entries][:6] == [("attention", "vit")] * 4 + [
+        ("attention", "vit6")] * 2
+    assert [e["file"] for e in entries if e["family"] == "curves_val_top1"] == ["curves_val_top1_vit.png",
+                                                                                 "curves_val_top1_vit6.png"]
 
 
 def test_zoom_panel_marks_one_grid_row_per_block():
@@ -177,7 +231,7 @@ def test_layers_with_fewer_heads_leave_their_panels_empty():
 
 
 def test_heatmap_cells_follow_table6_order():
-    found = {(0.1, 64): [{"top1": 0.9}, {"top1": 0.8}], (1.0, 4): [{"top1": 0.5}]}
+    found = {(0.1, 64): [0.9, 0.8], (1.0, 4): [0.5]}
     fig = figures.gaussian_heatmap(found, [0.1, 1.0], [4, 64], "t")
     grid = fig.axes[0].images[0].get_array()
     assert grid[0, 1] == pytest.approx(50) and grid[1, 0] == pytest.approx(85)  # rows sigma 1.0, 0.1; cols 64, 4
@@ -188,13 +242,11 @@ def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
     """The fashion_mnist ViT of params.yaml (7x7 tokens, 3 heads, depth 6) at init: impulse peaks, default is flat."""
     import torch
 
-    from pipeline.train import build_vit
-
-    torch.manual_seed(123)  # build_vit reseeds: the global state must not matter
+    torch.manual_seed(123)  # builders.vit reseeds: the global state must not matter
     images = torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     records = {}
     for arm in ("impulse", "default"):
-        model = build_vit(params, "fashion_mnist", arm, seed=0)
+        model = builders.vit(params, "vit", arm, META, seed=0)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         maps, records[arm] = attention.model_record(params, model, 0, images)
         assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
@@ -209,35 +261,40 @@ def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
     assert min(impulse["measures"]["pseudo"]["0"]["locality_mass"]) > 0.8 > 3 * uniform
 
 
-def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
-    """`python -m pipeline attention impulse` end to end, with the val batch stubbed (no fetched data here)."""
+def no_data(monkeypatch):
+    """Stand in for a fetched Fashion-MNIST: its facts, and a batch of zeros for the real-image maps."""
     import torch
 
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(attention, "val_batch", lambda params, dataset, img_size, in_chans, n: torch.zeros(
         n, in_chans, img_size, img_size))
+    for module in (attention, figures):
+        monkeypatch.setattr(module, "dataset_meta", lambda root, name: META)
+
+
+def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
+    """`python -m pipeline attention vit impulse` end to end, with the data stubbed (no fetched data here)."""
+    monkeypatch.chdir(tmp_path)
+    no_data(monkeypatch)
     parser = argparse.ArgumentParser()
     attention.add_arguments(parser)
-    assert attention.main(params, parser.parse_args(["impulse", "--images", "2"])) == 0
-    maps, record = attention.read_attention(tmp_path / "results" / "attention" / "impulse")
-    assert record["arm"] == "impulse" and record["images"] == 2 and record["layers"] == [0, 5]
-    assert maps["pseudo_L5"].shape == (3, N, N)
-    with pytest.raises(PipelineError, match="unknown init method"):
-        attention.main(params, parser.parse_args(["nope"]))
+    assert attention.main(params, parser.parse_args(["vit", "impulse", "--images", "2"])) == 0
+    maps, record = attention.read_attention(tmp_path / "results" / "attention" / "vit" / "impulse")
+    assert record["arm"] == "impulse" and record["variant"] == "vit" and record["images"] == 2
+    assert record["layers"] == [0, 5] and maps["pseudo_L5"].shape == (3, N, N)
+    with pytest.raises(PipelineError, match="variant 'nope'"):
+        attention.main(params, parser.parse_args(["nope", "impulse"]))
 
 
-def test_trained_maps_come_from_the_checkpoint(params_file, tmp_path):
+def test_trained_maps_come_from_the_checkpoint(params, tmp_path, monkeypatch):
     """A `default` run whose saved weights are an impulse model's: the maps must be the checkpoint's."""
     import torch
 
-    from pipeline.train import build_vit
-
-    params = load_params(params_file, [f"data.root={tmp_path / 'not-fetched'}"])
-    path = tmp_path / "results" / "train" / "fashion_mnist" / "default" / "seed0" / "model.pt"
+    no_data(monkeypatch)
+    path = tmp_path / "results" / "train" / "fashion_mnist" / "vit" / "default" / "seed0" / "model.pt"
     path.parent.mkdir(parents=True)
-    torch.save(build_vit(params, "fashion_mnist", "impulse", seed=0).state_dict(), path)
-    maps, record = figures.trained_record(params, tmp_path / "results", "default")
+    torch.save(builders.vit(params, "vit", "impulse", META, seed=0).state_dict(), path)
+    maps, record = figures.trained_record(params, tmp_path / "results", "vit", "default")
     assert record["state"] == "trained" and record["model"].startswith("vit_tiny_patch16_224 with img size 28")
+    assert record["variant"] == "vit" and record["arm"] == "default"
     assert min(record["measures"]["pseudo"]["0"]["peak_agreement"]) > 0.9
-    assert "real" not in record["measures"] and "real_L0" not in maps  # no data here: pseudo-input only
-    assert figures.trained_record(params, tmp_path / "results", "mimetic") is None
+    assert figures.trained_record(params, tmp_path / "results", "vit", "mimetic") is None

@@ -11,15 +11,14 @@ import torch.nn.functional as F
 from pipeline.errors import PipelineError
 from pipeline.filters import (
     CI_GAIN,
-    FILTER_FAMILIES,
     head_assignment,
     linear_format,
     make_filters,
     make_perm,
-    parse_filter,
     proposition1_holds,
 )
 from pipeline.filters import effective_rank as erank
+from pipeline.vocabulary import FILTER_FAMILIES, parse_filter
 
 CONV_FAMILIES = ["random", "impulse", "box-4", "gaussian-0.5"]
 

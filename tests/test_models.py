@@ -1,4 +1,4 @@
-"""Model factories: create_vit's builds and errors; the ConvMixer's spatial paths, freezing, sharing, seeding."""
+"""Model factories: create_timm_model's builds and errors; the ConvMixer's spatial paths, freezing, sharing, seeding."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from timm.optim import create_optimizer_v2
 
 from pipeline.errors import PipelineError
 from pipeline.filters import effective_rank, head_assignment, linear_format, make_filters, make_perm, patch_embeddings
-from pipeline.models import ConvMixer, SpatialConv, SpatialLinear, build_convmixer, create_vit
+from pipeline.models import ConvMixer, SpatialConv, SpatialLinear, build_convmixer, create_timm_model
 
 torch.set_num_threads(1)
 
@@ -31,11 +31,11 @@ def batch(n=4, size=12, seed=0):
     return torch.randn(n, 1, size, size, generator=g), torch.randint(0, 10, (n,), generator=g)
 
 
-# --- create_vit -------------------------------------------------------------------------------------------
+# --- create_timm_model -------------------------------------------------------------------------------------------
 
 
-def test_create_vit_builds_the_cpu_default_vit_with_pytorch_default_init():
-    model = create_vit("vit_tiny_patch16_224", num_classes=10, in_chans=1, mlp_ratio=None, **CPU_VIT)
+def test_create_timm_model_builds_the_cpu_default_vit_with_pytorch_default_init():
+    model = create_timm_model("vit_tiny_patch16_224", num_classes=10, in_chans=1, mlp_ratio=None, **CPU_VIT)
     assert isinstance(model, VisionTransformer)
     assert model.patch_embed.grid_size == (7, 7) and model.pos_embed.shape == (1, 50, 96)
     assert len(model.blocks) == 6 and model.blocks[0].attn.num_heads == 3
@@ -48,14 +48,14 @@ def test_create_vit_builds_the_cpu_default_vit_with_pytorch_default_init():
     assert torch.isfinite(model(torch.randn(2, 1, 28, 28))).all()
 
 
-def test_create_vit_passes_weight_init_to_timm():
-    model = create_vit("vit_tiny_patch16_224", num_classes=10, in_chans=1, weight_init="", **CPU_VIT)
+def test_create_timm_model_passes_weight_init_to_timm():
+    model = create_timm_model("vit_tiny_patch16_224", num_classes=10, in_chans=1, weight_init="", **CPU_VIT)
     qkv = model.blocks[0].attn.qkv  # timm's init: trunc_normal(std .02), zero biases
     assert qkv.weight.std().item() == pytest.approx(0.02, rel=0.1) and not qkv.bias.any()
 
 
-def test_create_vit_builds_a_small_swin():
-    model = create_vit(
+def test_create_timm_model_builds_a_small_swin():
+    model = create_timm_model(
         "swin_tiny_patch4_window7_224", num_classes=10, in_chans=1, img_size=32, patch_size=2,
         embed_dim=32, depths=(2, 2), num_heads=(2, 4), window_size=4,
     )
@@ -65,8 +65,8 @@ def test_create_vit_builds_a_small_swin():
 
 
 @pytest.mark.parametrize("weight_init", ["skip", ""])
-def test_create_vit_builds_a_small_mixer_overriding_its_fixed_arguments(weight_init):
-    model = create_vit(
+def test_create_timm_model_builds_a_small_mixer_overriding_its_fixed_arguments(weight_init):
+    model = create_timm_model(
         "mixer_s16_224", num_classes=10, in_chans=1, img_size=28, patch_size=4, num_blocks=2, embed_dim=64,
         weight_init=weight_init,
     )
@@ -90,15 +90,15 @@ def test_create_vit_builds_a_small_mixer_overriding_its_fixed_arguments(weight_i
         ("resnet18", {}, ["ResNet", "VisionTransformer"]),
     ],
 )
-def test_create_vit_errors_are_pipeline_errors_with_the_fix(name, overrides, fragments):
+def test_create_timm_model_errors_are_pipeline_errors_with_the_fix(name, overrides, fragments):
     with pytest.raises(PipelineError) as err:
-        create_vit(name, num_classes=10, in_chans=1, **overrides)
+        create_timm_model(name, num_classes=10, in_chans=1, **overrides)
     for fragment in fragments:
         assert fragment in str(err.value)
 
 
-def test_create_vit_drops_none_overrides():
-    model = create_vit("vit_tiny_patch16_224", num_classes=3, in_chans=1, embed_dim=None, depth=1, img_size=32)
+def test_create_timm_model_drops_none_overrides():
+    model = create_timm_model("vit_tiny_patch16_224", num_classes=3, in_chans=1, embed_dim=None, depth=1, img_size=32)
     assert model.embed_dim == 192  # timm's value kept
 
 

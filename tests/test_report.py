@@ -1,7 +1,8 @@
-"""The report: Markdown and PDF from the aggregate's outputs, the headline first, figures when they exist.
+"""The report: Markdown and PDF from the aggregate's outputs (page 1: the question, the claims at a glance, what was
+run), one caption per figure family, reports/headline.md and `python -m pipeline readme` that copies it.
 
-The PDF is checked by extracting its text with pypdf (the table numbers must be there as text) and by rendering
-its first page to PNG with poppler's pdftoppm when it is installed.
+The PDF is checked by extracting its text with pypdf (the table numbers must be there as text, the claims table on
+page 1) and by rendering its first page to PNG with poppler's pdftoppm when it is installed.
 """
 
 from __future__ import annotations
@@ -17,29 +18,36 @@ from PIL import Image
 from pypdf import PdfReader
 from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 
+from pipeline.__main__ import main as cli
+from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
-from pipeline.analysis.report import build_report, main, read_inputs, write_report
+from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
 
 TITLE = "Structured Initialization for Vision Transformers: reproduction report"
+FIGURES = {"attention": [("attn_impulse.png", "steelblue"), ("attn_default.png", "seagreen")],
+           "curves": [("curves.png", "darkorange")]}
 
 
-def make_figures(folder: Path, names=("attn_impulse.png", "curves.png")) -> None:
-    """Small PNGs and their figures.json, as the figures stage writes them."""
+def make_figures(folder: Path) -> None:
+    """Small PNGs and their figures.json (two families), as the figures stage writes them."""
     folder.mkdir(parents=True)
-    sections = ["attention", "curves"]
-    for name, colour in zip(names, ("steelblue", "darkorange")):
-        Image.new("RGB", (400, 200), colour).save(folder / name)
-    (folder / "figures.json").write_text(json.dumps([
-        {"file": n, "title": f"Figure {n}", "caption": f"caption of {n}", "section": s}
-        for n, s in zip(names, sections)]))
+    figures = []
+    for family, entries in FIGURES.items():
+        for name, colour in entries:
+            Image.new("RGB", (400, 200), colour).save(folder / name)
+            figures.append({"file": name, "family": family, "variant": "vit", "title": f"Figure {name}",
+                            "note": f"note of {name}"})
+    families = [{"name": f, "section": f, "title": f"Family {f}", "caption": f"the one caption of {f}"}
+                for f in FIGURES]
+    (folder / "figures.json").write_text(json.dumps({"families": families, "figures": figures}))
 
 
-def make_inputs(root: Path) -> Path:
-    """results/ with tables and summary written by the aggregate, and reports/figures/ with two figures."""
+def make_inputs(root: Path, vit: dict = VIT) -> Path:
+    """results/tables written by the aggregate, and reports/figures/ with two figure families."""
     results = root / "results"
-    make_vit(results)
+    make_vit(results, vit)
     make_filters(results)
     write_aggregate(aggregate(results, PAPER, experiment()), results / "tables", results / "summary.json")
     make_figures(root / "reports" / "figures")
@@ -53,15 +61,15 @@ def stage_inputs(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, Path, Path]:
-    """(root, report.md, report.pdf), generated once for the tests that only read them (fpdf2 takes seconds)."""
+def built(tmp_path_factory) -> tuple[Path, Path, Path, Path]:
+    """(root, report.md, report.pdf, headline.md), generated once for the tests that only read them."""
     root = make_inputs(tmp_path_factory.mktemp("report"))
     return (root, *report(root))
 
 
-def report(root: Path, figures: str = "reports/figures") -> tuple[Path, Path]:
-    inp = read_inputs(root / "results/tables", root / "results/summary.json", root / figures)
-    return write_report(TITLE, build_report(inp, root / "reports"), root / "reports")
+def report(root: Path, figures: str = "reports/figures") -> tuple[Path, Path, Path]:
+    inp = read_inputs(root / "results/tables", root / figures)
+    return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports")
 
 
 def flatten(outline: list) -> list:
@@ -73,33 +81,51 @@ def pdf_text(path: Path) -> str:
     return "\n".join(page.extract_text() for page in PdfReader(path).pages)
 
 
-def test_markdown_leads_with_the_headline_answer(built):
+def test_markdown_reads_top_down_from_the_question(built):
     text = built[1].read_text()
-    first = text.split("## ")[1]  # the first section
-    assert first.startswith("Headline")
-    assert "did impulse beat default and mimetic? Yes." in first
-    assert "84.85 ± 0.49 % final validation top-1 (n=2 seeds)" in first
-    assert "95% CI [" in first
-    assert text.index("## What was run") < text.index("## Tables") < text.index("## Figures") < text.index(
-        "## Claims") < text.index("## How to reproduce")
+    page1 = text.split("## What was run")[0]
+    assert "**The question: did the method under study, impulse init, beat its baselines (default, mimetic)?**" in page1
+    assert "**fashion_mnist: Yes.** impulse reached 84.85 ± 0.49 % final validation top-1 (n = 2 seeds)" in page1
+    assert "; impulse − default +4.55 pts [" in page1 and "], supported; impulse − mimetic +2.55 pts [" in page1
+    glance = page1.split("**The claims of the papers at a glance**")[1]
+    claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
+    for c in claims:  # every claim with its four-word verdict and its one line of evidence
+        assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
+    order = ["## What was run", "## Headline", "## The claims in detail", "## Tables",
+             "## Figures", "## How to reproduce", "## Appendix: every run"]
+    assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
 
 
-def test_markdown_links_figures_relatively_in_manifest_order(built):
+def test_what_was_run_comes_from_the_runs_and_cites_the_data(built):
+    text = built[1].read_text().replace("`", "")
+    for needle in ("git revision abc1234", "params digest d1g", "test-cpu", "torch 2.14.1", "timm 1.0.31",
+                   "vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters", "ViT 32.1 min", "missing: 0",
+                   "fashion_mnist (Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747; licence: MIT)"):
+        assert needle in text, needle
+
+
+def test_each_figure_family_has_one_caption_before_its_figures(built):
     text = built[1].read_text()
-    assert "![Figure attn_impulse.png](figures/attn_impulse.png)" in text
-    assert text.index("figures/attn_impulse.png") < text.index("figures/curves.png")
+    assert text.count("the one caption of attention") == 1 and text.count("the one caption of curves") == 1
+    caption, first, second = (text.index(s) for s in ("the one caption of attention", "figures/attn_impulse.png",
+                                                        "figures/attn_default.png"))
+    assert caption < first < second < text.index("the one caption of curves") < text.index("figures/curves.png")
+    assert "![Figure attn_impulse.png](figures/attn_impulse.png)\n\nnote of attn_impulse.png" in text
     assert "### Attention maps" in text and "### Training curves" in text
 
 
-def test_what_was_run_comes_from_the_runs(built):
-    text = built[1].read_text()
-    for needle in ("git revision abc1234", "params digest d1g", "test-cpu", "torch 2.14.1", "timm 1.0.31",
-                   "ViT runs 32.1 min in total", "missing: 0"):
-        assert needle in text.replace("`", ""), needle
+def test_pdf_page_1_holds_the_claims_table(built):
+    reader = PdfReader(built[2])
+    page1 = reader.pages[0].extract_text()
+    assert "The claims of the papers at a glance" in page1 and f"page 1 of {len(reader.pages)}" in page1
+    claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
+    assert claims[-1]["short"].split()[0] in page1 and page1.count("not tested") >= 4  # the last row is on page 1
+    titles = [o.title for o in flatten(reader.outline)]
+    assert titles[:2] == [TITLE, "What was run"] and "The claims in detail" in titles  # headings are bookmarks
 
 
-def test_pdf_has_the_table_numbers_as_text_and_page_numbers(built):
-    root, _, pdf = built
+def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
+    root, _, pdf, _ = built
     text = pdf_text(pdf)
     tables = json.loads((root / "results/tables/tables.json").read_text())
     numbers = {cell.replace("**", "").split(" ")[0] for t in tables for row in t["rows"] for cell in row
@@ -107,16 +133,44 @@ def test_pdf_has_the_table_numbers_as_text_and_page_numbers(built):
     assert len(numbers) > 20
     missing = [n for n in numbers if n not in text]
     assert not missing, f"table numbers not in the PDF text: {missing[:10]}"
-    reader = PdfReader(pdf)
-    assert f"page 1 of {len(reader.pages)}" in reader.pages[0].extract_text()
-    assert sum(len(p.images) for p in reader.pages) == 2  # both figures embedded
-    titles = [o.title for o in flatten(reader.outline)]
-    assert titles[:3] == [TITLE, "Headline", "What was run"] and "Claims" in titles  # headings are bookmarks
+    assert sum(len(p.images) for p in PdfReader(pdf).pages) == 3  # every figure embedded
+    assert text.count("the one caption of attention") == 1
+
+
+def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(built):
+    head = built[3].read_text()
+    report_md = built[1].read_text()
+    assert head.startswith("**The question:") and "**The claims of the papers at a glance**" in head
+    assert "**The method under study against each baseline**" in head
+    assert "params digest `d1g`, git revision abc1234" in head
+    assert ("**What was run:** profile test; vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters; on fashion_mnist;"
+            " arms impulse, default, mimetic; seeds [0, 1]; 5000 / 2000 training / validation images; 8 epochs;"
+            " 128.4 min of training in total (the runs' wall times) on test-cpu.") in head
+    glance = head.split("**The claims of the papers at a glance**")[1].split("**The method under study")[0]
+    assert glance.strip() in report_md  # the same table, rendered by the same code
+
+
+def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeypatch, capsys):
+    readme_md = tmp_path / "README.md"
+    readme_md.write_text(f"# Project\n\n## The CPU default\n\n{readme.BEGIN}\nold numbers\n{readme.END}\n\n## More\n")
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3])]
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the CLI reads params.yaml
+    assert cli([*args, "--check"]) == 1 and "differs" in capsys.readouterr().err
+    assert cli(args) == 0
+    text = readme_md.read_text()
+    assert "old numbers" not in text and built[3].read_text().strip() in text
+    assert text.startswith("# Project") and text.endswith("## More\n")
+    assert cli([*args, "--check"]) == 0
+    assert cli(args) == 0 and readme_md.read_text() == text  # idempotent
+    readme_md.write_text("# no markers\n")
+    assert cli(args) == 2 and "headline markers are missing" in capsys.readouterr().err
+    assert cli(["readme", "--readme", str(readme_md), "--headline", str(tmp_path / "none.md")]) == 2
+    assert "run the report stage first" in capsys.readouterr().err
 
 
 def test_report_without_figures_says_so(stage_inputs):
     shutil.rmtree(stage_inputs / "reports" / "figures")
-    md, pdf = report(stage_inputs)
+    md, pdf, _ = report(stage_inputs)
     assert "No figures:" in md.read_text() and "is missing" in md.read_text()
     assert "No figures:" in pdf_text(pdf)
 
@@ -125,21 +179,22 @@ def test_a_listed_but_missing_figure_is_named(stage_inputs):
     (stage_inputs / "reports/figures/curves.png").unlink()
     text = report(stage_inputs)[0].read_text()
     assert "figures/attn_impulse.png" in text and "Listed in figures.json but missing: curves.png" in text
+    assert "the one caption of curves" not in text  # a family without figures has no caption
 
 
 def test_outputs_replace_old_ones_and_leave_no_partial_files(stage_inputs):
     (stage_inputs / "reports" / "report.md").write_text("stale")
-    md, pdf = report(stage_inputs)
-    assert md.read_text() != "stale" and pdf.read_bytes().startswith(b"%PDF")
-    assert not list((stage_inputs / "reports").glob("*.partial"))
+    md, pdf, head = report(stage_inputs)
+    assert md.read_text() != "stale" and pdf.read_bytes().startswith(b"%PDF") and head.is_file()
+    assert not list((stage_inputs / "reports").glob(".*partial"))
 
 
 def test_missing_aggregate_outputs_name_the_fix(tmp_path):
     with pytest.raises(PipelineError, match="run the aggregate stage first"):
-        read_inputs(tmp_path / "results/tables", tmp_path / "results/summary.json", tmp_path / "figures")
+        read_inputs(tmp_path / "results/tables", tmp_path / "figures")
 
 
-def test_not_enough_runs_is_said_in_the_headline(tmp_path):
+def test_one_seed_cannot_tell_yet(tmp_path):
     make_vit(tmp_path / "results", {a: {0: v[0]} for a, v in VIT.items()})
     agg = aggregate(tmp_path / "results", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
     write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
@@ -147,12 +202,22 @@ def test_not_enough_runs_is_said_in_the_headline(tmp_path):
     assert "Cannot tell yet (fewer than 2 seed pairs)" in text
 
 
-def test_stage_main_writes_both_files(stage_inputs, repo_root):
+def test_no_runs_yet_gives_an_honest_headline(tmp_path):
+    agg = aggregate(tmp_path / "results", PAPER, experiment())
+    write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
+    head = report(tmp_path)[2].read_text()
+    assert "**No ViT runs of this experiment were found** (24 of the experiment's runs are missing)" in head
+    assert "| **not tested** |" in head and "±" not in head and " min" not in head  # no number no run produced
+    assert "**What was run:** nothing yet; params.yaml plans profile test; vit = vit_tiny_patch16_224, 3 heads;" in head
+
+
+def test_stage_main_writes_the_three_files(stage_inputs, repo_root):
     params = load_params(repo_root / "params.yaml")
-    args = Namespace(tables=str(stage_inputs / "results/tables"), summary=str(stage_inputs / "results/summary.json"),
-                     figures=str(stage_inputs / "reports/figures"), out=str(stage_inputs / "reports"))
+    args = Namespace(tables=str(stage_inputs / "results/tables"), figures=str(stage_inputs / "reports/figures"),
+                     out=str(stage_inputs / "reports"))
     assert main(params, args) == 0
     assert (stage_inputs / "reports/report.md").read_text().startswith(f"# {params.report.title}")
+    assert (stage_inputs / "reports/headline.md").is_file()
 
 
 @pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="poppler's pdftoppm is not installed")
@@ -161,4 +226,7 @@ def test_first_page_renders_to_png(built, tmp_path):
                     str(tmp_path / "page1")], check=True, capture_output=True)
     with Image.open(tmp_path / "page1.png") as im:
         assert im.width > 400 and im.height > im.width  # A4 portrait
-        assert len(set(im.convert("L").getdata())) > 10  # text was drawn, not a blank page
+        grey = im.convert("L")
+        rows = [sum(1 for x in range(grey.width) if grey.getpixel((x, y)) < 128) for y in range(grey.height)]
+        inked = sum(1 for r in rows if r) / grey.height
+        assert inked > 0.3  # text over the page, not a near-blank page 1

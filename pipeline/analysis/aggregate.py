@@ -1,24 +1,28 @@
 """`python -m pipeline aggregate`: this experiment's tables, claims and DVC metrics, from results/ and paper/.
 
-Reads only the runs params.yaml names (`pipeline.analysis.runs`: results/train/<dataset>/<arm>/seed<k>/ and
-results/filter_study/<variant>/seed<k>/ metrics.json; results/attention/<arm>/measures.json for claim 7) and the
-published numbers of paper/ (`pipeline.analysis.published`). Writes, each into a temporary name moved into place:
+Reads only the runs params.yaml names (`pipeline.analysis.runs`: results/train/<dataset>/<variant>/<arm>/seed<k>/,
+results/filter_study/<variant>/seed<k>/ and results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/ metrics.json;
+results/attention/<variant>/<arm>/measures.json for claim 7) and the published numbers of paper/
+(`pipeline.analysis.published`). Writes, all or nothing (`pipeline.outputs`):
 
-    results/tables/<name>.csv, <name>.md   every table (CSV: numbers in percent; Markdown: as the report shows it)
-    results/tables/tables.json             the tables in reading order, as the report renders them
-    results/tables/claims.json, claims.md  the headline comparison and each claim of paper.md 2.10 with a verdict
-    results/tables/provenance.json         what was run: revisions, hardware, versions, wall times, missing runs
-    results/summary.json                   DVC metrics: {dataset: {arm: {top1_mean, top1_std, n}}, filter_study: ...}
+    results/tables/<name>.csv          every table's numbers (percent), one file per table
+    results/tables/tables.json         the tables in reading order, as the report renders them
+    results/tables/claims.json         the headline comparisons and each claim of paper.md 2.10: its verdict
+                                       (supported / contradicted / inconclusive / not tested), one summary line,
+                                       the evidence and every comparison with its own verdict and power estimate
+    results/tables/what_was_run.json   profile, models, datasets (with citation and licence), seeds, revisions,
+                                       hardware, versions, wall times, missing runs
+    results/summary.json               DVC metrics: {dataset: {variant: {arm: {top1_mean, top1_std, n}}},
+                                       filter_study: {variant: ...}, ci_alpha: {dataset: {alpha: {arm: ...}}}}
 
-so `dvc exp show` has one column per dataset/arm and `dvc metrics diff` compares experiments at a glance.
+so `dvc exp show` has one column per dataset/variant/arm and `dvc metrics diff` compares experiments at a glance.
+The report (`pipeline.analysis.report`) is the human-readable rendering of all of it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +33,11 @@ from pipeline.analysis import claims as claim_checks
 from pipeline.analysis import tables
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import load_filter_runs, load_vit_runs, read_metrics
+from pipeline.analysis.runs import load_ci_alpha_runs, load_filter_runs, load_vit_runs, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.config import Params, digest
+from pipeline.data.registry import DATASETS
+from pipeline.outputs import folder_aside, write_text
 
 RESULTS, PAPER = Path("results"), Path("paper")
 
@@ -43,15 +49,19 @@ class Experiment:
     datasets: tuple
     arms: tuple  #: the method under study first, then the baselines
     seeds: tuple
+    variants: tuple = ("vit",)  #: the model variants of the grid (params `models`)
+    models: tuple = ()  #: (variant, timm name, num_heads or None) per variant, as params.yaml configures them
     filters: tuple = ()
     sigmas: tuple = ()
     heads: tuple = ()
     filter_seeds: tuple = ()
     filter_dataset: str = ""
+    ci_datasets: tuple = ()  #: [CI]'s α grid (params `ci_alpha`); empty: the grid is off
+    ci_alphas: tuple = ()
+    ci_arms: tuple = ()
+    ci_seeds: tuple = ()
     convergence_epochs: tuple = (2, 4, 8)
     confidence: float = 0.95
-    model_name: str = "vit_tiny_patch16_224"
-    num_heads: int | None = None
     kernel_size: int = 3  #: the impulse filters' f (claim 3's f², claim 7's neighbourhood)
     profile: str = ""
     params_digest: str = ""
@@ -59,10 +69,17 @@ class Experiment:
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
         study = params.filter_study
-        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(study.filters),
+        ci = getattr(params, "ci_alpha", None)  # params `ci_alpha` (CONTRACT.md); absent before it lands
+
+        def grid(key: str) -> tuple:
+            return tuple(getattr(ci, key, None) or ())
+
+        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
+                   tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
                    tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
-                   tuple(params.report.convergence_epochs), params.report.confidence, params.model.name,
-                   params.model.num_heads, params.impulse.kernel_size, params.profile, digest(params))
+                   grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"),
+                   tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
+                   params.profile, digest(params))
 
 
 @dataclass
@@ -73,32 +90,46 @@ class Aggregate:
     claims: list[dict]
     headline: list[dict]
     summary: dict
-    provenance: dict
+    what_was_run: dict
 
 
-def load_attention(attention_root: Path, arms) -> dict:
-    """arm -> measures.json of the attention stage, for the arms that have one."""
-    paths = {a: Path(attention_root) / a / "measures.json" for a in arms}
-    return {a: read_metrics(p) for a, p in paths.items() if p.is_file()}
+def load_attention(attention_root: Path, variants, arms) -> dict:
+    """variant -> arm -> measures.json of the attention stage, for the cells that have one."""
+    paths = {(v, a): Path(attention_root) / v / a / "measures.json" for v in variants for a in arms}
+    out: dict = {}
+    for (v, a), p in paths.items():
+        if p.is_file():
+            out.setdefault(v, {})[a] = read_metrics(p)
+    return out
 
 
-def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataFrame, exp: Experiment,
-                 comparisons: list) -> list[tables.Table]:
+def headline_rows(ev: claim_checks.Evidence) -> list[dict]:
+    """The method against each baseline per (dataset, variant): the comparison and both arms' mean/std/n."""
+    stats = tables.group_stats(ev.runs, ["dataset", "variant", "arm"])
+    rows = []
+    for d, v, check in claim_checks.headline(ev):
+        sa = tables.lookup(stats, dataset=d, variant=v, arm=check.paired.a)
+        sb = tables.lookup(stats, dataset=d, variant=v, arm=check.paired.b)
+        rows.append({"dataset": d, "variant": v, **check.as_dict(), "a_mean": sa["mean"], "a_std": sa["std"],
+                     "a_n": sa["n"], "b_mean": sb["mean"], "b_std": sb["std"], "b_n": sb["n"]})
+    return rows
+
+
+def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, published: pd.DataFrame,
+                 exp: Experiment, headline: list[dict]) -> list[tables.Table]:
     """Every table, in reading order; a table whose inputs do not exist is left out, not faked."""
     small = [d for d in exp.datasets if d != "imagenet"]
-    out = [tables.headline_table(comparisons), tables.vit_table(runs, exp.datasets, exp.arms)]
-    if small:
-        out.append(tables.published_table(runs, published, small, exp.arms, file="vit_top1",
-                                          name="vit_vs_published", title="ViT top-1 beside the published numbers",
-                                          model_name=exp.model_name))
-    if (runs["dataset"] == "imagenet").any():
-        out.append(tables.published_table(runs, published, ["imagenet"], exp.arms, file="imagenet", name="imagenet",
-                                          title="ImageNet-1K beside [NeurIPS] Table 2", model_name=exp.model_name))
-    out += [tables.context_table(runs, filters, published, exp.datasets, exp.arms, exp.filter_dataset),
-            tables.convergence_table(runs, published, exp.arms, exp.convergence_epochs),
-            filter_table(filters, published, exp.filters),
-            gaussian_table(filters, published, exp.sigmas, exp.heads),
-            tables.runs_table(runs, filters)]
+    out = [tables.headline_table(headline) if headline else None, tables.vit_table(runs, exp.arms),
+           tables.published_table(runs, published, small, exp.arms, file="vit_top1", name="vit_vs_published",
+                                  title="ViT top-1 beside the published numbers"),
+           tables.published_table(runs, published, ["imagenet"], exp.arms, file="imagenet", name="imagenet",
+                                  title="ImageNet-1K beside [NeurIPS] Table 2"),
+           tables.context_table(runs, filters, published, exp.arms, exp.filter_dataset),
+           tables.convergence_table(runs, published, exp.arms, exp.convergence_epochs),
+           tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
+           filter_table(filters, published, exp.filters),
+           gaussian_table(filters, published, exp.sigmas, exp.heads),
+           tables.runs_table(runs, filters, ci)]
     return [t for t in out if t is not None]
 
 
@@ -112,6 +143,8 @@ def table_notes(built: list[tables.Table], exp: Experiment) -> list[str]:
                      " Table 1 cells are n/p), so our ViT results stand beside reference models only.")
     if "imagenet" in exp.datasets and "imagenet" not in names:
         notes.append("ImageNet-1K is configured but no ImageNet run was found.")
+    if exp.ci_datasets and "ci_alpha" not in names:
+        notes.append("[CI] α grid: no run of the configured grid was found.")
     if exp.filters and "filter_study" not in names:
         notes.append("Filter study: no run of the configured variants was found.")
     if exp.sigmas and exp.heads and "gaussian" not in names:
@@ -119,16 +152,23 @@ def table_notes(built: list[tables.Table], exp: Experiment) -> list[str]:
     return notes
 
 
-def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame) -> dict:
-    """DVC metrics: mean/std/n of final top-1 (fractions, as metrics.json) per dataset and arm, and per variant."""
-    def stats(frame: pd.DataFrame) -> dict:
-        mean, std, n = mean_std(list(frame["top1"]))
-        return {"top1_mean": mean, "top1_std": std, "n": n}
+def _stats(frame: pd.DataFrame) -> dict:
+    mean, std, n = mean_std(list(frame["top1"]))
+    return {"top1_mean": mean, "top1_std": std, "n": n}
 
-    out = {d: {a: stats(f) for a, f in frame.groupby("arm", sort=False)} for d, frame in runs.groupby("dataset",
-                                                                                                     sort=False)}
+
+def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame) -> dict:
+    """DVC metrics: mean/std/n of final top-1 (fractions, as metrics.json) per dataset, variant and arm; per
+    filter-study variant; per [CI] dataset, α and arm."""
+    out: dict = {}
+    for (d, v, a), frame in runs.groupby(["dataset", "variant", "arm"], sort=False):
+        out.setdefault(d, {}).setdefault(v, {})[a] = _stats(frame)
     if len(filters):
-        out["filter_study"] = {v: stats(f) for v, f in filters.groupby("variant", sort=False)}
+        out["filter_study"] = {v: _stats(f) for v, f in filters.groupby("variant", sort=False)}
+    if len(ci):
+        out["ci_alpha"] = {}
+        for (d, alpha, a), frame in ci.groupby(["dataset", "alpha", "arm"], sort=False):
+            out["ci_alpha"].setdefault(d, {}).setdefault(f"{alpha:g}", {})[a] = _stats(frame)
     return out
 
 
@@ -137,18 +177,33 @@ def _unique(frames: list[pd.DataFrame], key: str) -> list:
     return sorted(dict.fromkeys(str(v) for v in values))
 
 
-def provenance(runs: pd.DataFrame, filters: pd.DataFrame, missing: list[str], exp: Experiment) -> dict:
-    """What was run: revisions, params digest, profile, hardware, versions, sizes and wall times."""
-    frames = [runs, filters]
-    wall = {"vit_total_s": float(runs["wall_time_s"].sum()),
-            "filter_study_total_s": float(filters["wall_time_s"].sum())}
-    wall["per_arm_mean_s"] = {f"{d}/{a}": float(f["wall_time_s"].mean())
-                              for (d, a), f in runs.groupby(["dataset", "arm"], sort=False)}
-    return {"profile": exp.profile, "params_digest": exp.params_digest, "model": exp.model_name,
-            "datasets": list(exp.datasets), "arms": list(exp.arms), "seeds": list(exp.seeds),
+def dataset_facts(names) -> list[dict]:
+    """Each dataset used, with its citation and licence (`pipeline.data.registry`), for the report to cite."""
+    return [{"name": d, "citation": DATASETS[d].citation, "licence": DATASETS[d].licence,
+             "homepage": DATASETS[d].homepage} for d in dict.fromkeys(names) if d in DATASETS]
+
+
+def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, missing: list[str],
+                 exp: Experiment) -> dict:
+    """What was run: profile, params digest, models, datasets (cited), revisions, hardware, versions, sizes, times."""
+    frames = [runs, filters, ci]
+    recorded = {v: rows.iloc[0] for v, rows in runs.groupby("variant", sort=False)}
+    models = {v: {"model": name, "num_heads": heads} | ({"family": recorded[v]["family"],
+                                                         "params": recorded[v]["params"]} if v in recorded else {})
+              for v, name, heads in exp.models}
+    wall = {f"{name}_total_s": float(frame["wall_time_s"].sum())
+            for name, frame in (("vit", runs), ("filter_study", filters), ("ci_alpha", ci))}
+    wall["per_arm_mean_s"] = {f"{d}/{v}/{a}": float(f["wall_time_s"].mean())
+                              for (d, v, a), f in runs.groupby(["dataset", "variant", "arm"], sort=False)}
+    used = [*exp.datasets, *([exp.filter_dataset] if exp.filters or exp.sigmas else []), *exp.ci_datasets]
+    return {"profile": exp.profile, "params_digest": exp.params_digest, "models": models,
+            "datasets": list(exp.datasets), "dataset_facts": dataset_facts(used), "arms": list(exp.arms),
+            "seeds": list(exp.seeds),
             "filter_study": {"dataset": exp.filter_dataset, "variants": list(exp.filters), "sigmas": list(exp.sigmas),
                              "heads": list(exp.heads), "seeds": list(exp.filter_seeds)},
-            "runs": {"vit": len(runs), "filter_study": len(filters)}, "missing": missing,
+            "ci_alpha": {"datasets": list(exp.ci_datasets), "alphas": list(exp.ci_alphas), "arms": list(exp.ci_arms),
+                         "seeds": list(exp.ci_seeds)},
+            "runs": {"vit": len(runs), "filter_study": len(filters), "ci_alpha": len(ci)}, "missing": missing,
             "git_rev": _unique(frames, "git_rev"), "hardware": _unique(frames, "hardware"),
             "cpu_count": _unique(frames, "cpu_count"), "world_size": _unique(frames, "world_size"),
             "versions": {k: _unique(frames, k) for k in ("python", "torch", "torchvision", "timm")},
@@ -157,24 +212,23 @@ def provenance(runs: pd.DataFrame, filters: pd.DataFrame, missing: list[str], ex
 
 
 def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggregate:
-    """Read the experiment's runs and paper/, and build the tables, claims, metrics and provenance."""
+    """Read the experiment's runs and paper/, and build the tables, claims, metrics and what was run."""
     results = Path(results)
-    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.arms, exp.seeds)
+    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds,
+                                  {v: name for v, name, _ in exp.models})
     filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
                                                 exp.filter_seeds)
+    ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,
+                                        exp.ci_seeds)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, exp.confidence, exp.convergence_epochs,
-                               exp.model_name, exp.num_heads, exp.kernel_size, exp.filter_dataset,
-                               load_attention(results / "attention", exp.arms))
-    stats = tables.group_stats(runs, ["dataset", "arm"])
-    comparisons = [(d, p, tables.lookup(stats, dataset=d, arm=p.a), tables.lookup(stats, dataset=d, arm=p.b))
-                   for d, p in claim_checks.headline(ev)]
-    head = [{"dataset": d, **p.as_dict(), "outcome": p.outcome(), "a_mean": sa["mean"], "a_std": sa["std"],
-             "a_n": sa["n"], "b_mean": sb["mean"], "b_std": sb["std"], "b_n": sb["n"]} for d, p, sa, sb in comparisons]
-    built = build_tables(runs, filters, published, exp, comparisons)
-    prov = provenance(runs, filters, missing + filters_missing, exp) | {"table_notes": table_notes(built, exp)}
-    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, summary_metrics(runs, filters),
-                     prov)
+                               exp.kernel_size, exp.filter_dataset,
+                               load_attention(results / "attention", exp.variants, exp.arms), ci)
+    head = headline_rows(ev)
+    built = build_tables(runs, filters, ci, published, exp, head)
+    ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing, exp)
+    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head,
+                     summary_metrics(runs, filters, ci), ran | {"table_notes": table_notes(built, exp)})
 
 
 def jsonable(obj):
@@ -188,40 +242,21 @@ def jsonable(obj):
     return None if isinstance(obj, float) and math.isnan(obj) else obj
 
 
-def claims_markdown(claims: list[dict]) -> str:
-    """claims.md: a verdict table, then each claim with its evidence lines."""
-    lines = ["# Claims of paper.md 2.10, checked on this run", "", "| # | Claim | Verdict |", "| --- | --- | --- |"]
-    lines += [f"| {c['id']} | {c['claim'].replace('|', '/')} | **{c['verdict']}** |" for c in claims]
-    for c in claims:
-        lines += ["", f"**Claim {c['id']}: {c['verdict']}.** {c['claim']}", "",
-                  f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}.", "",
-                  *(f"- {e}" for e in c["evidence"])]
-    return "\n".join(lines) + "\n"
-
-
-def _write_json(path: Path, obj) -> None:
-    path.write_text(json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+def _json(obj) -> str:
+    return json.dumps(jsonable(obj), indent=2, ensure_ascii=False) + "\n"
 
 
 def write_aggregate(agg: Aggregate, tables_dir: str | Path, summary_path: str | Path) -> None:
-    """Write every output into temporary names, then move them into place (never a half-written out)."""
-    tables_dir, summary_path = Path(tables_dir), Path(summary_path)
-    tmp = tables_dir.with_name(tables_dir.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for t in agg.tables:
-        t.data.to_csv(tmp / f"{t.name}.csv", index=False, float_format="%.4f")
-        (tmp / f"{t.name}.md").write_text(f"## {t.title}\n\n{t.markdown()}\n\n{t.caption}\n")
-    _write_json(tmp / "tables.json", [t.manifest() for t in agg.tables])
-    _write_json(tmp / "claims.json", {"confidence": agg.provenance["confidence"], "headline": agg.headline,
-                                      "claims": agg.claims})
-    (tmp / "claims.md").write_text(claims_markdown(agg.claims))
-    _write_json(tmp / "provenance.json", agg.provenance)
-    shutil.rmtree(tables_dir, ignore_errors=True)
-    os.replace(tmp, tables_dir)
-    summary_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(summary_path.with_name(summary_path.name + ".partial"), agg.summary)
-    os.replace(summary_path.with_name(summary_path.name + ".partial"), summary_path)
+    """Write the tables folder and summary.json, each all or nothing (`pipeline.outputs`)."""
+    with folder_aside(Path(tables_dir)) as tmp:
+        for t in agg.tables:
+            t.data.to_csv(tmp / f"{t.name}.csv", index=False, float_format="%.4f")
+        (tmp / "tables.json").write_text(_json([t.manifest() for t in agg.tables]))
+        (tmp / "claims.json").write_text(_json({"confidence": agg.what_was_run["confidence"],
+                                                "verdicts": list(claim_checks.VERDICTS), "headline": agg.headline,
+                                                "claims": agg.claims}))
+        (tmp / "what_was_run.json").write_text(_json(agg.what_was_run))
+    write_text(Path(summary_path), _json(agg.summary))
 
 
 def add_arguments(parser) -> None:
@@ -234,7 +269,8 @@ def main(params: Params, args) -> int:
     agg = aggregate(results, getattr(args, "paper", PAPER), Experiment.from_params(params))
     write_aggregate(agg, results / "tables", results / "summary.json")
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in agg.claims)
-    print(f"aggregate: {agg.provenance['runs']['vit']} ViT and {agg.provenance['runs']['filter_study']} filter-study"
-          f" runs ({len(agg.provenance['missing'])} missing); {len(agg.tables)} tables in {results / 'tables'};"
+    runs = agg.what_was_run["runs"]
+    print(f"aggregate: {runs['vit']} ViT, {runs['filter_study']} filter-study and {runs['ci_alpha']} [CI] α-grid runs"
+          f" ({len(agg.what_was_run['missing'])} missing); {len(agg.tables)} tables in {results / 'tables'};"
           f" claims {verdicts}")
     return 0

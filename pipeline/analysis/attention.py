@@ -1,10 +1,11 @@
-"""`python -m pipeline attention <arm>`: the model's attention maps at initialization, the `attention@<arm>` stage.
+"""`python -m pipeline attention <variant> <arm>`: a model's attention maps at initialization, the
+`attention@<variant>-<arm>` stage.
 
 The paper's Fig. 4 ([NeurIPS] camera-ready; paper.md section 2.5, claim 7 of section 2.10) shows ViT-T attention
 maps at initialization: impulse heads peak at distinct offsets from the diagonal, mimetic heads strengthen the
-diagonal, default maps are flat. This stage builds the model of `params.model` for `datasets[0]` exactly as
-`train@<dataset>-<arm>-0` starts (`pipeline.train.build_vit`, seed 0; no training step) and records, for layer 0
-and every layer of `report.attention_layers`, per head:
+diagonal, default maps are flat. This stage builds model variant `variant` of params `models` for `datasets[0]`
+exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.builders.vit`, seed 0; no training step) and
+records, for layer 0 and every layer of `report.attention_layers`, per head:
 
 - the N x N map among the N patch tokens (queries down, keys across; prefix tokens such as the cls token are
   dropped from the stored map, so a row sums to the mass the query puts on patches), on two inputs:
@@ -18,8 +19,9 @@ since timm's fused attention never materialises it; Swin maps are per window, Mi
 Jacobians). Peak agreement uses the impulse arm's offsets (params `impulse.kernel_size`, `impulse.offsets`) for
 every arm, one yardstick for all. Outputs, written into a temporary folder and moved into place:
 
-    results/attention/<arm>/maps.npz       ``<input>_L<layer>``: float32 (heads, N, N), batch-mean
-    results/attention/<arm>/measures.json  what was run, grids, offsets, and per input, layer and head the measures
+    results/attention/<variant>/<arm>/maps.npz       ``<input>_L<layer>``: float32 (heads, N, N), batch-mean
+    results/attention/<variant>/<arm>/measures.json  what was run, grids, offsets, and per input, layer and head the
+                                                     measures
 
 `pipeline.analysis.figures` draws these files, and the same record computed from the trained checkpoints.
 """
@@ -32,22 +34,33 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.config import INIT_METHODS, Params
+from pipeline import builders
+from pipeline.config import ModelConfig, Params
+from pipeline.data.meta import dataset_meta
+from pipeline.engine import Dist
 from pipeline.errors import PipelineError
+from pipeline.inits import (
+    attention_maps,
+    layer_offsets,
+    locality_mass,
+    mixing_grid,
+    peak_agreement,
+    uniform_locality_mass,
+)
+from pipeline.inits.arch import blocks, family
 from pipeline.outputs import folder_aside
+from pipeline.vocabulary import INIT_METHODS
 
 #: the two inputs a map is computed on, in the order the figures show them
 INPUTS = ("pseudo", "real")
 #: validation images the ``real`` maps are averaged over
 BATCH_IMAGES = 64
-#: where the stage writes, one folder per arm
+#: where the stage writes, one folder per variant and arm
 ATTENTION_DIR = Path("results") / "attention"
 
 
 def mixing_depth(model: torch.nn.Module) -> int:
     """How many token-mixing blocks the model has (Swin: across all stages), as `attention_maps` counts them."""
-    from pipeline.inits.arch import blocks, family
-
     return len(blocks(model, family(model)))
 
 
@@ -65,13 +78,11 @@ def resolve_layers(depth: int, layers: list[int]) -> list[int]:
 
 
 def intended_offsets(model: torch.nn.Module, kernel_size: int, order: str, seed: int) -> list[list[tuple]]:
-    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `build_vit` seeds it).
+    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `builders.vit` seeds it).
 
     Peak agreement of every arm is measured against these offsets, so one yardstick serves all arms: the
     impulse arm should score near 1, a mimetic head 0 (offset (0, 0), the diagonal) high, default near 1/N.
     """
-    from pipeline.inits import layer_offsets
-
     return layer_offsets(model, kernel_size, order, torch.Generator().manual_seed(seed))
 
 
@@ -82,8 +93,6 @@ def layer_record(maps: torch.Tensor, offsets: list[tuple], grid: tuple[int, int]
     The measures see every image's map (peak agreement pools the queries of all images); prefix tokens come
     first in timm, so the patch block is the last N = rows x cols rows and columns.
     """
-    from pipeline.inits import locality_mass, peak_agreement, uniform_locality_mass
-
     n = grid[0] * grid[1]
     measures = {"peak_agreement": peak_agreement(maps, offsets, grid).tolist(),
                 "locality_mass": locality_mass(maps, grid, kernel_size).tolist(),
@@ -107,8 +116,6 @@ def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[li
     "measures": {input: {layer: {"peak_agreement": [per head], "locality_mass": [per head],
     "uniform_locality_mass"}}}}`` with layers as strings. The model's weights and mode are left as they were.
     """
-    from pipeline.inits import attention_maps, mixing_grid
-
     grids = {layer: tuple(mixing_grid(model, layer)) for layer in layers}
     inputs = {"pseudo": None} | ({"real": images} if images is not None else {})
     maps, measures = {}, {}
@@ -124,9 +131,8 @@ def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[li
     return maps, record
 
 
-def model_label(params: Params) -> str:
-    """The model as the captions name it: the timm name and the params.model fields that override it."""
-    m = params.model
+def model_label(m: ModelConfig) -> str:
+    """The model as the captions name it: the timm name and the variant's fields that override it."""
     fields = [f"{k.replace('_', ' ')} {getattr(m, k)}" for k in ("img_size", "patch_size", "embed_dim", "depth",
                                                                   "num_heads") if getattr(m, k) is not None]
     return f"{m.name} with {', '.join(fields)}" if fields else m.name
@@ -143,13 +149,10 @@ def model_record(params: Params, model: torch.nn.Module, seed: int,
 def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int = BATCH_IMAGES) -> torch.Tensor:
     """The first `n` images of the dataset's validation loader, transformed as the runs evaluate them.
 
-    Goes through `pipeline.train.loaders_for`, the loaders the train@ stages evaluate on (one process, seed 0).
+    Goes through `pipeline.builders.loaders`, the loaders the train@ stages evaluate on (one process, seed 0).
     """
-    from pipeline.engine import Dist, recipe_with
-    from pipeline.train import loaders_for
-
-    recipe = recipe_with(params.train, {"batch_size": n})
-    loaders = loaders_for(params, dataset, img_size, in_chans, 0, recipe, Dist())
+    recipe = builders.with_batch(params.train, n)
+    loaders = builders.loaders(params.data, dataset, img_size, in_chans, 0, recipe, Dist())
     images, _ = next(iter(loaders.val))
     return images[:n]
 
@@ -177,26 +180,26 @@ def read_attention(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("arm", help="an init method: " + ", ".join(INIT_METHODS))
+    parser.add_argument("variant", help="a model variant: a key of params `models`")
+    parser.add_argument("arm", choices=INIT_METHODS, help="the init method")
     parser.add_argument("--images", type=int, default=BATCH_IMAGES, help="validation images to average over")
 
 
 def main(params: Params, args) -> int:
-    from pipeline.train import build_vit
-
-    if args.arm not in INIT_METHODS:
-        raise PipelineError(f"arm {args.arm!r}: unknown init method; valid choices are {', '.join(INIT_METHODS)}")
+    if args.variant not in params.models:
+        raise PipelineError(f"variant {args.variant!r}: not a key of params `models` ({', '.join(params.models)})")
     if args.images <= 0:
         raise PipelineError(f"--images {args.images}: give a positive number of validation images")
     torch.set_num_threads(params.train.threads)
     dataset = params.datasets[0]
-    model = build_vit(params, dataset, args.arm, seed=0)
+    model = builders.vit(params, args.variant, args.arm, dataset_meta(params.data.root, dataset), seed=0)
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
-    record = {"arm": args.arm, "state": "init", "dataset": dataset, "model": model_label(params), "seed": 0} | record
-    write_attention(ATTENTION_DIR / args.arm, maps, record)
+    record = {"variant": args.variant, "arm": args.arm, "state": "init", "dataset": dataset,
+              "model": model_label(params.models[args.variant]), "seed": 0} | record
+    write_attention(ATTENTION_DIR / args.variant / args.arm, maps, record)
     for name, per_layer in record["measures"].items():
         for layer, m in per_layer.items():
-            print(f"[attention {args.arm}] {name:6s} layer {layer}: peak agreement "
+            print(f"[attention {args.variant} {args.arm}] {name:6s} layer {layer}: peak agreement "
                   f"{' '.join(f'{v:.2f}' for v in m['peak_agreement'])}; locality mass "
                   f"{' '.join(f'{v:.2f}' for v in m['locality_mass'])} (uniform {m['uniform_locality_mass']:.2f})")
     return 0

@@ -1,19 +1,28 @@
 """`python -m pipeline figures`: every figure of the report, the `figures` stage.
 
-Reads only finished results of the current experiment (the paths params.yaml names: `init`, `baselines`, `seeds`,
-`datasets`, `filter_study.*`; older runs lying in results/ are ignored) and draws, with matplotlib's object API
+Reads only finished results of the current experiment (the runs params.yaml names, through the one results
+reader `pipeline.analysis.runs`; older runs lying in results/ are ignored) and draws, with matplotlib's object API
 (no pyplot state; PNG through the Agg canvas):
 
-- attention maps per arm at initialization, from results/attention/<arm>/ ([NeurIPS] Fig. 4), and after
-  training, recomputed from results/train/<datasets[0]>/<arm>/seed<first seed>/model.pt;
-- training curves ([NeurIPS] Fig. 3): validation and training top-1 per epoch, mean and min-max band over seeds;
+- attention maps of every model variant and arm at initialization, from results/attention/<variant>/<arm>/
+  ([NeurIPS] Fig. 4), and after training, recomputed from results/train/<datasets[0]>/<variant>/<arm>/
+  seed<first seed>/model.pt; on the positional pseudo-input and on a real validation batch. Every variant is
+  drawn (claim 7 is judged on every ViT-family variant; the CPU default has one, so 12 figures);
+- training curves ([NeurIPS] Fig. 3), one figure per variant with a panel per dataset: validation and training
+  top-1 per epoch, mean and min-max band over seeds;
 - the filter study: top-1 per ConvMixer filter variant ([CI] 2401.12511 Fig. 4) and the Gaussian sigma x heads
   heat map ([CI] Table 6 layout).
 
-A figure whose inputs do not exist is skipped, never drawn from made-up data. The stage writes
-reports/figures/*.png and reports/figures/figures.json, the list of drawn figures in reading order:
-``[{"file": "<name>.png" (relative to reports/figures), "title", "caption", "section"}]`` with section one of
-``attention``, ``curves``, ``filter_study``. The folder is written aside and moved into place when complete.
+Figures come in families that share one caption (all attention maps share one; the report prints it once before
+them); each figure has a title and a one-line note with what is particular to it. A figure whose inputs do not
+exist is skipped, never drawn from made-up data. The stage writes reports/figures/*.png and
+reports/figures/figures.json, in reading order::
+
+    {"families": [{"name", "section", "title", "caption"}],
+     "figures": [{"file": "<name>.png" (relative to reports/figures), "family", "variant", "title", "note"}]}
+
+with section one of ``attention``, ``curves``, ``filter_study``. The folder is written aside and moved into place
+when complete.
 """
 
 from __future__ import annotations
@@ -23,80 +32,39 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import torch
 from matplotlib import colormaps
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from pipeline import builders
 from pipeline.analysis import attention
+from pipeline.analysis.runs import load_filter_runs, load_vit_runs
 from pipeline.config import Params
-from pipeline.errors import PipelineError
+from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
 
 FIGURES_DIR = Path("reports") / "figures"
-DPI = 170
+DPI = 170  #: the PDF prints a figure at >= 150 px per inch (pdf.MIN_PPI): a 4.4-inch figure is then >= 12 cm wide
 ZOOM = 16  #: side of the zoomed upper-left corner of a map, as the paper's red box
 MAX_HEADS = 12  #: heads drawn per layer (ViT-B has 12; Swin's deep stages have more)
 ARM_COLOURS = {"impulse": "#d62728", "mimetic": "#1f77b4", "default": "#555555", "timm": "#8c564b"}
-INPUT_TEXT = {
-    "pseudo": "on the positional pseudo-input (each block's norm1 of the patch position embeddings, no image content:"
-              " what the impulse init is fitted on, paper.md section 1.1)",
-    "real": "averaged over {images} validation images of {dataset}",
-}
-
-# ---------------------------------------------------------------------------------------------------------- I/O
+INPUT_TEXT = {"pseudo": "positional pseudo-input", "real": "real validation batch"}
+STATE_TEXT = {"init": "at initialization", "trained": "after training"}
 
 
-def read_metrics(path: Path) -> dict | None:
-    """A run's metrics.json, or None when the run has not finished."""
-    return json.loads(path.read_text()) if path.is_file() else None
+def family(name: str, section: str, title: str, caption: str) -> dict:
+    """A figure family's manifest entry: the caption its figures share."""
+    return {"name": name, "section": section, "title": title, "caption": caption}
 
 
-def train_results(results: Path, datasets: list[str], arms: list[str], seeds: list[int]) -> dict:
-    """``{dataset: {arm: [metrics of each finished seed]}}`` of results/train/<dataset>/<arm>/seed<k>/."""
-    found = {}
-    for dataset in datasets:
-        for arm in arms:
-            runs = [read_metrics(results / "train" / dataset / arm / f"seed{s}" / "metrics.json") for s in seeds]
-            runs = [r for r in runs if r is not None and r.get("history")]
-            if runs:
-                found.setdefault(dataset, {})[arm] = runs
-    return found
-
-
-def filter_results(results: Path, variants: list[str], seeds: list[int]) -> dict[str, list[dict]]:
-    """``{variant: [metrics of each finished seed]}`` of results/filter_study/<variant>/seed<k>/, learned first."""
-    order = sorted(variants, key=lambda v: v != "learned")
-    found = {v: [read_metrics(results / "filter_study" / v / f"seed{s}" / "metrics.json") for s in seeds]
-             for v in order}
-    return {v: [r for r in runs if r is not None] for v, runs in found.items() if any(runs)}
-
-
-def gaussian_results(results: Path, sigmas: list[float], heads: list[int], seeds: list[int]) -> dict:
-    """``{(sigma, heads): [metrics]}`` of the Gaussian grid, read from results/filter_study/gaussian-*-h<heads>/.
-
-    The folder spells sigma as the stage's command line did (0.1, 1.0 or 1), so the cell is matched on the
-    `sigma` and `heads` its metrics.json records rather than on the folder name.
-    """
-    found = {}
-    for h in heads:
-        for s in seeds:
-            cells = {}  # sigma -> this seed's run (the first folder wins if two spell one sigma differently)
-            for path in sorted(results.glob(f"filter_study/gaussian-*-h{h}/seed{s}/metrics.json")):
-                m = read_metrics(path)
-                sigma = next((x for x in sigmas if m.get("sigma") is not None and math.isclose(m["sigma"], x)), None)
-                if sigma is not None and m.get("heads") == h:
-                    cells.setdefault(sigma, m)
-            for sigma, m in cells.items():
-                found.setdefault((sigma, h), []).append(m)
-    return found
-
-
-def save(fig: Figure, out: Path, name: str, title: str, caption: str, section: str) -> dict:
+def save(fig: Figure, out: Path, name: str, family_name: str, variant: str, title: str, note: str = "") -> dict:
     """Write `fig` as out/<name>.png and return its manifest entry."""
     fig.savefig(out / f"{name}.png", dpi=DPI)
-    return {"file": f"{name}.png", "title": title, "caption": caption, "section": section}
+    return {"file": f"{name}.png", "family": family_name, "variant": variant, "title": title, "note": note}
 
 
 def colour(arm: str, i: int) -> str:
@@ -159,82 +127,82 @@ def attention_figure(maps: dict[str, np.ndarray], record: dict, source: str, hea
     return fig
 
 
-def attention_caption(record: dict, source: str, state: str) -> str:
-    """What an attention figure shows, in words a reader of the report needs."""
+ATTENTION = family(
+    "attention", "attention", "Attention maps at initialization and after training",
+    "One figure per model variant, arm, state and input. Rows: heads (0-based, as in the code; at most"
+    f" {MAX_HEADS}). For each layer shown, left: the full N×N map among the patch tokens (queries down, keys"
+    " across, prefix tokens such as cls dropped), the red box marking the zoomed corner; right: that upper-left"
+    " corner, white lines every w tokens = one row of the w-wide token grid (the paper's 8×8 sub-blocks on an"
+    " 8-wide grid), so an impulse at offset (dy, dx) is a diagonal shifted by dy·w+dx. Colour: attention"
+    " probability on a square-root scale from 0 to 1, shared by all panels. Panel titles: the head's intended"
+    " impulse offset (dy, dx) (the impulse arm's, the yardstick for every arm), peak agreement = fraction of"
+    " queries whose strongest key is at that offset, local = attention mass inside the query's f×f neighbourhood"
+    " (each figure's note gives a uniform map's value). Inputs: the positional pseudo-input is each block's norm1"
+    " of the patch position embeddings, no image content (what the impulse init is fitted on, paper.md section"
+    " 1.1); the real batch averages the maps over validation images. Compare [NeurIPS] Fig. 4: impulse heads peak"
+    " off the diagonal at distinct offsets, mimetic heads strengthen the diagonal, default maps are flat.")
+
+
+def attention_note(record: dict, source: str, state: str) -> str:
+    """What is particular to one attention figure: model, grid, state, input and a uniform map's locality mass."""
     first = str(record["layers"][0])
     h, w = record["grids"][first]
-    n, zoom, f = h * w, min(ZOOM, h * w), record["kernel_size"]
     heads = max(record["heads"].values())
-    where = INPUT_TEXT[source].format(images=record.get("images"), dataset=record.get("dataset"))
-    when = "at initialization (seed 0, before any training step)" if state == "init" else (
-        f"after training (final checkpoint of seed {record.get('seed')})")
-    blocks = "the paper's 8×8 sub-blocks correspond to an 8-wide grid" if w != 8 else "as the paper's 8×8 sub-blocks"
-    shown = f"; the first {MAX_HEADS} of {heads} heads are shown" if heads > MAX_HEADS else ""
+    shown = f"; the first {MAX_HEADS} of {heads} heads shown" if heads > MAX_HEADS else ""
+    when = ("seed 0, before any training step" if state == "init" else
+            f"final checkpoint of seed {record.get('seed')} on {record.get('dataset')}")
+    on = ("pseudo-input" if source == "pseudo" else
+          f"mean over {record.get('images')} validation images of {record.get('dataset')}")
     uniform = record["measures"][source][first]["uniform_locality_mass"]
-    return (
-        f"Attention of the {record.get('arm')} arm ({record.get('model')}) {when}, {where}. Rows: heads (0-based, as in"
-        f" the code{shown}). For each layer, left: the full {n}×{n} map among the {h}×{w} patch tokens (queries down,"
-        f" keys across, cls token dropped), the red box marking the zoomed corner; right: its upper-left {zoom}×{zoom}"
-        f" corner, white lines every {w} tokens = one row of the {w}-wide token grid ({blocks}), so an impulse at"
-        f" offset (dy, dx) is a diagonal shifted by dy·{w}+dx. Colour: attention probability on a square-root scale"
-        " from 0 to 1, shared by all panels. Titles: the head's intended impulse offset (dy, dx) (the impulse arm's,"
-        " used as the yardstick for every arm), peak agreement = fraction of queries whose strongest key is at that"
-        f" offset, and locality mass = attention inside the query's {f}×{f} neighbourhood (a uniform map gives"
-        f" {uniform:.2f}). Compare [NeurIPS] Fig. 4: impulse heads peak off the diagonal at distinct offsets, mimetic"
-        " heads strengthen the diagonal, default maps are flat."
-    )
+    return (f"{record.get('model')}; {h}×{w} token grid (white lines every {w} tokens, zoom"
+            f" {min(ZOOM, h * w)}×{min(ZOOM, h * w)}){shown}; {when}; {on}; a uniform map's locality mass"
+            f" {uniform:.2f}.")
 
 
-def trained_record(params: Params, results: Path, arm: str) -> tuple[dict, dict] | None:
-    """The attention record of the arm's final checkpoint of datasets[0], seed seeds[0]; None if not trained.
+def trained_record(params: Params, results: Path, variant: str, arm: str) -> tuple[dict, dict] | None:
+    """The attention record of the final weights of (datasets[0], variant, arm, seeds[0]); None if not trained.
 
-    The real-batch maps are left out (pseudo-input only) when the dataset has not been fetched.
+    The model is rebuilt with the dataset's facts as fetched (`pipeline.data.meta`), as its run built it.
     """
-    import torch
-
-    from pipeline.train import build_vit
-
     dataset, seed = params.datasets[0], params.seeds[0]
-    path = results / "train" / dataset / arm / f"seed{seed}" / "model.pt"
+    path = results / "train" / dataset / variant / arm / f"seed{seed}" / "model.pt"
     if not path.is_file():
         return None
-    model = build_vit(params, dataset, arm, seed)
+    model = builders.vit(params, variant, arm, dataset_meta(params.data.root, dataset), seed)
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    try:
-        images = attention.model_batch(params, dataset, model)
-    except PipelineError:
-        images = None
-    maps, record = attention.model_record(params, model, seed, images)
-    head = {"arm": arm, "state": "trained", "dataset": dataset, "model": attention.model_label(params), "seed": seed}
+    maps, record = attention.model_record(params, model, seed, attention.model_batch(params, dataset, model))
+    head = {"variant": variant, "arm": arm, "state": "trained", "dataset": dataset, "seed": seed,
+            "model": attention.model_label(params.models[variant])}
     return maps, head | record
 
 
-def attention_figures(records: dict[str, tuple[dict, dict]], state: str, out: Path) -> list[dict]:
-    """One figure per arm and input of `records` (``{arm: (maps, record)}``)."""
+def attention_figures(records: dict[tuple[str, str, str], tuple[dict, dict]], out: Path) -> list[dict]:
+    """One figure per (variant, state, arm) of `records` (``{(variant, state, arm): (maps, record)}``) and input,
+    in that order: grouped by variant."""
     entries = []
-    for arm, (maps, record) in records.items():
+    for (variant, state, arm), (maps, record) in records.items():
         for source in attention.INPUTS:
-            label = {"pseudo": "positional pseudo-input", "real": "real validation batch"}[source]
-            when = {"init": "at initialization", "trained": "after training"}[state]
-            title = f"Attention maps of {arm} {when}, {label}"
+            title = f"{variant}: {arm} {STATE_TEXT[state]}, {INPUT_TEXT[source]}"
             fig = attention_figure(maps, record, source, title)
             if fig is not None:
-                entries.append(save(fig, out, f"attention_{state}_{arm}_{source}", title,
-                                    attention_caption(record, source, state), "attention"))
+                entries.append(save(fig, out, f"attention_{variant}_{state}_{arm}_{source}", "attention", variant,
+                                    title, attention_note(record, source, state)))
     return entries
 
 # ------------------------------------------------------------------------------------------------------- curves
 
 
-def curve_band(runs: list[dict], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def curve_band(histories: list[list[dict]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(epochs from 1, mean, min, max) in % of history[key] over runs, on the epochs every run has."""
-    n = min(len(r["history"]) for r in runs)
-    values = 100 * np.array([[row[key] for row in r["history"][:n]] for r in runs], dtype=float)
+    n = min(len(h) for h in histories)
+    values = 100 * np.array([[row[key] for row in h[:n]] for h in histories], dtype=float)
     return np.arange(1, n + 1), values.mean(0), values.min(0), values.max(0)
 
 
-def curves_figure(found: dict, arms: list[str], key: str, ylabel: str, title: str) -> Figure | None:
-    """One panel per dataset: mean line and min-max band over seeds per arm. None without runs."""
+def curves_figure(found: dict[str, dict[str, list]], arms: list[str], key: str, ylabel: str,
+                  title: str) -> Figure | None:
+    """One panel per dataset (`found`: {dataset: {arm: [histories]}}): mean line and min-max band over seeds per
+    arm. None without runs."""
     if not found:
         return None
     cols = min(3, len(found))
@@ -260,35 +228,53 @@ def curves_figure(found: dict, arms: list[str], key: str, ylabel: str, title: st
     return fig
 
 
-def curve_figures(found: dict, arms: list[str], seeds: list[int], out: Path) -> list[dict]:
-    """Validation and training top-1 per epoch (Fig. 3 of [NeurIPS])."""
-    band = (f"line = mean over the finished seeds of {seeds}, band = min–max over them, n per arm in the legend;"
-            " curves stop at the last epoch every seed of the arm has")
-    specs = [
-        ("curves_val_top1", "val_top1", "validation top-1 (%)", "Validation top-1 by epoch",
-         f"Validation top-1 (%) after each epoch, one panel per dataset: {band}. Compare [NeurIPS] Fig. 3"
-         " (camera-ready; training curves of ViT-T, impulse above mimetic above default early in training)."),
-        ("curves_train_top1", "train_top1", "training top-1 (%)", "Training top-1 by epoch",
-         f"Training top-1 (%) of each epoch, measured on the augmented training batches as the model trains (with"
-         f" mixup on, against the unmixed label; paper.md section 4 item 12): {band}. The convergence claim"
-         " (paper.md section 2.3, claim 4) is about this training accuracy."),
-    ]
+def histories(runs: pd.DataFrame) -> dict[str, dict[str, dict[str, list]]]:
+    """{variant: {dataset: {arm: [history of each finished seed]}}} of the runs that have a history."""
+    found: dict = {}
+    for (variant, dataset, arm), rows in runs.groupby(["variant", "dataset", "arm"], sort=False):
+        kept = [h for h in rows["history"] if h]
+        if kept:
+            found.setdefault(variant, {}).setdefault(dataset, {})[arm] = kept
+    return found
+
+
+def curve_families(seeds: list[int]) -> list[dict]:
+    band = (f"Line = mean over the finished seeds of {seeds}, band = min–max over them, n per arm in the legend;"
+            " curves stop at the last epoch every seed of the arm has. One figure per model variant, one panel per"
+            " dataset.")
+    return [family("curves_val_top1", "curves", "Validation top-1 by epoch",
+                   f"Validation top-1 (%) after each epoch. {band} Compare [NeurIPS] Fig. 3 (camera-ready; training"
+                   " curves of ViT-T, impulse above mimetic above default early in training)."),
+            family("curves_train_top1", "curves", "Training top-1 by epoch",
+                   f"Training top-1 (%) of each epoch, measured on the augmented training batches as the model"
+                   f" trains (with mixup on, against the unmixed label; paper.md section 4 item 12). {band} The"
+                   " convergence claim (paper.md section 2.3, claim 4) is about this training accuracy.")]
+
+
+def curve_figures(runs: pd.DataFrame, arms: list[str], out: Path) -> list[dict]:
+    """Validation and training top-1 per epoch (Fig. 3 of [NeurIPS]): per family, one figure per variant."""
+    found = histories(runs)
     entries = []
-    for name, key, ylabel, title, caption in specs:
-        fig = curves_figure(found, arms, key, ylabel, title)
-        if fig is not None:
-            entries.append(save(fig, out, name, title, caption, "curves"))
+    for fam, key, ylabel in (("curves_val_top1", "val_top1", "validation top-1 (%)"),
+                             ("curves_train_top1", "train_top1", "training top-1 (%)")):
+        for variant, per_dataset in found.items():
+            title = f"{variant}: {ylabel.split(' (')[0]} by epoch"
+            fig = curves_figure(per_dataset, arms, key, ylabel, title)
+            if fig is not None:
+                entries.append(save(fig, out, f"{fam}_{variant}", fam, variant, title))
     return entries
 
 # ------------------------------------------------------------------------------------------------- filter study
 
 
-def filter_bars(found: dict[str, list[dict]], title: str) -> Figure | None:
-    """Bar per variant: mean top-1 with min-max error bar and the seeds as dots; learned dashed across."""
+def filter_bars(found: dict[str, list[float]], title: str) -> Figure | None:
+    """Bar per variant (`found`: {variant: [top-1 fraction of each seed]}, learned first): mean top-1 with min-max
+    error bar and the seeds as dots; learned dashed across."""
+    found = {v: tops for v, tops in found.items() if tops}
     if not found:
         return None
     names = list(found)
-    tops = [100 * np.array([r["top1"] for r in found[v]]) for v in names]
+    tops = [100 * np.array(found[v], dtype=float) for v in names]
     means = np.array([t.mean() for t in tops])
     lo_all, hi_all = min(t.min() for t in tops), max(t.max() for t in tops)
     bottom = max(0.0, math.floor(lo_all - max(2.0, 0.5 * (hi_all - lo_all))))
@@ -312,13 +298,14 @@ def filter_bars(found: dict[str, list[dict]], title: str) -> Figure | None:
 
 
 def gaussian_heatmap(found: dict, sigmas: list[float], heads: list[int], title: str) -> Figure | None:
-    """Mean top-1 per (sigma, heads) cell, rows sigma and columns heads both descending as [CI] Table 6."""
+    """Mean top-1 per (sigma, heads) cell (`found`: {(sigma, heads): [top-1 fraction of each seed]}), rows sigma
+    and columns heads both descending as [CI] Table 6."""
     if not found:
         return None
     rows, cols = sorted(sigmas, reverse=True), sorted(heads, reverse=True)
     grid = np.full((len(rows), len(cols)), np.nan)
     for (s, h), runs in found.items():
-        grid[rows.index(s), cols.index(h)] = 100 * np.mean([r["top1"] for r in runs])
+        grid[rows.index(s), cols.index(h)] = 100 * np.mean(runs)
     fig = Figure(figsize=(1.1 * len(cols) + 2.2, 0.6 * len(rows) + 1.4), layout="constrained")
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=colormaps["viridis"].with_extremes(bad="#dddddd"), aspect="auto")
@@ -337,53 +324,71 @@ def gaussian_heatmap(found: dict, sigmas: list[float], heads: list[int], title: 
     return fig
 
 
-def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
-    """The filter-study bar chart and the Gaussian heat map, each if any of its runs finished."""
+def filter_families(params: Params) -> list[dict]:
     study = params.filter_study
     where = (f"ConvMixer (dim {study.model.dim}, depth {study.model.depth}, kernel {study.model.kernel_size}, patch"
              f" {study.model.patch_size}) on {study.dataset}")
-    bars_title, heat_title = "ConvMixer with learned vs frozen spatial filters", "Frozen Gaussian filters: σ × heads"
-    bars = filter_bars(filter_results(results, study.filters, study.seeds), bars_title)
-    heat = gaussian_heatmap(gaussian_results(results, study.gaussian_sigmas, study.gaussian_heads, study.seeds),
-                            study.gaussian_sigmas, study.gaussian_heads, heat_title)
+    return [family("filter_study_bars", "filter_study", "ConvMixer with learned vs frozen spatial filters",
+                   f"Final top-1 (%) of the {where}: learned filters (green) vs frozen filter families (purple)."
+                   f" Bar = mean over the finished seeds of {study.seeds} (the number above it), error bar = min–max,"
+                   " dots = single seeds, dashed line = learned mean; the y axis is cut below the lowest seed."
+                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (perm) clearly"
+                   " worse."),
+            family("filter_study_gaussian", "filter_study", "Frozen Gaussian filters: σ × heads",
+                   f"Final top-1 (%) of the {where} with frozen Gaussian filters exp(−d²/(2σ)), one cell per σ and"
+                   " number of distinct filters (heads), mean over the finished seeds (n in the cell); grey = not"
+                   " run. Layout of [CI] Table 6: accuracy rises as σ shrinks and falls once fewer than ~8 distinct"
+                   " filters remain.")]
+
+
+def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
+    """The filter-study bar chart and the Gaussian heat map, each if any of its runs finished."""
+    study = params.filter_study
+    frame, _ = load_filter_runs(results / "filter_study", study.filters, study.gaussian_sigmas,
+                                study.gaussian_heads, study.seeds)
+    named = frame[frame["variant"].isin(study.filters)]
+    order = sorted(dict.fromkeys(named["variant"]), key=lambda v: v != "learned")
+    bars = {v: list(named.loc[named["variant"] == v, "top1"]) for v in order}
+    grid = frame[frame["sigma"].notna() & frame["heads"].notna() & ~frame["variant"].isin(study.filters)]
+    heat: dict = {}
+    for sigma, heads, top1 in zip(grid["sigma"], grid["heads"], grid["top1"]):
+        heat.setdefault((float(sigma), int(heads)), []).append(top1)
     entries = []
-    if bars is not None:
-        entries.append(save(bars, out, "filter_study_bars", bars_title,
-                            f"Final top-1 (%) of the {where}: learned filters (green) vs frozen filter families"
-                            f" (purple). Bar = mean over the finished seeds of {study.seeds} (the number above it),"
-                            " error bar = min–max, dots = single seeds, dashed line = learned mean; the y axis is cut"
-                            " below the lowest seed. Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box"
-                            " and rand* (perm) clearly worse.", "filter_study"))
-    if heat is not None:
-        entries.append(save(heat, out, "filter_study_gaussian", heat_title,
-                            f"Final top-1 (%) of the {where} with frozen Gaussian filters exp(−d²/(2σ)), one cell per"
-                            " σ and number of distinct filters (heads), mean over the finished seeds (n in the cell);"
-                            " grey = not run. Layout of [CI] Table 6: accuracy rises as σ shrinks and falls once"
-                            " fewer than ~8 distinct filters remain.", "filter_study"))
+    fig = filter_bars(bars, "ConvMixer with learned vs frozen spatial filters")
+    if fig is not None:
+        entries.append(save(fig, out, "filter_study_bars", "filter_study_bars", "", "Learned vs frozen filters"))
+    fig = gaussian_heatmap(heat, study.gaussian_sigmas, study.gaussian_heads, "Frozen Gaussian filters: σ × heads")
+    if fig is not None:
+        entries.append(save(fig, out, "filter_study_gaussian", "filter_study_gaussian", "", "Gaussian σ × heads"))
     return entries
 
 # --------------------------------------------------------------------------------------------------------- stage
 
 
-def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> list[dict]:
-    """Every figure whose inputs exist, written into `out`; returns the manifest in reading order."""
+def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> dict:
+    """Every figure whose inputs exist, written into `out`; returns the manifest (families and figures)."""
     arms = params.arms
-    at_init = {arm: rec for arm in arms if (rec := attention.read_attention(results / "attention" / arm))}
-    entries = attention_figures(at_init, "init", out)
-    if trained:
-        after = {arm: rec for arm in arms if (rec := trained_record(params, results, arm))}
-        entries += attention_figures(after, "trained", out)
-    entries += curve_figures(train_results(results, params.datasets, arms, params.seeds), arms, params.seeds, out)
-    entries += filter_figures(params, results, out)
-    return entries
+    records = {}
+    for variant in params.variants:
+        for arm in arms:
+            if rec := attention.read_attention(results / "attention" / variant / arm):
+                records[(variant, "init", arm)] = rec
+        for arm in arms if trained else []:
+            if rec := trained_record(params, results, variant, arm):
+                records[(variant, "trained", arm)] = rec
+    runs, _ = load_vit_runs(results / "train", params.datasets, params.variants, arms, params.seeds)
+    figures = attention_figures(records, out) + curve_figures(runs, arms, out) + filter_figures(params, results, out)
+    families = [ATTENTION, *curve_families(params.seeds), *filter_families(params)]
+    drawn = {f["family"] for f in figures}
+    return {"families": [f for f in families if f["name"] in drawn], "figures": figures}
 
 
-def write_figures(params: Params, results: Path, out: Path, trained: bool = True) -> list[dict]:
+def write_figures(params: Params, results: Path, out: Path, trained: bool = True) -> dict:
     """`draw_all` and figures.json into `out`, all or nothing."""
     with folder_aside(out) as tmp:
-        entries = draw_all(params, results, tmp, trained)
-        (tmp / "figures.json").write_text(json.dumps(entries, indent=2, ensure_ascii=False) + "\n")
-    return entries
+        manifest = draw_all(params, results, tmp, trained)
+        (tmp / "figures.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest
 
 
 def add_arguments(parser) -> None:
@@ -392,11 +397,9 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    import torch
-
     torch.set_num_threads(params.train.threads)
-    entries = write_figures(params, Path(args.results), Path(args.out))
-    for e in entries:
+    manifest = write_figures(params, Path(args.results), Path(args.out))
+    for e in manifest["figures"]:
         print(f"[figures] {e['file']}: {e['title']}")
-    print(f"[figures] {len(entries)} figure(s) in {args.out} (figures.json lists them in reading order)")
+    print(f"[figures] {len(manifest['figures'])} figure(s) in {args.out} (figures.json lists them in reading order)")
     return 0

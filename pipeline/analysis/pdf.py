@@ -75,11 +75,12 @@ def _heading(pdf: ReportPDF, block: Heading, keep: float = 0.0) -> None:
 
 
 def _keep(cell: str) -> str:
-    """Join 'mean ± std' with no-break spaces so a cell never wraps inside it."""
-    return str(cell).replace(" ± ", "\u00a0±\u00a0")
+    """Join 'mean ± std' with no-break spaces so a cell never wraps inside it; drop Markdown code backticks."""
+    return str(cell).replace(" ± ", "\u00a0±\u00a0").replace("`", "")
 
 
 PAD = 2.5  #: mm of cell padding and rule around a column's text
+MIN_PPI = 150  #: a figure is printed at no fewer pixels per inch than this (legible on paper)
 
 
 def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float], list[float]]:
@@ -132,11 +133,11 @@ def _table(pdf: ReportPDF, block: TableBlock) -> None:
 
 
 def _figure_size(pdf: ReportPDF, block: FigureBlock, base: Path) -> tuple[float, float]:
-    """(width, height) in mm: the page width, or less so the figure takes at most 38% of the page height
-    (two figures with their captions fit on a page)."""
+    """(width, height) in mm: the page width, or less so the figure takes at most 38% of the page height (two
+    figures with their captions fit on a page) and is never stretched below MIN_PPI pixels per inch."""
     with Image.open(base / block.path) as im:
-        aspect = im.height / im.width
-    w = pdf.epw
+        aspect, pixels = im.height / im.width, im.width
+    w = min(pdf.epw, pixels / MIN_PPI * 25.4)
     if w * aspect > pdf.eph * 0.38:
         w = pdf.eph * 0.38 / aspect
     return w, w * aspect

@@ -62,14 +62,15 @@ def load_published(paper_dir: str | Path) -> pd.DataFrame:
 
 
 def load_claims(paper_dir: str | Path) -> list[dict]:
-    """paper/claims.yaml: the claims of paper.md section 2.10, each {id, claim, source, published}."""
+    """paper/claims.yaml: the claims of paper.md section 2.10, each {id, short, claim, source, published}."""
     path = Path(paper_dir) / "claims.yaml"
     if not path.is_file():
         raise PipelineError(f"{path}: not found; it lists the claims of paper.md 2.10 the aggregate checks")
     claims = yaml.safe_load(path.read_text()) or []
     for c in claims:
-        if not {"id", "claim", "source", "published"} <= set(c):
-            raise PipelineError(f"{path}: claim {c.get('id', c)!r} needs the keys id, claim, source, published")
+        if not {"id", "short", "claim", "source", "published"} <= set(c):
+            raise PipelineError(f"{path}: claim {c.get('id', c)!r} needs the keys id, short, claim, source,"
+                                " published")
     return [{k: str(v).strip() for k, v in c.items()} for c in claims]
 
 

@@ -1,19 +1,22 @@
-"""`python -m pipeline report`: reports/report.md and reports/report.pdf, what a researcher reads after `dvc repro`.
+"""`python -m pipeline report`: reports/report.md, reports/report.pdf and reports/headline.md.
 
-Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, provenance.json;
-results/summary.json) and the figures stage's reports/figures/figures.json, in this order:
+Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, what_was_run.json) and the
+figures stage's reports/figures/figures.json. The report reads top-down:
 
-1. the headline: did the method under study (params `init`) beat each baseline here, with n, mean ± std, the
-   paired difference over seeds and its confidence interval;
-2. what was run: profile, params digest, git revision, model, data, hardware, library versions, wall times,
-   missing runs, and every run;
-3. the tables (each beside the published numbers of paper/ where they exist), 4. the figures (those that exist,
-   in figures.json's order; the report says so when there are none), 5. the claims of paper.md 2.10 with
-   their verdicts, 6. how to reproduce.
+1. page 1: the question (did the method under study, params `init`, beat its baselines?) with its answer per
+   dataset and model variant, the claims of paper.md 2.10 at a glance (verdict and one line of evidence each),
+   and what was run (models, datasets with citation and licence, seeds, hardware, versions, wall times);
+2. the headline: the method against each baseline per dataset and variant (n, mean ± std, the paired
+   difference and its interval, the verdict);
+3. each claim in detail: its evidence, every comparison with its verdict and, when inconclusive, the seed
+   pairs that would decide it;
+4. the tables (each beside the published numbers of paper/ where they exist), 5. the figures, one caption per
+   figure family before its figures, 6. how to reproduce, and an appendix with every run.
 
 The content is built once as blocks (`pipeline.analysis.document`) and rendered to Markdown and, with fpdf2, to
-PDF (`pipeline.analysis.pdf`): real text tables, embedded figures, bookmarks, page numbers. Both files are
-written under temporary names and moved into place at the end.
+PDF (`pipeline.analysis.pdf`). reports/headline.md is the question, the claims at a glance and the headline table
+again, for the README (`python -m pipeline readme` copies it there). All three files are written all or nothing
+(`pipeline.outputs.files_aside`).
 """
 
 from __future__ import annotations
@@ -23,16 +26,28 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.analysis.document import Block, Bullets, Code, FigureBlock, Heading, Paragraph, TableBlock, to_markdown
+from pipeline.analysis.document import (
+    Block,
+    Bullets,
+    Code,
+    FigureBlock,
+    Heading,
+    Paragraph,
+    TableBlock,
+    block_markdown,
+    to_markdown,
+)
 from pipeline.analysis.pdf import render_pdf
-from pipeline.analysis.tables import num
+from pipeline.analysis.tables import NA, num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.outputs import files_aside
 
-TABLES, SUMMARY, FIGURES, OUT = Path("results/tables"), Path("results/summary.json"), Path("reports/figures"), Path(
-    "reports")
+TABLES, FIGURES, OUT = Path("results/tables"), Path("reports/figures"), Path("reports")
 FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study"}
-TABLE_SECTIONS = {"results": "Results", "filter_study": "Filter study (ConvMixer)"}
+TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid", "filter_study": "Filter study (ConvMixer)"}
+#: answers listed on page 1 before the rest are summarised (the claims table must stay on page 1)
+PAGE1_ANSWERS = 4
 
 
 @dataclass
@@ -41,9 +56,8 @@ class ReportInputs:
 
     tables: list[dict]
     claims: dict
-    provenance: dict
-    summary: dict
-    figures: list[dict]
+    ran: dict  #: what_was_run.json
+    figures: dict  #: figures.json: {"families": [...], "figures": [...]}
     figures_dir: Path
 
 
@@ -56,102 +70,161 @@ def _json(path: Path, what: str):
         raise PipelineError(f"{path}: not valid JSON ({exc}); {what}") from None
 
 
-def read_inputs(tables_dir: str | Path, summary_path: str | Path, figures_dir: str | Path) -> ReportInputs:
-    """Read results/tables, summary.json and (if present) reports/figures/figures.json."""
+def read_inputs(tables_dir: str | Path, figures_dir: str | Path) -> ReportInputs:
+    """Read results/tables and (if present) reports/figures/figures.json."""
     tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
     fix = "run the aggregate stage first (dvc repro aggregate, or python -m pipeline aggregate)"
     manifest = figures_dir / "figures.json"
-    figures = _json(manifest, "re-run the figures stage (dvc repro figures)") if manifest.is_file() else []
+    figures = (_json(manifest, "re-run the figures stage (dvc repro figures)") if manifest.is_file()
+               else {"families": [], "figures": []})
     return ReportInputs(_json(tables_dir / "tables.json", fix), _json(tables_dir / "claims.json", fix),
-                        _json(tables_dir / "provenance.json", fix), _json(Path(summary_path), fix), figures,
-                        figures_dir)
+                        _json(tables_dir / "what_was_run.json", fix), figures, figures_dir)
 
 
-def _comparison_text(c: dict) -> str:
-    """'vs mimetic 82.20 ± 0.28 % (n=2): Δ +2.55 pts, 95% CI [+1.91, +3.19], impulse better'."""
-    std = f" ± {num(c['b_std'])}" if c["b_std"] is not None else ""
-    if c["low"] is None:
-        return (f"vs {c['b']} {num(c['b_mean'])}{std} % (n={c['b_n']}): Δ {num(c['mean'], True)} pts over"
-                f" {c['n']} seed pair(s), too few for an interval")
-    level = f"{100 * c['confidence']:g}%"
-    return (f"vs {c['b']} {num(c['b_mean'])}{std} % (n={c['b_n']}): Δ {num(c['mean'], True)} pts, {level} CI"
-            f" [{num(c['low'], True)}, {num(c['high'], True)}], {c['outcome']}")
+def level(inp: ReportInputs) -> str:
+    return f"{100 * inp.claims.get('confidence', 0.95):g}%"
 
+
+# --- page 1 ------------------------------------------------------------------------------------------------------
 
 def answer(comparisons: list[dict]) -> str:
-    """Yes / No / Not clearly / Cannot tell yet, for one dataset's comparisons."""
-    outcomes = [c["outcome"] for c in comparisons]
-    if any(o.startswith("not enough") for o in outcomes):
+    """Yes / No / Not clearly / Cannot tell yet, for one (dataset, variant)'s comparisons."""
+    verdicts = [c["verdict"] for c in comparisons]
+    if any(c["n"] < 2 for c in comparisons):
         return "Cannot tell yet (fewer than 2 seed pairs)"
-    if all(o.endswith("better") for o in outcomes):
+    if all(v == "supported" for v in verdicts):
         return "Yes"
-    if all(o.endswith("worse") for o in outcomes):
-        return "No, it did worse"
-    return "Not clearly"
+    if any(v == "contradicted" for v in verdicts):
+        return "No: a baseline did better beyond seed noise"
+    return "Not clearly (inconclusive)"
 
 
-def headline_blocks(inp: ReportInputs) -> list[Block]:
-    """The one-minute answer: per dataset, the method against each baseline with n, ± and the interval."""
-    arms = inp.provenance.get("arms", [])
-    blocks: list[Block] = [Heading("Headline")]
-    by_dataset: dict[str, list[dict]] = {}
+def _versus(c: dict) -> str:
+    """'impulse − mimetic +10.37 pts [+8.23, +12.50], supported'."""
+    diff = f"{c['a']} − {c['b']} {num(c['mean'], True)} pts"
+    if c["low"] is None:
+        return f"{diff} from {c['n']} seed pair(s), too few for an interval"
+    return f"{diff} [{num(c['low'], True)}, {num(c['high'], True)}], {c['verdict']}"
+
+
+def answer_lines(inp: ReportInputs) -> list[str]:
+    """Per (dataset, variant): the answer, the method's top-1 and the paired difference to each baseline."""
+    cells: dict[tuple[str, str], list[dict]] = {}
     for c in inp.claims.get("headline", []):
-        by_dataset.setdefault(c["dataset"], []).append(c)
-    if not by_dataset:
-        missing = len(inp.provenance.get("missing", []))
-        return blocks + [Paragraph(f"**No ViT runs of this experiment were found** ({missing} expected runs are"
-                                   " missing); run `dvc repro` to train them.")]
-    for dataset, comps in by_dataset.items():
+        cells.setdefault((c["dataset"], c["variant"]), []).append(c)
+    several = len({v for _, v in cells}) > 1
+    lines = []
+    for (dataset, variant), comps in cells.items():
         a = comps[0]
         std = f" ± {num(a['a_std'])}" if a["a_std"] is not None else ""
-        question = f"did {a['a']} beat {' and '.join(c['b'] for c in comps)}?"
-        blocks.append(Paragraph(f"**{dataset}: {question} {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}"
-                                f"{std} % final validation top-1 (n={a['a_n']} seeds); "
-                                + "; ".join(_comparison_text(c) for c in comps) + "."))
-    blocks += [_table_block(t) for t in inp.tables if t["section"] == "headline"]
-    counts: dict[str, int] = {}
-    for c in inp.claims.get("claims", []):
-        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    blocks.append(Paragraph(f"Method under study: **{arms[0] if arms else '?'}**; baselines: {', '.join(arms[1:])}."
-                            " Differences are paired over seeds (same seed, different init). Verdicts on the paper's "
-                            f"{sum(counts.values())} claims: "
-                            + ", ".join(f"{v}: {n}" for v, n in counts.items()) + " (see Claims)."))
-    return blocks
+        where = f"{dataset}, {variant}" if several else dataset
+        lines.append(f"**{where}: {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}{std} % final validation"
+                     f" top-1 (n = {a['a_n']} seeds); " + "; ".join(map(_versus, comps)) + ".")
+    return lines
 
+
+def question_blocks(inp: ReportInputs) -> list[Block]:
+    """The question and its answer per (dataset, variant), in a few lines."""
+    arms = inp.ran.get("arms", [])
+    method, baselines = (arms[0], arms[1:]) if arms else ("?", [])
+    blocks: list[Block] = [Paragraph(
+        f"**The question: did the method under study, {method} init, beat its baselines ({', '.join(baselines)})?**"
+        f" Paired differences of final validation top-1 over seeds (same seed, different init), {level(inp)} t"
+        " interval, in points.")]
+    lines = answer_lines(inp)
+    if not lines:
+        missing = len(inp.ran.get("missing", []))
+        return blocks + [Paragraph(f"**No ViT runs of this experiment were found** ({missing} of the experiment's"
+                                   " runs are missing): run `make repro` (or `dvc repro`) to train them.")]
+    shown = lines[:PAGE1_ANSWERS]
+    if len(lines) > len(shown):
+        shown.append(f"… and {len(lines) - len(shown)} more dataset/variant cells: see the headline table.")
+    return blocks + [Bullets(shown)]
+
+
+def glance_table(inp: ReportInputs) -> TableBlock:
+    """Claims at a glance: the four-word verdict and the one line of evidence that decides it."""
+    claims = inp.claims.get("claims", [])
+    counts: dict[str, int] = {}
+    for c in claims:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    caption = (f"Verdicts from paired {level(inp)} t intervals over seeds: supported = every comparison the claim"
+               " needs lies on the claimed side; contradicted = one lies on the other side; inconclusive = one spans"
+               " the boundary (with the seed pairs that would decide it); not tested = this experiment lacks what"
+               " the claim is about. Here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Evidence"],
+                      [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", c.get("summary", "")]
+                       for c in claims], caption)
+
+
+def _minutes(seconds: float | None) -> str:
+    return NA if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def _models(ran: dict) -> str:
+    out = []
+    for variant, m in ran.get("models", {}).items():
+        heads = f", {m['num_heads']} heads" if m.get("num_heads") else ""
+        size = f", {m['params']:,.0f} parameters" if m.get("params") else ""
+        out.append(f"{variant} = {m['model']}{heads}{size}")
+    return "; ".join(out)
+
+
+def run_blocks(inp: ReportInputs) -> list[Block]:
+    """What was run, from the runs' metrics.json (via the aggregate's what_was_run.json)."""
+    p = inp.ran
+    fs, ci, wall, v = p.get("filter_study", {}), p.get("ci_alpha", {}), p.get("wall_time", {}), p.get("versions", {})
+    missing = p.get("missing", [])
+    runs = p.get("runs", {})
+    items = [
+        f"Profile **{p.get('profile')}**; params digest `{p.get('params_digest')}`; code: git revision"
+        f" {', '.join(p.get('git_rev', [])) or 'unknown'} (as the runs record it).",
+        f"ViT grid: {_models(p)}; on {', '.join(p.get('datasets', []))}; arms {', '.join(p.get('arms', []))}; seeds"
+        f" {p.get('seeds')}; epochs {', '.join(p.get('epochs', [])) or NA}; training / validation images"
+        f" {', '.join(p.get('train_size', [])) or NA} / {', '.join(p.get('val_size', [])) or NA}.",
+        f"Filter study: ConvMixer on {fs.get('dataset')}; variants {', '.join(fs.get('variants', []))}; Gaussian σ"
+        f" {fs.get('sigmas')} × heads {fs.get('heads')}; seeds {fs.get('seeds')}.",
+    ]
+    if ci.get("datasets"):
+        items.append(f"[CI] α grid: {', '.join(ci['datasets'])}; α {ci.get('alphas')}; arms"
+                     f" {', '.join(ci.get('arms', []))}; seeds {ci.get('seeds')}.")
+    items += [
+        "Data: " + "; ".join(f"{d['name']} ({d['citation']}; licence: {d['licence']})"
+                             for d in p.get("dataset_facts", [])) + ".",
+        f"Hardware: {', '.join(p.get('hardware', [])) or 'not recorded'}; CPUs"
+        f" {', '.join(p.get('cpu_count', [])) or NA}; processes per run {', '.join(p.get('world_size', [])) or NA}."
+        " Libraries: " + ("; ".join(f"{k} {', '.join(vals)}" for k, vals in v.items() if vals) or "not recorded")
+        + ".",
+        f"Training time (sum of the runs' wall times): ViT {_minutes(wall.get('vit_total_s'))}, filter study"
+        f" {_minutes(wall.get('filter_study_total_s'))}"
+        + (f", [CI] α grid {_minutes(wall.get('ci_alpha_total_s'))}" if runs.get("ci_alpha") else "") + ".",
+        f"Runs read: {runs.get('vit', 0)} ViT, {runs.get('filter_study', 0)} filter study"
+        + (f", {runs['ci_alpha']} [CI] α grid" if runs.get("ci_alpha") else "") + f"; missing: {len(missing)}"
+        + (" (" + "; ".join(missing[:6]) + (" …" if len(missing) > 6 else "") + ")" if missing else "") + ".",
+    ]
+    return [Heading("What was run"), Bullets(items)]
+
+
+# --- detail ------------------------------------------------------------------------------------------------------
 
 def _table_block(t: dict) -> TableBlock:
     return TableBlock(t["title"], t["columns"], t["rows"], t["caption"])
 
 
-def _minutes(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds / 60:.1f} min"
+def headline_blocks(inp: ReportInputs) -> list[Block]:
+    """The method against each baseline, per (dataset, variant)."""
+    chosen = [_table_block(t) for t in inp.tables if t["section"] == "headline"]
+    return [Heading("Headline"), *chosen] if chosen else []
 
 
-def run_blocks(inp: ReportInputs) -> list[Block]:
-    """What was run, from the runs' metrics.json (via the aggregate's provenance.json)."""
-    p = inp.provenance
-    fs, wall, v = p.get("filter_study", {}), p.get("wall_time", {}), p.get("versions", {})
-    per_arm = ", ".join(f"{k} {_minutes(s)}" for k, s in wall.get("per_arm_mean_s", {}).items())
-    missing = p.get("missing", [])
-    items = [
-        f"Profile **{p.get('profile')}**; params digest `{p.get('params_digest')}` (`python -m pipeline check` prints"
-        " the planned runs).",
-        f"Code: git revision {', '.join(p.get('git_rev', [])) or 'unknown'} (as recorded by the runs).",
-        f"ViT: {p.get('model')} on {', '.join(p.get('datasets', []))}; arms {', '.join(p.get('arms', []))}; seeds"
-        f" {p.get('seeds')}; epochs {', '.join(p.get('epochs', []))}; training / validation images"
-        f" {', '.join(p.get('train_size', []))} / {', '.join(p.get('val_size', []))}.",
-        f"Filter study: ConvMixer on {fs.get('dataset')}; variants {', '.join(fs.get('variants', []))}; Gaussian σ"
-        f" {fs.get('sigmas')} × heads {fs.get('heads')}; seeds {fs.get('seeds')}.",
-        f"Hardware: {', '.join(p.get('hardware', []))}; {', '.join(p.get('cpu_count', []))} CPUs; processes per run"
-        f" {', '.join(p.get('world_size', []))}.",
-        "Libraries: " + "; ".join(f"{k} {', '.join(vals)}" for k, vals in v.items()) + ".",
-        f"Wall time: ViT runs {_minutes(wall.get('vit_total_s'))} in total (mean per run: {per_arm or '–'}); filter"
-        f" study {_minutes(wall.get('filter_study_total_s'))}.",
-        f"Runs read: {p.get('runs', {}).get('vit', 0)} ViT, {p.get('runs', {}).get('filter_study', 0)} filter study;"
-        f" missing: {len(missing)}" + (" (" + "; ".join(missing[:8]) + (" …" if len(missing) > 8 else "") + ")"
-                                       if missing else "") + ".",
-    ]
-    return [Heading("What was run"), Bullets(items + ["Every run, one row each: see the appendix."])]
+def claim_blocks(inp: ReportInputs) -> list[Block]:
+    """Each claim of paper.md 2.10 with the evidence behind its verdict."""
+    blocks: list[Block] = [Heading("The claims in detail")]
+    for c in inp.claims.get("claims", []):
+        blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 2), Paragraph(c["claim"]),
+                   Paragraph(f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}."),
+                   Bullets(c["evidence"])]
+    return blocks
 
 
 def table_blocks(inp: ReportInputs) -> list[Block]:
@@ -160,7 +233,7 @@ def table_blocks(inp: ReportInputs) -> list[Block]:
         "Top-1 accuracy in %, differences in percentage points (pts). Published numbers come from paper/ (one CSV"
         " per table; every row names its source and paper version, see paper/sources.yaml); n/p = not published"
         " in a reachable source, – = not run here.")]
-    notes = inp.provenance.get("table_notes", [])
+    notes = inp.ran.get("table_notes", [])
     if notes:
         blocks.append(Bullets(notes))
     for section, name in TABLE_SECTIONS.items():
@@ -171,46 +244,35 @@ def table_blocks(inp: ReportInputs) -> list[Block]:
 
 
 def figure_blocks(inp: ReportInputs, report_dir: Path) -> list[Block]:
-    """The figures that exist, in figures.json's order, under their section's subheading."""
+    """The figures that exist, by section; each family's caption once, before its figures."""
     blocks: list[Block] = [Heading("Figures")]
-    present = [f for f in inp.figures if (inp.figures_dir / f["file"]).is_file()]
+    figures = inp.figures.get("figures", [])
+    present = [f for f in figures if (inp.figures_dir / f["file"]).is_file()]
     if not present:
         where = "is missing" if not inp.figures_dir.is_dir() else "has no figures"
         return blocks + [Paragraph(f"No figures: {inp.figures_dir} {where} (the figures stage draws them:"
                                    " `dvc repro figures`).")]
-    section = None
-    for f in present:
-        if f.get("section") != section:
-            section = f.get("section")
-            blocks.append(Heading(FIGURE_SECTIONS.get(section, str(section).replace("_", " ").capitalize()), 2))
-        rel = os.path.relpath(inp.figures_dir / f["file"], report_dir)
-        blocks.append(FigureBlock(Path(rel).as_posix(), f.get("title", f["file"]), f.get("caption", "")))
-    absent = [f["file"] for f in inp.figures if f not in present]
+    families = inp.figures.get("families", [])
+    for section in dict.fromkeys(f["section"] for f in families):
+        chosen = [(fam, [f for f in present if f["family"] == fam["name"]]) for fam in families
+                  if fam["section"] == section]
+        if not any(figs for _, figs in chosen):
+            continue
+        blocks.append(Heading(FIGURE_SECTIONS.get(section, section.replace("_", " ").capitalize()), 2))
+        for fam, figs in chosen:
+            if figs:
+                blocks.append(Paragraph(f"**{fam['title']}.** {fam['caption']}"))
+                blocks += [FigureBlock(Path(os.path.relpath(inp.figures_dir / f["file"], report_dir)).as_posix(),
+                                       f["title"], f.get("note", "")) for f in figs]
+    absent = [f["file"] for f in figures if f not in present]
     if absent:
         blocks.append(Paragraph(f"Listed in figures.json but missing: {', '.join(absent)}."))
     return blocks
 
 
-def claim_blocks(inp: ReportInputs) -> list[Block]:
-    """Each claim of paper.md 2.10: a verdict table, then the evidence behind every verdict."""
-    claims = inp.claims.get("claims", [])
-    level = f"{100 * inp.claims.get('confidence', 0.95):g}%"
-    blocks: list[Block] = [Heading("Claims"), Paragraph(
-        f"Verdicts use paired differences over seeds with a {level} t interval: **holds** = every interval the"
-        " claim needs lies on the claimed side; **does not hold** = at least one does not; **not enough runs** ="
-        " fewer than 2 seed pairs; **not tested at this profile** = the experiment lacks what the claim is about."),
-        TableBlock("Claims at a glance", ["#", "Claim", "Verdict"],
-                   [[c["id"], c["claim"], f"**{c['verdict']}**"] for c in claims])]
-    for c in claims:
-        blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 2), Paragraph(c["claim"]),
-                   Paragraph(f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}."),
-                   Bullets(c["evidence"])]
-    return blocks
-
-
 def reproduce_blocks(inp: ReportInputs) -> list[Block]:
     """The commands that produce this report."""
-    p = inp.provenance
+    p = inp.ran
     lines = [f"git checkout {(p.get('git_rev') or ['<revision>'])[0]}   # the revision the runs record"]
     if p.get("profile") not in (None, "", "cpu"):
         lines.append(f"python -m pipeline profile {p['profile']}   # applies profiles/{p['profile']}.yaml onto"
@@ -218,44 +280,68 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
     lines += ["make repro              # creates .venv from requirements.lock, then runs dvc repro",
               "python -m pipeline check   # validates params.yaml and prints the planned runs",
               "dvc repro               # fetch, train, filter study, attention, aggregate, figures, report",
-              "dvc exp show            # results/summary.json per dataset and arm, across experiments"]
+              "python -m pipeline readme  # copies reports/headline.md into README.md",
+              "dvc exp show            # results/summary.json per dataset, variant and arm, across experiments"]
     return [Heading("How to reproduce"), Paragraph(
         "Every number above comes from the runs' metrics.json files under results/ through `python -m pipeline"
         " aggregate`, and this report from `python -m pipeline report`."), Code(lines)]
 
 
 def build_report(inp: ReportInputs, report_dir: Path) -> list[Block]:
-    """All blocks of the report, in reading order."""
-    appendix = [_table_block(t) for t in inp.tables if t["section"] == "provenance"]
-    return [*headline_blocks(inp), *run_blocks(inp), *table_blocks(inp), *figure_blocks(inp, report_dir),
-            *claim_blocks(inp), *reproduce_blocks(inp), *([Heading("Appendix: every run"), *appendix] if appendix
-                                                          else [])]
+    """All blocks of the report, in reading order (page 1: the question, the claims at a glance, what was run)."""
+    appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
+    return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *claim_blocks(inp),
+            *table_blocks(inp), *figure_blocks(inp, report_dir), *reproduce_blocks(inp),
+            *([Heading("Appendix: every run"), *appendix] if appendix else [])]
 
 
-def write_report(title: str, blocks: list[Block], out_dir: str | Path) -> tuple[Path, Path]:
-    """Write report.md and report.pdf into `out_dir` via temporary names; returns their paths."""
+def run_line(inp: ReportInputs) -> str:
+    """What was run, in one line (the README's headline has no room for the full list)."""
+    p = inp.ran
+    planned = (f"profile {p.get('profile')}; {_models(p) or 'no model recorded'}; on"
+               f" {', '.join(p.get('datasets', []))}; arms {', '.join(p.get('arms', []))}; seeds {p.get('seeds')}")
+    if not p.get("runs", {}).get("vit"):
+        return f"**What was run:** nothing yet; params.yaml plans {planned}."
+    wall = sum(v for k, v in p.get("wall_time", {}).items() if k.endswith("_total_s"))
+    sizes = " / ".join(", ".join(p.get(k, [])) for k in ("train_size", "val_size"))
+    return (f"**What was run:** {planned}; {sizes} training / validation images; {', '.join(p.get('epochs', []))}"
+            f" epochs; {_minutes(wall)} of training in total (the runs' wall times) on"
+            f" {', '.join(p.get('hardware', []))}.")
+
+
+def headline_markdown(inp: ReportInputs) -> str:
+    """reports/headline.md: the question, the claims at a glance, the headline table and what was run, for the
+    README."""
+    p = inp.ran
+    source = (f"Generated by `python -m pipeline report` from this experiment's runs (params digest"
+              f" `{p.get('params_digest')}`, git revision {', '.join(p.get('git_rev', [])) or 'unknown'});"
+              " `python -m pipeline readme` copies it here. Details, tables and figures: `reports/report.pdf`.")
+    blocks = [*question_blocks(inp), glance_table(inp), *headline_blocks(inp)[1:], Paragraph(run_line(inp)),
+              Paragraph(source)]
+    return "\n\n".join(map(block_markdown, blocks)) + "\n"
+
+
+def write_report(title: str, blocks: list[Block], headline: str, out_dir: str | Path) -> tuple[Path, Path, Path]:
+    """Write report.md, report.pdf and headline.md into `out_dir`, all or nothing; returns their paths."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md, pdf = out_dir / "report.md", out_dir / "report.pdf"
-    tmp_md, tmp_pdf = out_dir / ".report.md.partial", out_dir / ".report.pdf.partial"
-    tmp_md.write_text(to_markdown(title, blocks))
-    render_pdf(title, blocks, out_dir, tmp_pdf)
-    os.replace(tmp_md, md)
-    os.replace(tmp_pdf, pdf)
-    return md, pdf
+    paths = (out_dir / "report.md", out_dir / "report.pdf", out_dir / "headline.md")
+    with files_aside(*paths) as (md, pdf, head):
+        md.write_text(to_markdown(title, blocks))
+        render_pdf(title, blocks, out_dir, pdf)
+        head.write_text(headline)
+    return paths
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--tables", default=str(TABLES), help="the aggregate's tables (default: results/tables)")
-    parser.add_argument("--summary", default=str(SUMMARY), help="default: results/summary.json")
     parser.add_argument("--figures", default=str(FIGURES), help="default: reports/figures")
-    parser.add_argument("--out", default=str(OUT), help="where report.md and report.pdf go (default: reports)")
+    parser.add_argument("--out", default=str(OUT), help="where the report goes (default: reports)")
 
 
 def main(params: Params, args) -> int:
     out = Path(getattr(args, "out", OUT))
-    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "summary", SUMMARY),
-                      getattr(args, "figures", FIGURES))
-    md, pdf = write_report(params.report.title, build_report(inp, out), out)
-    print(f"report: wrote {md} and {pdf} ({len(inp.tables)} tables, {len(inp.figures)} figures listed)")
+    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES))
+    md, pdf, head = write_report(params.report.title, build_report(inp, out), headline_markdown(inp), out)
+    print(f"report: wrote {md}, {pdf} and {head} ({len(inp.tables)} tables,"
+          f" {len(inp.figures.get('figures', []))} figures listed)")
     return 0

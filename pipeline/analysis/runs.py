@@ -1,17 +1,25 @@
 """Read the runs of the current experiment from results/ (their metrics.json files) into pandas frames.
 
+The one results reader of the analysis: the aggregate's tables and claims and the figures read runs through it.
 Which runs belong to the experiment is decided by params.yaml, not by what lies in results/ (old runs of other
-inits may still be there): the ViT runs are exactly `results/train/<dataset>/<arm>/seed<k>/metrics.json` for
-the experiment's datasets × arms × seeds, the filter study exactly `results/filter_study/<variant>/seed<k>/` for
-its variants and seeds. A run the experiment expects but that has no metrics.json is reported as missing, not
-silently dropped. Accuracies stay fractions here; the tables convert to percent.
+inits may still be there):
+
+- the ViT grid: exactly `results/train/<dataset>/<variant>/<arm>/seed<k>/metrics.json` for the experiment's
+  datasets × variants × arms × seeds;
+- the filter study: `results/filter_study/<variant>/seed<k>/`, and its Gaussian σ × heads grid, matched on the
+  `sigma` and `heads` each run records;
+- [CI]'s α grid: `results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/`, matched on the `alpha` each run records
+  (not on how the folder spells the number).
+
+A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
+Accuracies stay fractions here; the tables convert to percent.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +30,10 @@ from pipeline.errors import PipelineError
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "world_size", "git_rev", "python",
               "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
+#: what a ViT-family run records about its model (pipeline.builders): timm name, 'vit' | 'swin' | 'mixer', heads
+MODEL_FIELDS = ("model", "family", "num_heads")
+#: how a timm model name maps to a family, for runs that predate the recorded `family` field
+FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
 #: extra fields of a filter-study run
 FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
                  "prop1_rhs")
@@ -30,32 +42,61 @@ FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "ef
 def read_metrics(path: Path) -> dict:
     """One run's metrics.json; a corrupt file is a PipelineError naming it."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PipelineError(f"{path}: not valid JSON ({exc}); re-run its stage (dvc repro -f <stage>)") from None
+
+
+def family_of(model: str) -> str:
+    """'vit' | 'swin' | 'mixer' from a timm model name (its first word), '' when unknown."""
+    return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
 
 
 def _row(metrics: dict, fields: Sequence[str]) -> dict:
     return {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
 
 
-def load_vit_runs(train_root: str | Path, datasets: Sequence[str], arms: Sequence[str],
-                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The experiment's ViT runs: (one row per run found, the paths of the runs it expects but lacks).
+def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
+                  seeds: Sequence[int], models: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks).
 
-    Columns: dataset, arm, seed, the RUN_FIELDS and `history` (the per-epoch list of dicts, epoch 0-based).
+    Columns: dataset, variant, arm, seed, the RUN_FIELDS, the MODEL_FIELDS and `history` (the per-epoch list
+    of dicts, epoch 0-based). A run that does not record its model (older runs) takes the timm name `models`
+    (variant -> name, from params) configures, and its family from that name.
     """
+    models = models or {}
     rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS
     for dataset in datasets:
-        for arm in arms:
-            for seed in seeds:
-                path = Path(train_root) / dataset / arm / f"seed{seed}" / "metrics.json"
-                if path.is_file():
-                    rows.append({"dataset": dataset, "arm": arm, "seed": seed} | _row(read_metrics(path), RUN_FIELDS))
-                else:
-                    missing.append(str(path))
-    columns = ["dataset", "arm", "seed", *RUN_FIELDS, "history"]
-    return pd.DataFrame(rows, columns=columns), missing
+        for variant in variants:
+            for arm in arms:
+                for seed in seeds:
+                    path = Path(train_root) / dataset / variant / arm / f"seed{seed}" / "metrics.json"
+                    if path.is_file():
+                        m = read_metrics(path)
+                        model = m.get("model") or models.get(variant, "")
+                        rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
+                                    | _row(m, fields) | {"model": model, "family": m.get("family") or family_of(model)})
+                    else:
+                        missing.append(str(path))
+    return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, "history"]), missing
+
+
+def match_recorded(paths: Iterable[Path], key: str, values: Sequence[float],
+                   **fixed) -> dict[float, tuple[Path, dict]]:
+    """{configured value: (path, metrics)} of the runs among `paths` whose metrics.json records `key` close to
+    one of `values` and each `fixed` field exactly (the first path, in sorted order, wins when two folders spell
+    one value differently)."""
+    found: dict[float, tuple[Path, dict]] = {}
+    for path in sorted(paths):
+        m = read_metrics(path)
+        recorded = m.get(key)
+        if any(m.get(k) != v for k, v in fixed.items()):
+            continue
+        value = next((float(v) for v in values if recorded is not None and math.isclose(recorded, v)), None)
+        if value is not None:
+            found.setdefault(value, (path, m))
+    return found
 
 
 def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[int], seeds: Sequence[int]):
@@ -63,11 +104,10 @@ def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[in
     spells the number, e.g. gaussian-1.0-h4 or gaussian-1-h4)."""
     found = {}
     for seed in seeds:
-        for path in sorted(study_root.glob(f"gaussian-*/seed{seed}/metrics.json")):
-            m = read_metrics(path)
-            for sigma in sigmas:
-                if m.get("heads") in heads and m.get("sigma") is not None and math.isclose(m["sigma"], sigma):
-                    found[(float(sigma), int(m["heads"]), seed)] = m | {"variant": path.parent.parent.name}
+        for h in heads:
+            paths = study_root.glob(f"gaussian-*-h{h}/seed{seed}/metrics.json")
+            for sigma, (path, m) in match_recorded(paths, "sigma", sigmas, heads=h).items():
+                found[(sigma, int(h), seed)] = m | {"variant": path.parent.parent.name}
     expected = {(float(s), int(h), seed) for s in sigmas for h in heads for seed in seeds}
     missing = [f"{study_root}/gaussian-{s:g}-h{h}/seed{seed} (sigma {s}, heads {h})"
                for s, h, seed in sorted(expected - found.keys())]
@@ -97,6 +137,30 @@ def load_filter_runs(study_root: str | Path, filters: Sequence[str], sigmas: Seq
     return pd.DataFrame(rows, columns=columns), missing + gaussian_missing
 
 
+def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Sequence[float], arms: Sequence[str],
+                       seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """[CI]'s α grid (results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/): (rows found, runs missing).
+
+    A run is matched on the `alpha` its metrics.json records; the row's `alpha` is the configured value it
+    matched. Columns: dataset, alpha, arm, seed, the RUN_FIELDS, the MODEL_FIELDS, history.
+    """
+    ci_root = Path(ci_root)
+    rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS
+    for dataset in datasets:
+        for arm in arms:
+            for seed in seeds:
+                found = match_recorded(ci_root.glob(f"{dataset}/alpha*/{arm}/seed{seed}/metrics.json"), "alpha",
+                                       alphas)
+                for alpha in alphas:
+                    if float(alpha) in found:
+                        rows.append({"dataset": dataset, "alpha": float(alpha), "arm": arm, "seed": seed}
+                                    | _row(found[float(alpha)][1], fields))
+                    else:
+                        missing.append(f"{ci_root}/{dataset}/alpha{alpha}/{arm}/seed{seed} (alpha {alpha})")
+    return pd.DataFrame(rows, columns=["dataset", "alpha", "arm", "seed", *fields, "history"]), missing
+
+
 def at_epoch(history: list[dict], epoch: int, key: str) -> float:
     """`key` after `epoch` finished epochs (history rows count epochs from 0), NaN when the run is shorter."""
     for row in history:
@@ -105,13 +169,13 @@ def at_epoch(history: list[dict], epoch: int, key: str) -> float:
     return math.nan
 
 
-def per_seed(runs: pd.DataFrame, dataset: str, value: str, metric: str = "top1", column: str = "arm",
-             scale: float = 100.0) -> dict[int, float]:
-    """{seed: metric × scale} of the runs whose `column` equals `value`, within `dataset` ('' = any).
+def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **match) -> dict[int, float]:
+    """{seed: metric × scale} of the runs whose columns equal `match` (e.g. dataset=..., variant=..., arm=...).
 
-    The default reads a ViT arm's final top-1 in percent; `column='variant'` reads a filter-study variant.
+    The default reads final top-1 in percent; `per_seed(filters, variant='learned')` reads a filter-study
+    variant, `per_seed(ci, dataset=d, alpha=0.1, arm='impulse')` one cell of the α grid.
     """
-    rows = runs[runs[column] == value]
-    if dataset and "dataset" in rows.columns:
-        rows = rows[rows["dataset"] == dataset]
+    rows = runs
+    for column, value in match.items():
+        rows = rows[rows[column] == value]
     return {int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}

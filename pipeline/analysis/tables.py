@@ -1,12 +1,14 @@
 """The aggregate's tables, in the papers' layouts, each beside the published numbers where they exist.
 
-Every table is a `Table`: display rows (strings, ``**bold**`` marks the best cell) for Markdown and the PDF, and a
-numeric frame (percent) for its CSV. Our accuracies are fractions in metrics.json; tables show percent with two
-decimals, as the papers do, and differences in percentage points ("pts").
+Every table is a `Table`: display rows (strings, ``**bold**`` marks the best cell) that the report renders to
+Markdown and PDF, and a numeric frame (percent) for its CSV. Our accuracies are fractions in metrics.json; tables
+show percent with two decimals, as the papers do, and differences in percentage points ("pts").
 
-Layouts: [NeurIPS] Table 1 (arms × datasets, mean ± std over seeds), its Table 2 for ImageNet, the rebuttal's
-convergence table (Table 7 of the camera-ready), [CI] Fig. 4's bar data (filter variants) and [CI] Table 6
-(Gaussian σ × heads). The published numbers come from paper/ (`pipeline.analysis.published`).
+The ViT tables are per (dataset, model variant): a column or row group per pair, the variant named when the grid
+has several. Layouts: [NeurIPS] Table 1 (arms × datasets, mean ± std over seeds), its Table 2 for ImageNet, the
+rebuttal's convergence table (Table 7 of the camera-ready), [CI] Tables 3-8 (arms × α; `ci_alpha_table`), [CI]
+Fig. 4's bar data and [CI] Table 6 (`pipeline.analysis.filter_tables`). The published numbers come from paper/
+(`pipeline.analysis.published`).
 """
 
 from __future__ import annotations
@@ -35,21 +37,12 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     data: pd.DataFrame = field(repr=False)
-    section: str = "results"  #: headline | results | filter_study | provenance
-
-    def markdown(self) -> str:
-        """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
-        def line(cells):
-            return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-        return "\n".join([line(self.columns), line(["---"] * len(self.columns)), *map(line, self.rows)])
+    section: str = "results"  #: headline | results | ci_alpha | filter_study | appendix
 
     def manifest(self) -> dict:
         """The JSON entry of results/tables/tables.json the report renders from."""
         return {"name": self.name, "title": self.title, "caption": self.caption, "section": self.section,
-                "columns": self.columns, "rows": self.rows, "csv": f"{self.name}.csv", "md": f"{self.name}.md"}
-
-
+                "columns": self.columns, "rows": self.rows, "csv": f"{self.name}.csv"}
 def num(x: float | None, signed: bool = False) -> str:
     """A percent or points value with two decimals ('+' for differences); NA when missing (None or NaN)."""
     if x is None or not math.isfinite(x):
@@ -120,69 +113,94 @@ def published_cell(rows: pd.DataFrame, named: bool = False) -> tuple[str, float]
     return "; ".join(dict.fromkeys(shown)), float(finite.iloc[0]) if len(finite) else math.nan
 
 
-def vit_table(runs: pd.DataFrame, datasets: Sequence[str], arms: Sequence[str]) -> Table:
-    """[NeurIPS] Table 1 layout: arms × datasets, final val top-1 mean ± std over seeds, best in bold, Δ vs default."""
-    stats = group_stats(runs, ["dataset", "arm"])
+def cells(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (dataset, variant) pairs that have runs, in the experiment's order."""
+    return list(dict.fromkeys(zip(runs["dataset"], runs["variant"])))
+
+
+def cell_label(dataset: str, variant: str, several: bool) -> str:
+    """'cifar10' when the grid has one variant, 'cifar10, vit6' when it has several."""
+    return f"{dataset}, {variant}" if several else dataset
+
+
+def vit_table(runs: pd.DataFrame, arms: Sequence[str]) -> Table | None:
+    """[NeurIPS] Table 1 layout: arms × (dataset, variant), final val top-1 mean ± std over seeds, best in bold,
+    Δ vs default."""
+    groups = cells(runs)
+    if not groups:
+        return None
+    several = len({v for _, v in groups}) > 1
+    stats = group_stats(runs, ["dataset", "variant", "arm"])
     order = display_arms(arms)
-    cells = {d: [lookup(stats, dataset=d, arm=a) for a in order] for d in datasets}
-    shown = {d: bold_best([mean_pm(s["mean"], s["std"], s["n"]) for s in cells[d]], [s["mean"] for s in cells[d]])
-             for d in datasets}
-    rows = [[arm, *(shown[d][i] for d in datasets)] for i, arm in enumerate(order)]
-    base = {d: lookup(stats, dataset=d, arm="default")["mean"] for d in datasets}
+    found = {g: [lookup(stats, dataset=g[0], variant=g[1], arm=a) for a in order] for g in groups}
+    shown = {g: bold_best([mean_pm(s["mean"], s["std"], s["n"]) for s in found[g]], [s["mean"] for s in found[g]])
+             for g in groups}
+    rows = [[arm, *(shown[g][i] for g in groups)] for i, arm in enumerate(order)]
+    base = {g: lookup(stats, dataset=g[0], variant=g[1], arm="default")["mean"] for g in groups}
     deltas = [a for a in order if a != "default"] if "default" in arms else []
-    rows += [[f"Δ {a} - default (pts)", *(num(lookup(stats, dataset=d, arm=a)["mean"] - base[d], True)
-                                          for d in datasets)] for a in deltas]
-    data = stats.assign(delta_vs_default=[s - base.get(d, math.nan) for d, s in zip(stats["dataset"], stats["mean"])])
-    caption = ("Final validation top-1 (%), mean ± sample std over seeds, n = seeds run; best per dataset in bold."
+    rows += [[f"Δ {a} - default (pts)", *(num(found[g][order.index(a)]["mean"] - base[g], True) for g in groups)]
+             for a in deltas]
+    data = stats.assign(delta_vs_default=[m - base.get((d, v), math.nan)
+                                          for d, v, m in zip(stats["dataset"], stats["variant"], stats["mean"])])
+    caption = ("Final validation top-1 (%), mean ± sample std over seeds, n = seeds run; best per column in bold."
                + (" Δ rows: difference of means to the default arm, in points." if deltas else
-                  " No `default` arm in this experiment, so no Δ rows."))
+                  " No `default` arm in this experiment, so no Δ rows.")
+               + (" Columns: dataset, model variant (params `models`)." if several else ""))
     return Table("vit_top1", "ViT top-1 by arm and dataset ([NeurIPS] Table 1 layout)", caption,
-                 ["Arm", *datasets], rows, data)
+                 ["Arm", *(cell_label(d, v, several) for d, v in groups)], rows, data)
 
 
-def ours_for(runs: pd.DataFrame, stats: dict, dataset: str, arm: str, metric: str) -> dict:
+def ours_for(runs: pd.DataFrame, stats: dict, dataset: str, variant: str, arm: str, metric: str) -> dict:
     """Our mean/std/n for a published row's metric: top1, best_top1, or delta_vs_default (mean difference)."""
     if metric == "delta_vs_default":
-        s = group_stats(runs[runs["dataset"] == dataset], ["arm"])
+        s = group_stats(runs[(runs["dataset"] == dataset) & (runs["variant"] == variant)], ["arm"])
         mean = lookup(s, arm=arm)["mean"] - lookup(s, arm="default")["mean"]
         return {"mean": mean, "std": math.nan, "n": lookup(s, arm=arm)["n"]}
-    return lookup(stats[metric], dataset=dataset, arm=arm)
+    return lookup(stats[metric], dataset=dataset, variant=variant, arm=arm)
 
 
-def comparable(rows: pd.DataFrame, model_name: str) -> pd.DataFrame:
-    """Published rows to put beside our runs: full training sets only, and, where the row names a timm model,
-    only our model (a ViT-B row is not set beside a ViT-T run). Other rows stay in paper/ for the record."""
+def comparable(rows: pd.DataFrame, model_name: str, first: bool) -> pd.DataFrame:
+    """Published rows to put beside one variant's runs: full training sets only; a row naming a timm model only
+    beside that model (a ViT-B row is not set beside a ViT-T run), a row naming none beside the `first` ViT-family
+    variant only (so it is not repeated per variant). Other rows stay in paper/ for the record."""
     full = rows["data_fraction"].isna() | (rows["data_fraction"] == 1) if "data_fraction" in rows else True
     timm_name = rows["model"].str.match(r"^(vit|deit|swin|mixer)_\S+$")
-    return rows[full & (~timm_name | (rows["model"] == model_name))]
+    return rows[full & ((timm_name & (rows["model"] == model_name)) | (~timm_name & first))]
 
 
 def published_table(runs: pd.DataFrame, published: pd.DataFrame, datasets: Sequence[str], arms: Sequence[str], *,
-                    file: str, name: str, title: str, model_name: str) -> Table | None:
-    """Our arms beside every comparable published cell (incl. n/p) for the same dataset and arm in
-    paper/<file>.csv (see `comparable`)."""
-    stats = {m: group_stats(runs, ["dataset", "arm"], m) for m in ("top1", "best_top1")}
+                    file: str, name: str, title: str) -> Table | None:
+    """Our arms beside every comparable published cell (incl. n/p) for the same dataset, arm and model in
+    paper/<file>.csv (see `comparable`), per (dataset, variant)."""
+    stats = {m: group_stats(runs, ["dataset", "variant", "arm"], m) for m in ("top1", "best_top1")}
+    models = dict(zip(runs["variant"], runs["model"]))
+    vit = [v for v, f in dict(zip(runs["variant"], runs["family"])).items() if f == "vit"]
     rows, data = [], []
-    for dataset in datasets:
+    for dataset, variant in [g for g in cells(runs) if g[0] in datasets]:
         for arm in display_arms(arms):
-            for _, pub in comparable(select(published, file, dataset=dataset, arm=arm), model_name).iterrows():
-                ours = ours_for(runs, stats, dataset, arm, pub["metric"])
+            pubs = comparable(select(published, file, dataset=dataset, arm=arm), str(models.get(variant)),
+                              first=bool(vit) and variant == vit[0])
+            for _, pub in pubs.iterrows():
+                ours = ours_for(runs, stats, dataset, variant, arm, pub["metric"])
                 diff = ours["mean"] - pub["value"]
-                rows.append([dataset, arm, pub["metric"], mean_pm(ours["mean"], ours["std"], ours["n"]),
+                rows.append([dataset, variant, arm, pub["metric"], mean_pm(ours["mean"], ours["std"], ours["n"]),
                              NP if pub["status"] == "n/p" else num(pub["value"]), num(diff, True),
                              f"{pub['table']}; {pub['source']}, {pub['status']}", f"{pub['model']}; {pub['setting']}"])
-                data.append({"dataset": dataset, "arm": arm, "metric": pub["metric"], "ours_mean": ours["mean"],
-                             "ours_std": ours["std"], "n": ours["n"], "published": pub["value"],
-                             "ours_minus_published": diff, "table": pub["table"], "source": pub["source"],
-                             "status": pub["status"], "version": pub["version"], "profile": pub["profile"]})
+                data.append({"dataset": dataset, "variant": variant, "arm": arm, "metric": pub["metric"],
+                             "ours_mean": ours["mean"], "ours_std": ours["std"], "n": ours["n"],
+                             "published": pub["value"], "ours_minus_published": diff, "table": pub["table"],
+                             "source": pub["source"], "status": pub["status"], "version": pub["version"],
+                             "profile": pub["profile"]})
     if not rows:
         return None
     caption = ("Our mean ± std (n seeds) beside every published cell for the same dataset, arm and model (paper/"
-               f"{file}.csv; rows on a fraction of the training data or another timm model are left out here)."
-               " Published recipes differ from this run's unless its profile matches; the setting column says how."
-               " n/p = not published in a reachable source.")
-    return Table(name, title, caption, ["Dataset", "Arm", "Metric", "Ours %", "Published %", "Ours - published",
-                                        "Published in", "Published setting"], rows, pd.DataFrame(data))
+               f"{file}.csv; rows on a fraction of the training data or of another timm model are left out here;"
+               " rows that name no timm model stand beside the first ViT-family variant). Published recipes differ"
+               " from this run's unless its profile matches; the setting column says how. n/p = not published in a"
+               " reachable source.")
+    return Table(name, title, caption, ["Dataset", "Variant", "Arm", "Metric", "Ours %", "Published %",
+                                        "Ours - published", "Published in", "Published setting"], rows,
+                 pd.DataFrame(data))
 
 
 def reference_rows(published: pd.DataFrame, dataset: str) -> pd.DataFrame:
@@ -193,14 +211,20 @@ def reference_rows(published: pd.DataFrame, dataset: str) -> pd.DataFrame:
     return rows[keep]
 
 
-def context_table(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataFrame, datasets: Sequence[str],
-                  arms: Sequence[str], filter_dataset: str) -> Table | None:
-    """Per dataset: our ViT arms, our learned ConvMixer, and outside reference models, with Δ to the method."""
-    stats = group_stats(runs, ["dataset", "arm"])
+def context_table(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str],
+                  filter_dataset: str) -> Table | None:
+    """Per dataset: our ViT arms (every variant), our learned ConvMixer, and outside reference models, with Δ to
+    the method under study of the dataset's first variant."""
+    stats = group_stats(runs, ["dataset", "variant", "arm"])
+    groups = cells(runs)
+    several = len({v for _, v in groups}) > 1
     rows, data = [], []
-    for dataset in datasets:
-        method = lookup(stats, dataset=dataset, arm=arms[0])["mean"]
-        entries = [(f"ViT, {a} init (ours)", lookup(stats, dataset=dataset, arm=a), "this run") for a in arms]
+    for dataset in dict.fromkeys(d for d, _ in groups):
+        variants = [v for d, v in groups if d == dataset]
+        method = lookup(stats, dataset=dataset, variant=variants[0], arm=arms[0])["mean"]
+        entries = [(f"ViT {v}, {a} init (ours)" if several else f"ViT, {a} init (ours)",
+                    lookup(stats, dataset=dataset, variant=v, arm=a), "this run") for v in variants for a in arms]
+        ours = len(entries)
         learned = filters[filters["variant"] == "learned"] if len(filters) else filters
         if dataset == filter_dataset and len(learned):
             entries.append(("ConvMixer, learned filters (ours, filter study)",
@@ -209,7 +233,7 @@ def context_table(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataF
             label = pub["model"] + (f" [{pub['arm']}]" if pub["arm"] else "")
             entries.append((label, {"mean": pub["value"], "std": math.nan, "n": None},
                             f"{pub['table']} ({pub['source']}, {pub['status']})"))
-        if len(entries) == len(arms):
+        if len(entries) == ours:
             continue  # nothing to put our arms beside
         for label, s, source in entries:
             rows.append([dataset, label, mean_pm(s["mean"], s["std"]), str(s["n"] or ""), source,
@@ -218,9 +242,10 @@ def context_table(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataF
                          "source": source, f"delta_vs_{arms[0]}": s["mean"] - method})
     if not rows:
         return None
+    who = f"ViT {arms[0]} (ours" + (", the dataset's first variant)" if several else ")")
     caption = (f"Our ViT arms beside our learned ConvMixer and reference models not from the paper (paper/"
                f"references.csv; e.g. Fashion-MNIST's benchmark CNNs, trained on the full training set). Last"
-               f" column: top-1 minus ViT {arms[0]} (ours), in points.")
+               f" column: top-1 minus {who}, in points.")
     return Table("context", "Context: our runs beside reference models", caption,
                  ["Dataset", "Model", "Top-1 %", "n", "Source", f"Δ vs ViT {arms[0]} (pts)"], rows, pd.DataFrame(data))
 
@@ -241,10 +266,11 @@ def clip_epochs(runs: pd.DataFrame, epochs: Sequence[int]) -> tuple[list[int], s
     return (kept or ([last] if last else [])), note
 
 
-def _convergence_cells(runs: pd.DataFrame, published: pd.DataFrame, dataset: str, arm: str,
+def _convergence_cells(runs: pd.DataFrame, published: pd.DataFrame, group: tuple[str, str], arm: str,
                        epochs: Sequence[int]) -> dict:
     """One arm's val/train top-1 (mean, std, n) at each epoch, and the published training accuracy there."""
-    sub = runs[(runs["dataset"] == dataset) & (runs["arm"] == arm)]
+    dataset, variant = group
+    sub = runs[(runs["dataset"] == dataset) & (runs["variant"] == variant) & (runs["arm"] == arm)]
     out = {}
     for e in epochs:
         for key in ("val_top1", "train_top1"):
@@ -255,28 +281,30 @@ def _convergence_cells(runs: pd.DataFrame, published: pd.DataFrame, dataset: str
 
 def convergence_table(runs: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str],
                       epochs: Sequence[int]) -> Table | None:
-    """The rebuttal's convergence layout: per arm, val and train top-1 at given epochs (mean ± std over seeds)."""
+    """The rebuttal's convergence layout: per (dataset, variant) and arm, val and train top-1 at given epochs."""
     kept, note = clip_epochs(runs, epochs)
     if runs.empty or not kept:
         return None
     runs = convergence_columns(runs, kept)
-    datasets = list(dict.fromkeys(runs["dataset"]))
-    cells = {(d, a): _convergence_cells(runs, published, d, a, kept) for d in datasets for a in display_arms(arms)}
-    paper_epochs = [e for e in kept if any(math.isfinite(c[("paper", e)]) for c in cells.values())]
+    groups, order = cells(runs), display_arms(arms)
+    several = len({v for _, v in groups}) > 1
+    found = {(g, a): _convergence_cells(runs, published, g, a, kept) for g in groups for a in order}
+    paper_epochs = [e for e in kept if any(math.isfinite(c[("paper", e)]) for c in found.values())]
     keys = [(k, e) for e in kept for k in ("val_top1", "train_top1")]
     rows = []
-    for d in datasets:
-        block = [[mean_pm(*cells[(d, a)][k][:2]) for k in keys] for a in display_arms(arms)]
+    for g in groups:
+        block = [[mean_pm(*found[(g, a)][k][:2]) for k in keys] for a in order]
         for j, k in enumerate(keys):  # best arm per column in bold
-            bolded = bold_best([r[j] for r in block], [cells[(d, a)][k][0] for a in display_arms(arms)])
+            bolded = bold_best([r[j] for r in block], [found[(g, a)][k][0] for a in order])
             for r, b in zip(block, bolded):
                 r[j] = b
-        rows += [[d, a, *r, *(num(cells[(d, a)][("paper", e)]) for e in paper_epochs)]
-                 for a, r in zip(display_arms(arms), block)]
-    data = pd.DataFrame([{"dataset": d, "arm": a, "epoch": e, "metric": k, "mean": c[(k, e)][0],
+        rows += [[cell_label(*g, several), a, *r, *(num(found[(g, a)][("paper", e)]) for e in paper_epochs)]
+                 for a, r in zip(order, block)]
+    data = pd.DataFrame([{"dataset": g[0], "variant": g[1], "arm": a, "epoch": e, "metric": k, "mean": c[(k, e)][0],
                           "std": c[(k, e)][1], "n": c[(k, e)][2], "published_train_top1": c[("paper", e)]}
-                         for (d, a), c in cells.items() for k, e in keys])
-    columns = ["Dataset", "Arm", *(f"{'val' if k == 'val_top1' else 'train'} @{e}" for k, e in keys),
+                         for (g, a), c in found.items() for k, e in keys])
+    columns = ["Dataset, variant" if several else "Dataset", "Arm",
+               *(f"{'val' if k == 'val_top1' else 'train'} @{e}" for k, e in keys),
                *(f"paper train @{e}" for e in paper_epochs)]
     caption = ("Top-1 (%) after the given number of epochs, mean ± std over seeds, on the validation set (val) and"
                " on the training batches as trained (train: with this run's augmentation); best arm per column in"
@@ -286,11 +314,45 @@ def convergence_table(runs: pd.DataFrame, published: pd.DataFrame, arms: Sequenc
                  rows, data)
 
 
-def runs_table(runs: pd.DataFrame, filters: pd.DataFrame) -> Table:
+def ci_alpha_table(ci: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str],
+                   alphas: Sequence[float]) -> Table | None:
+    """[CI] Tables 3-8 layout: per dataset, arms down (random, mimetic, impulse), α across; each cell our mean ±
+    std (n) and the published cell beside it (paper/ci_alpha.csv)."""
+    if ci is None or ci.empty:
+        return None
+    stats = group_stats(ci, ["dataset", "alpha", "arm"])
+    order = [a for a in ("random", "mimetic", "impulse") if a in arms] + [a for a in arms if a not in
+                                                                          ("random", "mimetic", "impulse")]
+    rows, data = [], []
+    for dataset in dict.fromkeys(ci["dataset"]):
+        for arm in order:
+            line = [dataset, arm]
+            for alpha in alphas:
+                s = lookup(stats, dataset=dataset, alpha=float(alpha), arm=arm)
+                value = published_cell(select(published, "ci_alpha", dataset=dataset, arm=arm, alpha=alpha))[1]
+                diff = s["mean"] - value
+                line.append(f"{mean_pm(s['mean'], s['std'], s['n'])}; paper "
+                            + (f"{value:.2f} (Δ {num(diff, True)})" if math.isfinite(value) else NP))
+                data.append({"dataset": dataset, "arm": arm, "alpha": float(alpha), **{k: s[k] for k in
+                             ("n", "mean", "std")}, "published": value, "ours_minus_published": diff})
+            rows.append(line)
+    caption = ("[CI]'s M′_I attention, Z = α·LN(x) + (1 − α)·PE: final validation top-1 (%), mean ± std over seeds"
+               " (n); beside it the published cell of [CI] Tables 3-8 (paper/ci_alpha.csv; Simple ViT on"
+               " CIFAR-10/100, SVHN, Tiny-ImageNet; n/p where the paper has no such cell) and ours minus it, in"
+               " points. The paper's Δ rows are relative % and are not repeated here.")
+    return Table("ci_alpha", "[CI] α grid: init × α (Tables 3-8 layout)", caption,
+                 ["Dataset", "Init", *(f"α {a:g}" for a in alphas)], rows, pd.DataFrame(data), section="ci_alpha")
+
+
+def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | None = None) -> Table:
     """Every run read, with its final/best top-1, epochs, wall time, throughput and hardware."""
-    frames = [runs.assign(study="ViT " + runs["dataset"], name=runs["arm"]),
+    frames = [runs.assign(study="ViT " + runs["dataset"] + ", " + runs["variant"], name=runs["arm"]),
               filters.assign(study="filter study", name=filters["variant"])]
-    both = pd.concat([f for f in frames if len(f)], ignore_index=True) if len(runs) or len(filters) else runs
+    if ci is not None and len(ci):
+        frames.append(ci.assign(study="[CI] α " + ci["alpha"].map("{:g}".format) + ", " + ci["dataset"],
+                                name=ci["arm"]))
+    present = [f for f in frames if len(f)]
+    both = pd.concat(present, ignore_index=True) if present else runs.assign(study=[], name=[])
     rows, data = [], []
     for _, r in both.iterrows():
         best = f"{num(100 * r['best_top1'])} (ep {r['best_epoch']})" if math.isfinite(r["best_top1"]) else NA
@@ -303,21 +365,24 @@ def runs_table(runs: pd.DataFrame, filters: pd.DataFrame) -> Table:
     return Table("runs", "Every run of this experiment", "From each run's metrics.json: final and best validation"
                  " top-1 (%), epochs, wall time and mean training throughput.",
                  ["Study", "Arm / variant", "Seed", "Top-1 %", "Best % (epoch)", "Epochs", "Wall time", "Images/s",
-                  "Hardware"], rows, pd.DataFrame(data), section="provenance")
+                  "Hardware"], rows, pd.DataFrame(data), section="appendix")
 
 
-def headline_table(comparisons: list[tuple[str, Paired, dict, dict]]) -> Table:
-    """The method against each baseline per dataset: both arms' mean ± std, the paired Δ and its interval."""
-    rows, data = [], []
-    for dataset, p, sa, sb in comparisons:
-        rows.append([dataset, f"{p.a} vs {p.b}", mean_pm(sa["mean"], sa["std"], sa["n"]),
-                     mean_pm(sb["mean"], sb["std"], sb["n"]), str(p.n), num(p.mean, True), interval(p), p.outcome()])
-        data.append({"dataset": dataset, **p.as_dict(), "a_mean": sa["mean"], "a_std": sa["std"],
-                     "b_mean": sb["mean"], "b_std": sb["std"]})
-    level = f"{100 * comparisons[0][1].confidence:g}%" if comparisons else "95%"
+def headline_table(comparisons: list[dict]) -> Table:
+    """The method against each baseline per (dataset, variant): both arms' mean ± std, the paired Δ, its interval
+    and verdict (`aggregate.headline_rows`)."""
+    several = len({c["variant"] for c in comparisons}) > 1
+    rows = [[cell_label(c["dataset"], c["variant"], several), f"{c['a']} > {c['b']}",
+             mean_pm(c["a_mean"], c["a_std"], c["a_n"]), mean_pm(c["b_mean"], c["b_std"], c["b_n"]), str(c["n"]),
+             num(c["mean"], True), f"[{num(c['low'], True)}, {num(c['high'], True)}]" if c["low"] is not None else NA,
+             c["verdict"] + (f" ({c['pairs_needed']} pairs would decide)" if c.get("pairs_needed") else "")]
+            for c in comparisons]
+    level = f"{100 * comparisons[0]['confidence']:g}%" if comparisons else "95%"
     caption = ("Final validation top-1 (%): each arm's mean ± std over its seeds, and the paired difference over the"
                f" seeds both ran (same seed = same data order and augmentation) with its {level} t interval."
-               " 'no significant difference' = the interval includes 0.")
-    return Table("headline", "Headline: the method under study against each baseline", caption,
-                 ["Dataset", "Comparison", "Method %", "Baseline %", "Pairs", "Δ (pts)", f"{level} CI", "Outcome"],
-                 rows, pd.DataFrame(data), section="headline")
+               " supported = the interval lies above 0; contradicted = below 0; inconclusive = it includes 0 (with"
+               " the seed pairs that would decide it at the observed mean and spread).")
+    data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
+    return Table("headline", "The method under study against each baseline", caption,
+                 ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",
+                  "Δ (pts)", f"{level} CI", "Verdict"], rows, data, section="headline")

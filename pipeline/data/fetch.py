@@ -8,8 +8,10 @@ Everything happens in a temporary sibling `data/.fetch-<dataset>-XXXX/`: downloa
 checked), verify (split sizes, content hashes), convert (small sets to uint8 tensors), then `manifest.json`
 is written and the directory is renamed into place in one step. On any failure the temporary directory is
 removed, so `data/<dataset>/` either is complete (it has a manifest) or does not exist. Leftovers of a killed
-run are removed by the next one. Which source each dataset uses: `pipeline.data.sources` (downloads) and
-`pipeline.data.userdata` (ImageNet-1K and `folder`, verified in place and never copied).
+run are removed by the next one. Which source each dataset uses: `pipeline.data.sources` (downloads),
+`pipeline.data.digits` (bundled with scikit-learn) and `pipeline.data.userdata` (ImageNet-1K and `folder`,
+verified in place and never copied). The manifest records what `pipeline.data.meta.dataset_meta` reads:
+the classes, channels and image size every stage builds its models with.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import socket
 import tempfile
 from pathlib import Path
 
+from pipeline.data.digits import fetch_digits
+from pipeline.data.meta import DatasetMeta
 from pipeline.data.registry import DATASETS
-from pipeline.data.sources import Log, fetch_source
+from pipeline.data.sources import Expected, Log, Request, expected, fetch_source
 from pipeline.data.store import write_manifest
 from pipeline.data.userdata import user_dataset
 from pipeline.errors import PipelineError
@@ -58,7 +62,8 @@ def move_into_place(work: Path, final: Path) -> None:
 
 def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror: str = "",
                   imagenet_path: str = "", folder_path: str = "", base_url: str | None = None,
-                  downloads: str | Path | None = None, timeout: float = 20.0, log: Log = print) -> Path:
+                  downloads: str | Path | None = None, timeout: float = 20.0, log: Log = print,
+                  expect: Expected | None = None) -> Path:
     """Fetch dataset `name` into `<root>/<name>/` atomically and return that directory.
 
     Args:
@@ -71,6 +76,8 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
         downloads: where a person may put archives fetched by hand (default `<root>/downloads`).
         timeout: seconds a stalled connection may stay silent before the fetch fails.
         log: where progress lines go (one per verified file).
+        expect: what the copy must match (split sizes, class count, checksums); None: the real dataset's
+            (`pipeline.data.sources.expected`). Only the tests of miniature archives pass another.
 
     Raises:
         PipelineError: with what was tried and how to provide the data; nothing is left in `<root>/<name>`.
@@ -84,23 +91,45 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
     work = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=root))
     work.chmod(0o755)  # mkdtemp's 0700 would make the dataset private to this user
     try:
+        req = Request(expect or expected(name), allowed=download, base_url=base_url, downloads=downloads, log=log)
         if info.source == "user-path":
             fields = user_dataset(name, imagenet_path=imagenet_path, folder_path=folder_path)
+        elif name == "digits":
+            fields = fetch_digits(info, work, req)
         else:
             with socket_timeout(timeout):
-                fields = fetch_source(name, work, work / "raw", download=download, mirror=mirror,
-                                      base_url=base_url, downloads=downloads, log=log)
+                fields = fetch_source(name, work, work / "raw", req, mirror=mirror)
             shutil.rmtree(work / "raw", ignore_errors=True)
-        write_manifest(work, {
-            "dataset": name, "num_classes": len(fields["classes"]), "channels": info.channels,
-            "train_split": info.train_split, "eval_split": fields.pop("eval_split", info.eval_split),
-            **fields,
+        write_manifest(work, {  # pipeline.data.meta reads num_classes, channels and image_size
+            "dataset": name, "num_classes": len(fields["classes"]), "channels": fields.pop("channels"),
+            "image_size": fields.pop("image_size"), "train_split": info.train_split,
+            "eval_split": fields.pop("eval_split", info.eval_split), **fields,
         })
         move_into_place(work, root / name)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # a no-op once the directory has been moved into place
     log(f"fetched {name} into {root / name}")
     return root / name
+
+
+def source_meta(name: str, *, imagenet_path: str = "", folder_path: str = "") -> DatasetMeta:
+    """The DatasetMeta that fetching `name` will record, without fetching or writing anything.
+
+    Args:
+        name: a key of the registry (params `datasets`, `filter_study.dataset`, ...).
+        imagenet_path, folder_path: params `data.imagenet_path` / `data.folder_path`, scanned for those two.
+
+    Raises:
+        PipelineError: unknown name; or for `folder` / `imagenet` a path that is unset or not an ImageFolder
+            tree, naming `data.folder_path` / `data.imagenet_path` and the fix.
+    """
+    if name not in DATASETS:
+        raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
+    info = DATASETS[name]
+    if info.source == "user-path":
+        fields = user_dataset(name, imagenet_path=imagenet_path, folder_path=folder_path)
+        return DatasetMeta(name, len(fields["classes"]), fields["channels"], fields["image_size"])
+    return DatasetMeta(name, info.num_classes, info.channels, info.native_size)
 
 
 def add_arguments(parser) -> None:

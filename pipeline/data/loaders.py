@@ -30,7 +30,9 @@ from timm.data.distributed_sampler import RepeatAugSampler
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
 from torchvision import datasets as tvd
 
+from pipeline.data.meta import meta_from_manifest
 from pipeline.data.registry import DATASETS, IMAGENET_MEAN, IMAGENET_STD
+from pipeline.data.sources import torchvision_class
 from pipeline.data.store import load_split, read_manifest
 from pipeline.data.transforms import (
     Augment,
@@ -40,6 +42,7 @@ from pipeline.data.transforms import (
     pil_transform,
     resolve_backend,
 )
+from pipeline.data.userdata import FolderLoader
 from pipeline.errors import PipelineError
 
 #: Seed of the fixed shuffle that `train_subset` / `val_subset` take their first n images from.
@@ -168,10 +171,11 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
     if fmt == "tensors":
         dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)
     elif fmt == "torchvision":  # Food-101, Flowers-102, Pets: all select their split with `split=`
-        dataset = getattr(tvd, manifest["class"])(str(directory), split=split, transform=transform)
-    else:
+        cls = torchvision_class(DATASETS[manifest["dataset"]], md5=manifest.get("md5"))  # checksums as fetched
+        dataset = cls(str(directory), split=split, transform=transform)
+    else:  # the user's images, each loaded with the channels the manifest records
         dataset = tvd.ImageFolder(str(Path(manifest["path"]) / manifest["splits"][split]["dir"]),
-                                  transform=transform)
+                                  transform=transform, loader=FolderLoader(manifest["channels"]))
     if len(dataset) != expected:
         raise PipelineError(f"dataset {manifest['dataset']!r}: the {split} split has {len(dataset)} images but "
                             f"{expected} when fetched; the data changed: fetch it again")
@@ -186,7 +190,8 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
 
     Args:
         img_size: model input side; images are cropped/resized to it.
-        in_chans: model input channels (None: the dataset's own); gray and RGB data convert either way.
+        in_chans: model input channels (None: the dataset's own, `dataset_meta(root, name).channels`); gray
+            and RGB data convert either way.
         batch_size: per process.
         seed: run seed; with the epoch it fixes the train order.
         augment: the recipe's augmentation (`Augment.from_train(params.train)`).
@@ -201,13 +206,14 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
         raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
     info, directory = DATASETS[name], Path(root) / name
     manifest = read_manifest(directory, name)
-    in_chans = in_chans or info.channels
+    meta = meta_from_manifest(manifest, name)
+    in_chans = in_chans or meta.channels
     if normalization not in ("dataset", "imagenet"):
         raise PipelineError(f"data.normalization = {normalization!r}: allowed are 'dataset', 'imagenet'")
     stats = (IMAGENET_MEAN, IMAGENET_STD) if normalization == "imagenet" else (info.mean, info.std)
     mean, std = channel_stats(*stats, in_chans)
     backend = resolve_backend(augment, in_memory=manifest["format"] == "tensors", img_size=img_size,
-                              native_size=info.native_size)
+                              native_size=meta.image_size)
     options = {"img_size": img_size, "in_chans": in_chans, "mean": mean, "std": std, "augment": augment}
     sets, collates = {}, {}
     for role, split, subset in (("train", manifest["train_split"], train_subset),
@@ -220,12 +226,14 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     if len(sets["train"]) < batch_size * world_size:
         raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
                             f"{len(sets['train'])} training images of {name}; lower it or raise data.train_subset")
-    common = {"batch_size": batch_size, "num_workers": workers, "persistent_workers": workers > 0,
-              "pin_memory": pin_memory}
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
+    # Train workers start afresh each epoch, seeded from the RNG the trainer reseeds per (seed, epoch, rank), so a
+    # resumed run's epoch draws what an uninterrupted run's does; persistent workers would carry their RNG state
+    # over from the run's first epoch (one fork per worker and epoch is the price).
     train = DataLoader(sets["train"], sampler=train_sampler(sets["train"], seed=seed, rank=rank,
                        world_size=world_size, aug_repeats=augment.aug_repeats),
-                       drop_last=True, collate_fn=collates["train"], **common)
+                       drop_last=True, collate_fn=collates["train"], persistent_workers=False, **common)
     val = DataLoader(sets["val"], sampler=ShardSampler(len(sets["val"]), rank, world_size), drop_last=False,
-                     collate_fn=collates["val"], **common)
-    return Loaders(train, val, manifest["num_classes"], len(sets["train"]), len(sets["val"]),
+                     collate_fn=collates["val"], persistent_workers=workers > 0, **common)
+    return Loaders(train, val, meta.num_classes, len(sets["train"]), len(sets["val"]),
                    manifest["classes"], in_chans, mean, std, backend)

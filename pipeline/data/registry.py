@@ -1,14 +1,23 @@
 """The dataset registry: name -> where it comes from and what it is. Pure data, no torch, no I/O.
 
 Every dataset the papers train on ([NeurIPS] Table 1/2, [CI] Tables 3-8, [SIA]), our offline default
-Fashion-MNIST, and `folder` (a user's ImageFolder tree). Mean/std are the values the official recipes use
+Fashion-MNIST, `digits` (scikit-learn's bundled 8x8 digits: a second real dataset that needs no download), and
+`folder` (a user's ImageFolder tree). Mean/std are the values the official recipes use
 (paper.md section 3): ImageNet's for the [NeurIPS] small-dataset recipe and for the large sets, the dataset's
 own for CIFAR/SVHN as [CI]/[SIA] normalise. `config.py` validates dataset names against `DATASETS`, so this
 module must stay importable without torch.
 
 Split sizes are the published ones and `fetch` checks them, so a truncated or partial copy cannot pass as the
-dataset. Flowers-102 trains on its 1,020-image `train` split and evaluates on `test` (6,149); which splits the
-[NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md section 4, item 11).
+dataset. `digits` has no official split: `fetch` makes a fixed class-stratified one (1,347 train / 450 val,
+`pipeline.data.digits`); its mean/std are those of its train split (pixels scaled to [0, 1]), as
+`tests/test_data_meta.py` recomputes them. Flowers-102 trains on its 1,020-image `train` split and evaluates
+on `test` (6,149); which splits the [NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md
+section 4, item 11).
+
+The classes, channels and image size a model is built with come from the fetched dataset's manifest
+(`pipeline.data.meta.dataset_meta`); for a registered dataset `fetch` checks the data's class count (and, for
+the tensor datasets, the image shape) against the values here. For `folder` they are read from the user's
+images, and its `num_classes`, `channels` and `native_size` here are unused.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ class DatasetInfo:
 
     name: str
     #: 'mirror+torchvision:<Class>' (a local mirror, else torchvision's download), 'torchvision:<Class>',
-    #: 'url' (an archive we download with torchvision's downloader), 'user-path' (never downloaded)
+    #: 'url' (an archive we download with torchvision's downloader), 'sklearn:<loader>' (bundled with
+    #: scikit-learn, no download), 'user-path' (never downloaded)
     source: str
     num_classes: int  #: 0 = read from the data (`folder`)
     channels: int
@@ -50,6 +60,11 @@ DATASETS: dict[str, DatasetInfo] = {
             "fashion_mnist", "mirror+torchvision:FashionMNIST", 10, 1, 28, "train", "test", 60000, 10000,
             (0.2860,), (0.3530,), "Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747", "MIT", True,
             "https://github.com/zalandoresearch/fashion-mnist"),
+        DatasetInfo(
+            "digits", "sklearn:load_digits", 10, 1, 8, "train", "val", 1347, 450,
+            (0.3053,), (0.3758,), "Alpaydin, Kaynak 1998, Optical Recognition of Handwritten Digits, UCI ML "
+            "Repository (the 1,797-image test set, as scikit-learn's load_digits ships it)", "CC BY 4.0", True,
+            "https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits"),
         DatasetInfo(
             "cifar10", "torchvision:CIFAR10", 10, 3, 32, "train", "test", 50000, 10000,
             (0.4914, 0.4822, 0.4465), (0.2471, 0.2435, 0.2616), CIFAR_CITATION, "unspecified", True,

@@ -7,7 +7,8 @@ the format the loaders open:
   N x C x H x W) and `labels` (int64, N). Loaders memory-map them, so ranks on one machine share one copy and
   a batch is a single indexing operation instead of N image decodes.
 - `torchvision`: the tree a torchvision dataset class extracts (Food-101, Flowers-102, Pets), opened with
-  that class.
+  that class; `md5` lists the checksums that replaced torchvision's at fetch (empty for the real dataset;
+  the miniatures of the tests), which the class checks again when it opens the tree.
 - `imagefolder`: a path outside the repository (ImageNet-1K, `folder`), never copied; one ImageFolder tree
   per split.
 """

@@ -31,7 +31,7 @@ def family(model: nn.Module) -> str:
     """'vit', 'swin' or 'mixer' for a supported timm model; PipelineError otherwise."""
     name = type(model).__name__
     if isinstance(model, VisionTransformer):
-        bad = [i for i, b in enumerate(model.blocks) if type(b) is not Block or type(b.attn) is not Attention]
+        bad = [i for i, b in enumerate(model.blocks) if type(b) is not Block or not isinstance(b.attn, Attention)]
         if bad:
             raise PipelineError(
                 f"{name}: block {bad[0]} is {type(model.blocks[bad[0]]).__name__} with "

@@ -37,6 +37,8 @@ class _Captured(Exception):
 def attention_probs(attn: nn.Module, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Attention probabilities (B, heads, N, N) of a timm Attention / WindowAttention on its input x (B, N, C)."""
     batch, tokens, _ = x.shape
+    if hasattr(attn, "qk_input"):  # [CI]'s mixed attention: queries and keys see alpha x + (1 - alpha) PE
+        x = attn.qk_input(x)
     qkv = attn.qkv(x).reshape(batch, tokens, 3, attn.num_heads, -1).permute(2, 0, 3, 1, 4)
     q = getattr(attn, "q_norm", nn.Identity())(qkv[0])
     k = getattr(attn, "k_norm", nn.Identity())(qkv[1])

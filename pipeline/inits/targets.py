@@ -24,6 +24,7 @@ from pipeline.errors import PipelineError
 from pipeline.inits.arch import MIXER, attention_layers, family
 from pipeline.inits.geometry import shifted_index
 from pipeline.inits.rng import as_generator, truncated_normal
+from pipeline.vocabulary import check_kernel_size
 
 #: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
 OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
@@ -33,8 +34,7 @@ MIN_PEAK = 0.5
 
 def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
     """An odd kernel that fits in the grid, or PipelineError."""
-    if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
-        raise PipelineError(f"impulse.kernel_size = {kernel_size!r}: must be an odd positive integer (3, 5, ...)")
+    check_kernel_size(kernel_size, "impulse.kernel_size")
     if kernel_size > min(grid):
         raise PipelineError(
             f"impulse.kernel_size = {kernel_size} does not fit the {grid[0]}x{grid[1]} {what}; use a kernel "

@@ -1,0 +1,213 @@
+"""GPU throughput of the training engine: images/s and MFU for ViT-T/S/B at 224 px, eager vs compiled, with the
+device-resident data path and the DataLoader path, on one GPU or (under torchrun) on all visible GPUs.
+
+    .venv/bin/python bench/bench_gpu.py                                     # one GPU, every model/mode/path
+    torchrun --standalone --nproc_per_node=gpu bench/bench_gpu.py           # all visible GPUs (DDP)
+    .venv/bin/python bench/bench_gpu.py --models vit_base_patch16_224 --modes compiled --paths device \\
+        --yaml bench/throughput.yaml                                        # add the measured rows to the table
+
+What runs is the engine's own epoch (`pipeline.engine.train_one_epoch` on `build_parts`: AdamW, cosine schedule,
+mixup 0.8 / cutmix 1.0, label smoothing, bf16 autocast, DDP under torchrun) on the paper's small-dataset recipe
+(paper.md section 3.1: RandAugment rand-m9-mstd0.5-inc1, random-resized crop, flip, random erasing 0.25), fed from
+a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the paper's CIFAR runs) stored exactly as
+`fetch` stores CIFAR, through `build_loaders`:
+
+- `device`: `pipeline.data.device` (the splits on the GPU, augmented there in whole batches);
+- `loader`: DataLoader workers with timm's per-image PIL transforms (`--workers`, default: the CPU cores per
+  process).
+
+Each measurement trains one warm-up epoch (compilation, cuDNN autotuning, worker start) and then times one epoch
+of `--steps` steps. Images/s is over all processes; the row written for bench/throughput.yaml (what
+`python -m pipeline check` divides a grid's images by) is per GPU. MFU = model FLOPs per image (forward +
+backward, counted by `torch.utils.flop_counter.FlopCounterMode` on one training step) x images/s, over the GPUs'
+peak dense bf16 throughput (PEAK_TFLOPS, from NVIDIA's datasheets; `--peak-tflops` for another device).
+
+`--tiny` is the configuration the tests run on CPU (a 2-block ViT at 32 px, a few steps), so this script cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import timm
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from pipeline.config import TrainConfig, yaml_load
+from pipeline.data.device import device_loaders
+from pipeline.data.loaders import build_loaders
+from pipeline.data.store import save_split, write_manifest
+from pipeline.data.transforms import Augment
+from pipeline.engine import (
+    Dist,
+    amp_dtype,
+    autocast_context,
+    build_parts,
+    setup_distributed,
+    teardown_distributed,
+    train_one_epoch,
+)
+
+MODELS = ("vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224")
+#: Peak dense bf16 tensor-core TFLOPS per GPU (NVIDIA datasheets; no sparsity), matched on the device name.
+#: V100 has no bf16: its fp16 figure, which `amp: auto` uses there.
+PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0,
+               "A10": 125.0, "V100": 125.0, "RTX 4090": 165.0}
+#: The paper's small-dataset recipe (paper.md section 3.1) as the engine takes it.
+PAPER_RECIPE = {"aa": "rand-m9-mstd0.5-inc1", "scale": [0.08, 1.0], "hflip": 0.5, "reprob": 0.25, "mixup": 0.8,
+                "cutmix": 1.0, "smoothing": 0.1, "opt": "adamw", "lr": 1e-3, "weight_decay": 0.05,
+                "warmup_epochs": 0, "crop_pct": 0.875}
+
+
+def synthetic_cifar(root: Path, images: int, size: int = 32) -> None:
+    """A CIFAR-shaped dataset under root/cifar10, stored as `fetch` stores CIFAR (uint8 tensors + manifest)."""
+    g = torch.Generator().manual_seed(0)
+    directory = root / "cifar10"
+    directory.mkdir(parents=True)
+    splits = {}
+    for split, n in (("train", images), ("test", 256)):
+        labels = torch.arange(n) % 10
+        save_split(directory / f"{split}.pt", torch.randint(0, 256, (n, 3, size, size), generator=g,
+                                                           dtype=torch.uint8), labels)
+        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [3, size, size]}
+    write_manifest(directory, {"dataset": "cifar10", "num_classes": 10, "channels": 3, "image_size": size,
+                               "train_split": "train", "eval_split": "test", "format": "tensors",
+                               "classes": [str(c) for c in range(10)], "splits": splits})
+
+
+def make_model(name: str, args) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if args.tiny:
+        return timm.create_model(name, img_size=args.img, patch_size=8, embed_dim=48, depth=2, num_heads=3,
+                                 num_classes=10)
+    return timm.create_model(name, img_size=args.img, num_classes=10)
+
+
+def flops_per_image(model: torch.nn.Module, img: int, amp: str, device: torch.device) -> float:
+    """Forward + backward FLOPs of one training step, per image (matmuls, convolutions, attention), counted on
+    a bare copy of the model (before DDP or compile wrap it)."""
+    model = model.to(device)
+    autocast = autocast_context(amp_dtype(amp, device)[0], device)
+    images, targets = torch.randn(2, 3, img, img, device=device), torch.randint(0, 10, (2,), device=device)
+    with FlopCounterMode(display=False) as counter, autocast():
+        torch.nn.functional.cross_entropy(model(images), targets).backward()
+    return counter.get_total_flops() / len(images)
+
+
+def peak_tflops(device: torch.device, override: float | None) -> tuple[str, float | None]:
+    """(device name, its peak dense bf16 TFLOPS or None when unknown)."""
+    if device.type != "cuda":
+        return "cpu", override
+    name = torch.cuda.get_device_name(device)
+    if override:
+        return name, override
+    return name, next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+
+def measure(name: str, mode: str, path: str, args, root: Path, d: Dist) -> dict:
+    """One (model, mode, path): a warm-up epoch, then a timed one; images/s over all processes."""
+    recipe = TrainConfig(**PAPER_RECIPE, epochs=2, batch_size=args.batch * d.world_size, compile=mode == "compiled",
+                         amp=args.amp, device=d.device.type, workers=args.workers, sync_every=args.sync_every)
+    augment = Augment.from_train(recipe)
+    loaders = build_loaders("cifar10", root, img_size=args.img, in_chans=3, batch_size=args.batch, seed=0,
+                            augment=augment, rank=d.rank, world_size=d.world_size, workers=args.workers,
+                            pin_memory=d.device.type == "cuda")
+    if path == "device":
+        loaders = device_loaders(loaders, img_size=args.img, augment=augment, device=d.device)
+    flops = flops_per_image(make_model(name, args), args.img, args.amp, d.device)
+    parts = build_parts(make_model(name, args), recipe, 10, len(loaders.train), d)
+    rows = []
+    for epoch in range(2):
+        loaders.train.sampler.set_epoch(epoch)
+        rows.append(train_one_epoch(parts, loaders.train, recipe, epoch, d, lambda n: None))
+    if d.device.type == "cuda":
+        torch.cuda.synchronize()
+    device_name, peak = peak_tflops(d.device, args.peak_tflops)
+    rate = rows[-1]["images_per_s"]
+    mfu = rate * flops / (peak * 1e12 * d.world_size) if peak else None
+    return {"model": name, "mode": mode, "path": path, "images_per_s": rate, "per_device": rate / d.world_size,
+            "gflops_per_image": flops / 1e9, "mfu": mfu, "device": device_name, "world_size": d.world_size,
+            "batch_per_device": args.batch, "amp": args.amp}
+
+
+def throughput_row(result: dict, args) -> dict:
+    """A bench/throughput.yaml entry (what `python -m pipeline check` reads) for one measurement."""
+    short = next((k for k in PEAK_TFLOPS if k in result["device"]), result["device"])
+    mfu = f", MFU {result['mfu']:.2f}" if result["mfu"] is not None else ""
+    source = (f"bench/bench_gpu.py ({result['mode']}, {result['amp']}, {result['path']} data, batch"
+              f" {result['batch_per_device']} per GPU, {result['world_size']} GPU(s){mfu}) on {result['device']},"
+              f" {datetime.date.today().isoformat()}")
+    return {"model": result["model"], "img_size": args.img, "embed_dim": None, "device": short,
+            "images_per_s": round(result["per_device"]), "source": source}
+
+
+def append_rows(path: Path, rows: list[dict]) -> None:
+    """Add rows to a throughput table (a YAML list), keeping its comments and earlier entries."""
+    text = path.read_text() if path.exists() else ""
+    lines = []
+    for row in rows:
+        lines.append(f"- model: {row['model']}")
+        lines += [f"  {k}: {'null' if v is None else v if not isinstance(v, str) else repr(v)}"
+                  for k, v in row.items() if k != "model"]
+    path.write_text(text.rstrip("\n") + ("\n" if text else "") + "\n".join(lines) + "\n")
+    yaml_load(path.read_text())  # still one valid YAML list
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--modes", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled"])
+    p.add_argument("--paths", nargs="+", default=["device", "loader"], choices=["device", "loader"])
+    p.add_argument("--img", type=int, default=224)
+    p.add_argument("--batch", type=int, default=256, help="images per process")
+    p.add_argument("--steps", type=int, default=50, help="timed steps (one epoch)")
+    p.add_argument("--amp", default="bf16", choices=["auto", "bf16", "fp16", "off"])
+    p.add_argument("--sync-every", type=int, default=32)
+    p.add_argument("--workers", type=int, default=None, help="DataLoader workers per process (default: cores)")
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    p.add_argument("--peak-tflops", type=float, default=None, help="peak bf16 TFLOPS per device, for MFU")
+    p.add_argument("--yaml", type=Path, default=None, help="append the rows to this throughput table")
+    p.add_argument("--tiny", action="store_true", help="the CPU test configuration (2-block ViT, 32 px)")
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.img, args.batch, args.steps = 32, 8, 2
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse(argv)
+    d = setup_distributed(args.device, threads=max(1, (os.cpu_count() or 1) // int(os.environ.get("WORLD_SIZE", 1))))
+    if args.workers is None:
+        args.workers = 0 if args.tiny else max(1, (os.cpu_count() or 1) // d.world_size - 1)
+    results = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            # every rank builds the same synthetic set in its own temporary directory
+            synthetic_cifar(Path(tmp), args.batch * d.world_size * args.steps)
+            for name in args.models:
+                for mode in args.modes:
+                    for path in args.paths:
+                        result = measure(name, mode, path, args, Path(tmp), d)
+                        results.append(result)
+                        if d.master:
+                            mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "n/a"
+                            print(f"{name:24s} {mode:8s} {path:6s} {result['images_per_s']:9.1f} img/s"
+                                  f" ({result['per_device']:.1f} per device)  {result['gflops_per_image']:.2f}"
+                                  f" GFLOP/img  MFU {mfu}  [{result['device']} x{d.world_size}, {args.amp}]",
+                                  flush=True)
+        if d.master and args.yaml:
+            append_rows(args.yaml, [throughput_row(r, args) for r in results])
+            print(f"appended {len(results)} row(s) to {args.yaml}")
+    finally:
+        teardown_distributed()
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
+

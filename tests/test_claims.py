@@ -1,0 +1,246 @@
+"""The claims' verdict logic on synthetic per-seed results (no files): the four verdicts, the claim-level rule,
+the margins, claims over model variants (1, 3, 7, 8), [CI]'s α grid (9) and the one-line summaries."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from pipeline.analysis import claims
+from pipeline.analysis.claims import Evidence, check_claims
+
+#: variant -> (timm model, family, heads, parameters), as the runs record them
+VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),
+            "swin": ("swin_tiny_patch4_window7_224", "swin", 3, 2.8e7)}
+#: impulse > mimetic > default on every seed, with seed noise shared by the arms
+ORDERED = {"impulse": {0: 0.845, 1: 0.852, 2: 0.848}, "mimetic": {0: 0.821, 1: 0.825, 2: 0.824},
+           "default": {0: 0.800, 1: 0.806, 2: 0.801}}
+CLAIMS = [{"id": i, "claim": f"claim {i}", "short": f"claim {i}", "source": "s", "published": "p"}
+          for i in claims.CLAIMS]
+
+
+def run_rows(dataset: str, variant: str, arms: dict, epochs: int = 4) -> list[dict]:
+    model, family, heads, params = VARIANTS[variant]
+    return [{"dataset": dataset, "variant": variant, "arm": arm, "seed": seed, "top1": top1, "model": model,
+             "family": family, "num_heads": heads, "params": params,
+             "history": [{"epoch": e, "train_top1": top1 * (e + 1) / epochs, "val_top1": top1 * (e + 1) / epochs}
+                         for e in range(epochs)]}
+            for arm, seeds in arms.items() for seed, top1 in seeds.items()]
+
+
+def evidence(cells: dict, arms=("impulse", "default", "mimetic"), **extra) -> Evidence:
+    """Evidence from {(dataset, variant): {arm: {seed: top-1 fraction}}}."""
+    rows = [r for (d, v), per_arm in cells.items() for r in run_rows(d, v, per_arm)]
+    datasets = tuple(dict.fromkeys(d for d, _ in cells))
+    base = dict(filters=pd.DataFrame(columns=["variant", "seed", "top1", "sigma", "heads", "params"]),
+                arms=arms, datasets=datasets, confidence=0.95, convergence_epochs=(2, 4), kernel_size=3,
+                filter_dataset="fashion_mnist")
+    return Evidence(pd.DataFrame(rows), **(base | extra))
+
+
+def judged(ev: Evidence, cid: str) -> dict:
+    return next(c for c in check_claims(CLAIMS, ev) if c["id"] == cid)
+
+
+def shifted(per_seed: dict, points: dict) -> dict:
+    """per_seed {seed: fraction} plus points[seed] / 100."""
+    return {s: v + points[s] / 100 for s, v in per_seed.items()}
+
+
+# --- the four verdicts -------------------------------------------------------------------------------------------
+
+def test_a_consistent_ordering_is_supported():
+    c = judged(evidence({("cifar10", "vit"): ORDERED}), "1")
+    assert c["verdict"] == "supported" and [x["verdict"] for x in c["comparisons"]] == ["supported"] * 3
+    assert c["summary"].startswith("all 3 comparison(s) supported; closest: cifar10, vit:")
+    first = c["comparisons"][0]  # impulse - mimetic, paired by seed, with scipy's interval
+    ref = sps.ttest_rel([84.5, 85.2, 84.8], [82.1, 82.5, 82.4]).confidence_interval(0.95)
+    assert (first["a"], first["b"], first["n"]) == ("impulse", "mimetic", 3)
+    assert first["low"] == pytest.approx(ref.low) and first["high"] == pytest.approx(ref.high)
+    assert first["pairs_needed"] is None and first["power"] is None
+
+
+def test_a_reversed_ordering_is_contradicted():
+    reversed_ = {"impulse": ORDERED["default"], "mimetic": ORDERED["mimetic"], "default": ORDERED["impulse"]}
+    c = judged(evidence({("cifar10", "vit"): reversed_}), "1")
+    assert c["verdict"] == "contradicted"
+    assert "the reverse holds beyond seed noise" in c["summary"]
+    assert any(e.endswith("needs the interval > 0: contradicted") for e in c["evidence"])
+
+
+def test_an_interval_spanning_zero_is_inconclusive_with_its_power_estimate():
+    noisy = dict(ORDERED, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: -2.0, 2: 1.0}))  # mimetic ≈ default
+    c = judged(evidence({("cifar10", "vit"): noisy}), "1")
+    assert c["verdict"] == "inconclusive"
+    mid = next(x for x in c["comparisons"] if (x["a"], x["b"]) == ("mimetic", "default"))
+    assert mid["verdict"] == "inconclusive" and mid["low"] < 0 < mid["high"]
+    assert mid["pairs_needed"] > 3 and f"{mid['pairs_needed']} seed pairs would make it supported" in mid["power"]
+    assert " spans 0; " in c["summary"] and "seed pairs would make it supported at the observed" in c["summary"]
+
+
+def test_one_contradicted_comparison_outweighs_an_inconclusive_one():
+    arms = {"impulse": shifted(ORDERED["default"], {0: 2.0, 1: -1.0, 2: 0.5}),  # impulse ≈ default: open
+            "mimetic": shifted(ORDERED["default"], {0: -3.0, 1: -3.2, 2: -2.9}),  # mimetic < default: reversed
+            "default": ORDERED["default"]}
+    c = judged(evidence({("cifar10", "vit"): arms}), "1")
+    assert {x["verdict"] for x in c["comparisons"]} >= {"inconclusive", "contradicted"}
+    assert c["verdict"] == "contradicted"
+
+
+def test_one_seed_is_inconclusive_with_the_reason():
+    c = judged(evidence({("cifar10", "vit"): {a: {0: v[0]} for a, v in ORDERED.items()}}), "1")
+    assert c["verdict"] == "inconclusive" and "from 1 seed pair(s), too few for an interval" in c["summary"]
+    assert "too few seed pairs for an interval (n = 1)" in c["comparisons"][0]["power"]
+
+
+def test_what_the_experiment_lacks_is_not_tested():
+    ev = evidence({("cifar10", "vit"): {a: ORDERED[a] for a in ("impulse", "default")}}, arms=("impulse", "default"))
+    verdicts = {c["id"]: c["verdict"] for c in check_claims(CLAIMS, ev)}
+    assert verdicts == dict.fromkeys(verdicts, "not tested")
+    assert set(verdicts) == set(claims.CLAIMS)
+
+
+def test_every_verdict_is_one_of_the_four_words():
+    ev = evidence({("cifar10", "vit"): ORDERED, ("imagenet", "vit"): ORDERED, ("cifar10", "swin"): ORDERED})
+    assert {c["verdict"] for c in check_claims(CLAIMS, ev)} <= set(claims.VERDICTS)
+    assert claims.VERDICTS == ("supported", "contradicted", "inconclusive", "not tested")
+
+
+def test_a_gaussian_grid_without_a_comparable_pair_says_so():
+    filters = pd.DataFrame([{"variant": v, "seed": s, "top1": 0.8, "sigma": sigma, "heads": heads, "params": 6e4}
+                            for v, sigma, heads in [("gaussian-0.1-h64", 0.1, 64), ("gaussian-1-h4", 1.0, 4)]
+                            for s in (0, 1)])
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, filters=filters), "5b")
+    assert c["verdict"] == "not tested" and c["summary"].startswith("the grid's runs form no comparable pair")
+
+
+# --- claims over model variants ----------------------------------------------------------------------------------
+
+def test_claim_1_needs_every_vit_family_variant_and_ignores_swin():
+    bad = {"impulse": ORDERED["default"], "mimetic": ORDERED["mimetic"], "default": ORDERED["impulse"]}
+    ev = evidence({("cifar10", "vit"): ORDERED, ("cifar10", "vit6"): ORDERED, ("cifar10", "swin"): bad})
+    c = judged(ev, "1")
+    assert c["verdict"] == "supported" and {x["label"] for x in c["comparisons"]} == {"cifar10, vit", "cifar10, vit6"}
+    ev = evidence({("cifar10", "vit"): ORDERED, ("cifar10", "vit6"): bad})
+    assert judged(ev, "1")["verdict"] == "contradicted"
+
+
+def test_claim_2_is_judged_on_imagenet_runs_only():
+    assert judged(evidence({("cifar10", "vit"): ORDERED}), "2")["verdict"] == "not tested"
+    imagenet = {"impulse": shifted(ORDERED["default"], {0: -0.3, 1: 0.2, 2: 0.0}),  # within 1 point of default
+                "mimetic": shifted(ORDERED["default"], {0: -0.7, 1: -0.6, 2: -0.8}), "default": ORDERED["default"]}
+    c = judged(evidence({("imagenet", "vit"): imagenet}), "2")
+    assert c["verdict"] == "supported" and [x["needs"] for x in c["comparisons"]] == ["> -1", "< 0"]
+
+
+def test_claim_3_gains_grow_with_heads_paired_by_seed():
+    small = ORDERED  # impulse - default: 4.5, 4.6, 4.7 points; impulse - mimetic: 2.4, 2.7, 2.4 (means 4.60, 2.50)
+    big = {"impulse": shifted(ORDERED["impulse"], {0: 2.0, 1: 2.3, 2: 1.9}), "mimetic": ORDERED["mimetic"],
+           "default": ORDERED["default"]}
+    c = judged(evidence({("cifar100", "vit6"): big, ("cifar100", "vit"): small}), "3")
+    assert c["verdict"] == "supported"
+    labels = [x["label"] for x in c["comparisons"]]
+    assert labels == ["cifar100, gain over default, vit6 vs vit", "cifar100, gain over mimetic, vit6 vs vit"]
+    first = c["comparisons"][0]
+    ref = sps.ttest_1samp([2.0, 2.3, 1.9], 0.0).confidence_interval(0.95)  # the gain difference, seed by seed
+    assert first["mean"] == pytest.approx(2.0 + 0.2 / 3) and first["low"] == pytest.approx(ref.low)
+    assert any(e.startswith("variants by head count, then size: vit (") for e in c["evidence"])
+    assert any("impulse gain over default: vit +4.60 [" in e for e in c["evidence"])
+    shrinking = judged(evidence({("cifar100", "vit"): big, ("cifar100", "vit6"): small}), "3")
+    assert shrinking["verdict"] == "contradicted"
+
+
+def test_claim_3_needs_two_head_counts():
+    c = judged(evidence({("cifar100", "vit"): ORDERED, ("cifar100", "swin"): ORDERED}), "3")
+    assert c["verdict"] == "not tested" and "vit (vit_tiny_patch16_224, 3 heads)" in c["summary"]
+
+
+def test_claim_6_uses_the_first_vit_family_variant():
+    filters = pd.DataFrame([{"variant": "learned", "seed": s, "top1": v, "sigma": None, "heads": None,
+                             "params": 6e4} for s, v in {0: 0.85, 1: 0.856, 2: 0.851}.items()])
+    worse = {a: shifted(v, {0: -5, 1: -5, 2: -5}) for a, v in ORDERED.items()}
+    ev = evidence({("fashion_mnist", "vit"): ORDERED, ("fashion_mnist", "vit6"): worse}, filters=filters)
+    c = judged(ev, "6")
+    assert c["verdict"] == "supported" and c["comparisons"][0]["label"] == "fashion_mnist, vit"
+    assert c["comparisons"][0]["needs"] == "> -2"
+
+
+def test_claim_8_swin_impulse_gains_and_mimetic_no_gain_margin():
+    swin = {"impulse": shifted(ORDERED["default"], {0: 1.5, 1: 1.2, 2: 1.8}),
+            "mimetic": shifted(ORDERED["default"], {0: -0.2, 1: 0.1, 2: -0.1}), "default": ORDERED["default"]}
+    assert judged(evidence({("cifar10", "vit"): ORDERED}), "8")["verdict"] == "not tested"
+    c = judged(evidence({("cifar10", "vit"): ORDERED, ("cifar10", "swin"): swin}), "8")
+    assert c["verdict"] == "supported"
+    assert [(x["label"], x["needs"]) for x in c["comparisons"]] == [("cifar10, swin", "> 0"),
+                                                                    ("cifar10, swin", "< +0.5")]
+    assert any("'no gain' = mimetic at most 0.5 points above default" in e for e in c["evidence"])
+    gaining = dict(swin, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: 2.8, 2: 3.1}))
+    assert judged(evidence({("cifar10", "swin"): gaining}), "8")["verdict"] == "contradicted"
+
+
+def attention_record(peaks, locality, uniform=9 / 49, model="vit_tiny_patch16_224 with img size 28"):
+    """measures.json as the attention stage writes it (layer 0 of the pseudo-input and real batch)."""
+    layer = {"peak_agreement": peaks, "locality_mass": locality, "uniform_locality_mass": uniform}
+    return {"model": model, "grids": {"0": [7, 7]}, "layers": [0],
+            "measures": {"pseudo": {"0": layer}, "real": {"0": layer | {"peak_agreement": [0.9, 0.2, 0.3]}}}}
+
+
+def test_claim_7_is_structural_per_vit_family_variant():
+    good = {"impulse": attention_record([1.0, 0.99, 0.98], [0.9, 0.8, 0.8]),
+            "mimetic": attention_record([0.6, 0.1, 0.1], [0.5, 0.5, 0.5]),
+            "default": attention_record([0.1, 0.1, 0.1], [0.2, 0.2, 0.2])}  # 0.2 <= 2 x 9/49: flat
+    off = dict(good, impulse=attention_record([1.0, 0.5, 0.98], [0.9, 0.8, 0.8]))  # a head misses its offset
+    cells = {("cifar10", "vit"): ORDERED, ("cifar10", "swin"): ORDERED}
+    c = judged(evidence(cells, attention={"vit": good, "swin": off}), "7")
+    assert c["verdict"] == "supported" and c["comparisons"] == []
+    assert c["summary"].startswith("structural, seed 0:")
+    assert any("swin (swin): maps drawn in the figures, not judged" in e for e in c["evidence"])
+    assert any("0.90, 0.20, 0.30" in e for e in c["evidence"])  # the real-batch peaks are reported
+    c = judged(evidence(cells, attention={"vit": off}), "7")
+    assert c["verdict"] == "contradicted" and "thresholds not met for vit" in c["summary"]
+    flat_mimetic = dict(good, mimetic=good["default"])
+    assert judged(evidence(cells, attention={"vit": flat_mimetic}), "7")["verdict"] == "contradicted"
+
+
+# --- [CI]'s α grid -----------------------------------------------------------------------------------------------
+
+def ci_frame(top1: dict) -> pd.DataFrame:
+    """{(alpha, arm): base top-1 in %} -> rows for seeds 0-2 (seed noise shared across cells)."""
+    noise = {0: 0.0, 1: 0.3, 2: -0.2}
+    return pd.DataFrame([{"dataset": "cifar10", "alpha": alpha, "arm": arm, "seed": s, "top1": (v + noise[s]) / 100}
+                         for (alpha, arm), v in top1.items() for s in noise])
+
+
+#: [CI] Table 3 (CIFAR-10) at α 0.0 / 0.1 / 0.5: impulse > mimetic > random everywhere, α 0.1 best for both
+TABLE3 = {(0.0, "random"): 87.26, (0.1, "random"): 86.87, (0.5, "random"): 82.53, (0.0, "mimetic"): 87.63,
+          (0.1, "mimetic"): 88.05, (0.5, "mimetic"): 86.05, (0.0, "impulse"): 90.01, (0.1, "impulse"): 90.45,
+          (0.5, "impulse"): 88.35}
+
+
+def test_claim_9_reads_the_alpha_grid():
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, ci=ci_frame(TABLE3)), "9")
+    assert c["verdict"] == "supported"
+    labels = [(x["label"], x["a"], x["b"]) for x in c["comparisons"]]
+    assert ("cifar10, α 0.5", "mimetic", "random") in labels
+    assert ("cifar10, impulse", "α 0.1", "α 0.5") in labels and ("cifar10, mimetic", "α 0.1", "α 0") in labels
+    assert len(labels) == 3 * 2 + 2 * 2  # ordering at each α, then α 0.1 against each other α for two inits
+    late = dict(TABLE3) | {(0.5, "impulse"): 91.0}  # impulse best at α 0.5
+    assert judged(evidence({("cifar10", "vit"): ORDERED}, ci=ci_frame(late)), "9")["verdict"] == "contradicted"
+
+
+def test_claim_9_without_alpha_01_tests_the_ordering_only():
+    grid = {k: v for k, v in TABLE3.items() if k[0] != 0.1}
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, ci=ci_frame(grid)), "9")
+    assert c["verdict"] == "supported" and len(c["comparisons"]) == 4
+    assert any("'best α = 0.1' not tested (the grid has α 0, 0.5)" in e for e in c["evidence"])
+    assert judged(evidence({("cifar10", "vit"): ORDERED}), "9")["verdict"] == "not tested"
+
+
+def test_headline_is_per_dataset_and_variant():
+    ev = evidence({("cifar10", "vit"): ORDERED, ("cifar10", "swin"): ORDERED})
+    rows = [(d, v, c.paired.a, c.paired.b, c.verdict) for d, v, c in claims.headline(ev)]
+    assert rows == [("cifar10", "vit", "impulse", "default", "supported"),
+                    ("cifar10", "vit", "impulse", "mimetic", "supported"),
+                    ("cifar10", "swin", "impulse", "default", "supported"),
+                    ("cifar10", "swin", "impulse", "mimetic", "supported")]

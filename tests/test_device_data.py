@@ -1,0 +1,134 @@
+"""The device-resident data path (`pipeline.data.device`) on CPU: the PIL path's distributions and ops, a seed's
+determinism, the choice of path, and a short training run in the DataLoader path's accuracy band."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from scipy import stats
+from torchvision.transforms import RandomResizedCrop
+from training_fixtures import tiny_run
+
+from pipeline import builders, run
+from pipeline.config import DataConfig, TrainConfig
+from pipeline.data.device import DeviceAugment, RandAugment, apply_op, choose
+from pipeline.data.loaders import build_loaders
+from pipeline.data.transforms import Augment
+from pipeline.engine import Dist, reseed
+from pipeline.errors import PipelineError
+
+CPU = torch.device("cpu")
+PAPER = Augment(scale=(0.08, 1.0), hflip=0.5, aa="rand-m9-mstd0.5-inc1", reprob=0.25)
+
+
+def smooth_images(n: int, channels: int = 3, size: int = 32, seed: int = 0) -> torch.Tensor:
+    """uint8 images without single-pixel detail (so interpolation differences stay small)."""
+    g = torch.Generator().manual_seed(seed)
+    x = F.interpolate(torch.rand(n, channels, 6, 6, generator=g), size=size, mode="bilinear", align_corners=False)
+    return (x * 255).round().to(torch.uint8)
+
+
+def test_crop_boxes_follow_torchvisions_distribution():
+    """Area fraction and aspect ratio of the crops: kornia's draws against torchvision's (the PIL path's)."""
+    aug = DeviceAugment(img_size=32, in_chans=3, mean=(0.5,) * 3, std=(0.25,) * 3, augment=Augment(), device=CPU)
+    torch.manual_seed(0)
+    aug(smooth_images(3000))
+    src = aug.crop._params["src"]  # (N, 4, 2) corners of each crop box, pixel-centre coordinates
+    w, h = src[:, 1, 0] - src[:, 0, 0] + 1, src[:, 2, 1] - src[:, 1, 1] + 1
+    pil = [RandomResizedCrop.get_params(torch.zeros(3, 32, 32), [0.08, 1.0], [3 / 4, 4 / 3]) for _ in range(3000)]
+    ph, pw = torch.tensor([p[2] for p in pil]).float(), torch.tensor([p[3] for p in pil]).float()
+    assert stats.ks_2samp((w * h / 1024).numpy(), (pw * ph / 1024).numpy()).pvalue > 1e-3
+    assert stats.ks_2samp((w / h).numpy(), (pw / ph).numpy()).pvalue > 1e-3
+
+
+def test_flip_rate_is_the_recipes():
+    left_dark = torch.zeros(4000, 1, 16, 16, dtype=torch.uint8)
+    left_dark[..., 8:] = 255
+    recipe = Augment(scale=(1.0, 1.0), ratio=(1.0, 1.0), hflip=0.3)
+    aug = DeviceAugment(img_size=16, in_chans=1, mean=(0.5,), std=(0.5,), augment=recipe, device=CPU)
+    torch.manual_seed(0)
+    out = aug(left_dark)
+    flipped = (out[..., :8].mean((1, 2, 3)) > out[..., 8:].mean((1, 2, 3))).float().mean().item()
+    assert abs(flipped - 0.3) < 4 * (0.3 * 0.7 / 4000) ** 0.5
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_every_rand_augment_op_matches_timms_pil_op(sign):
+    """Each op of rand-m9-mstd0.5-inc1 at magnitude 9, on the device and by timm on a PIL image (bilinear)."""
+    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.485, 0.456, 0.406))
+    image = smooth_images(1, size=48)
+    pil = Image.fromarray(image[0].permute(1, 2, 0).numpy())
+    for op in ra.timm.ops:
+        random.seed(0 if sign > 0 else 3)  # the level functions draw a random sign from `random`
+        args = op.level_fn(9.0, op.hparams) if op.level_fn else ()
+        kwargs = dict(op.kwargs) | ({"resample": Image.BILINEAR} if "resample" in op.kwargs else {})
+        expected = torch.from_numpy(np.array(op.aug_fn(pil, *args, **kwargs))).permute(2, 0, 1).float() / 255
+        value = torch.tensor([float(args[0]) if args else 0.0])
+        got = apply_op(op.name, image.float() / 255, value, ra.fill)[0]
+        assert (got - expected).abs().mean() < 0.01, (op.name, args)
+
+
+def test_rand_augment_draws_are_timms_policy():
+    """Which ops, how often applied, at which magnitudes: timm's rand-m9-mstd0.5-inc1 per image."""
+    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.5, 0.5, 0.5))
+    reseed(0, 0)
+    draws = [d for layer in ra.draw(6000) for d in layer]
+    applied = [d for d in draws if d is not None]
+    assert abs(len(applied) / len(draws) - 0.5) < 0.02  # timm's per-op probability 0.5
+    counts = np.bincount([k for k, _ in applied], minlength=len(ra.names))
+    assert stats.chisquare(counts).pvalue > 1e-3  # ops uniform, with replacement
+    rotations = np.array([v for k, v in applied if ra.names[k] == "Rotate"])
+    assert abs(np.abs(rotations).mean() - 27) < 0.5  # 9 / 10 x 30 degrees, std 0.5 / 10 x 30
+    assert abs((rotations > 0).mean() - 0.5) < 0.1
+
+
+def test_device_batches_are_deterministic_for_a_seed():
+    aug = DeviceAugment(img_size=40, in_chans=3, mean=(0.5,) * 3, std=(0.25,) * 3, augment=PAPER, device=CPU)
+    x = smooth_images(16)
+    outs = []
+    for seed in (0, 0, 1):
+        reseed(seed, 0)
+        outs.append(aug(x))
+    assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
+    assert outs[0].shape == (16, 3, 40, 40) and torch.isfinite(outs[0]).all()
+
+
+def test_gray_images_into_a_gray_model_with_rand_augment():
+    aug = DeviceAugment(img_size=28, in_chans=1, mean=(0.3,), std=(0.35,), augment=PAPER, device=CPU)
+    reseed(0, 0)
+    out = aug(smooth_images(32, channels=1, size=28))
+    assert out.shape == (32, 1, 28, 28) and torch.isfinite(out).all()
+
+
+def test_which_path_a_run_takes(workdir):
+    loaders = build_loaders("fashion_mnist", "data", img_size=8, in_chans=1, batch_size=16, seed=0, augment=Augment())
+    assert not choose("auto", loaders, Augment(), CPU)  # auto: on a GPU only; CPU runs keep the DataLoader path
+    assert choose(True, loaders, Augment(), CPU) and not choose(False, loaders, Augment(), CPU)
+    with pytest.raises(PipelineError, match="color_jitter"):
+        choose(True, loaders, Augment(color_jitter=0.4), CPU)
+    recipe = TrainConfig(batch_size=16, data_on_device=True)
+    on_device = builders.loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist())
+    assert on_device.backend == "device" and len(on_device.train) == len(loaders.train)
+    on_device.train.sampler.set_epoch(0)
+    loaders.train.sampler.set_epoch(0)
+    (x, y), (x0, y0) = next(iter(on_device.train)), next(iter(loaders.train))
+    assert torch.equal(y, y0) and x.shape == x0.shape  # the same sampler: the same images in each batch
+    tensor_path = build_loaders("fashion_mnist", "data", img_size=8, in_chans=1, batch_size=16, seed=0,
+                                augment=Augment(backend="tensor"))
+    val = torch.cat([b[0] for b in on_device.val]), torch.cat([b[0] for b in tensor_path.val])
+    assert torch.allclose(*val, atol=1e-5)  # evaluation: the tensor back-end's resize, crop and normalisation
+
+
+def test_training_on_the_device_reaches_the_dataloader_paths_accuracy(workdir):
+    results = {}
+    for on_device in (False, True):
+        r = tiny_run(epochs=8)
+        r.recipe = dataclasses.replace(r.recipe, data_on_device=on_device, scale=[0.5, 1.0], hflip=0.5, reprob=0.25)
+        results[on_device] = run.execute(r, DataConfig())["top1"]
+    assert results[False] > 0.6 and abs(results[True] - results[False]) <= 0.1, results  # chance: 1/3

@@ -1,0 +1,54 @@
+"""A user's own ImageFolder through every stage: `dvc repro` on the smoke profile with `datasets: [folder]`.
+
+Issue 14's failures (a ConvMixer built with 0 classes; the figures rebuilding a model with the registry's class
+count) came from stages that read the registry instead of the fetched data. Here every stage runs on generated
+folders unlike Fashion-MNIST: 13 grayscale classes, then 3 colour classes, images of mixed sizes and formats (PNG,
+JPEG, BMP, TIFF; 16-bit, palette, RGBA), the filter study on the folder too. Minutes: marked `slow`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from datasets_fixtures import make_image_folder
+from workspace import copy_repo, ran, set_params, sh
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def run_metrics(repo: Path, *parts: str) -> dict:
+    return json.loads((repo / "results" / Path(*parts) / "metrics.json").read_text())
+
+
+def test_every_stage_runs_on_a_users_folder(tmp_path):
+    gray = make_image_folder(tmp_path / "gray", classes=13, train_per_class=6, val_per_class=2, colour="gray",
+                             eval_dir="test")
+    repo = copy_repo(tmp_path / "repo", "smoke", {"datasets": ["folder"], "data.folder_path": str(gray.root),
+                                                  "data.train_subset": 0, "data.val_subset": 0,
+                                                  "filter_study.dataset": "folder", "filter_study.model.img_size": 28})
+    assert "2 model(s) built" in sh(repo, "python", "-m", "pipeline", "check")
+    out = sh(repo, "dvc", "repro")
+    stages = {line.split()[0] for line in sh(repo, "dvc", "stage", "list").splitlines() if line.strip()}
+    assert ran(out) == stages
+    manifest = json.loads((repo / "data/folder/manifest.json").read_text())
+    assert (manifest["num_classes"], manifest["channels"]) == (13, 1)
+    vit = run_metrics(repo, "train", "folder", "vit", "impulse", "seed0")
+    assert vit["train_size"] == 78 and vit["val_size"] == 26
+    study = run_metrics(repo, "filter_study", "learned", "seed0")
+    assert study["dataset"] == "folder" and study["params"] > 0
+    figures = json.loads((repo / "reports/figures/figures.json").read_text())
+    # rebuilt with the data's 13 classes
+    assert any(f["file"].startswith("attention_trained_") for f in figures["figures"])
+    assert (repo / "reports/report.pdf").stat().st_size > 10_000
+
+    # the user points the pipeline at another folder: 3 colour classes; every stage follows
+    colour = make_image_folder(tmp_path / "colour", classes=3, train_per_class=24, val_per_class=4, colour="rgb")
+    set_params(repo / "params.yaml", {"data.folder_path": str(colour.root)})
+    out = sh(repo, "dvc", "repro")
+    assert "fetch@folder" in ran(out) and "report" in ran(out)
+    manifest = json.loads((repo / "data/folder/manifest.json").read_text())
+    assert (manifest["num_classes"], manifest["channels"]) == (3, 3)
+    assert run_metrics(repo, "train", "folder", "vit", "default", "seed0")["train_size"] == 72
+    assert "nothing to reproduce" not in out and sh(repo, "dvc", "status").strip().endswith("up to date.")

@@ -1,0 +1,43 @@
+"""`python -m pipeline check`: every planned run is built on the meta device, so library-level mistakes stop in
+seconds with the params key and the fix (issue 14's list), before any stage runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.__main__ import main
+from pipeline.config import load_params
+from pipeline.errors import PipelineError
+from pipeline.plan import check_builds
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("models.vit.name=vit_tiny_patch16_22", ["models.vit", "not a timm model name", "vit_tiny_patch16_224"]),
+        ("models.vit.extra={foo: 1}", ["models.vit", "keyword 'foo'", "remove or rename"]),
+        ("models.vit.patch_size=null", ["models.vit", "img_size 28 is not divisible by patch_size 16"]),
+        ("train.batch_size=4096", ["train", "batch_size = 4096", "3000 training images", "data.train_subset"]),
+        ("train.opt=adamx", ["train", "opt = 'adamx'", "list_optimizers"]),
+        ("train.sched=cosin", ["train", "sched = 'cosin'"]),
+        ("train.aa=rand-m9-incc1", ["train", "aa = 'rand-m9-incc1'", "rand-m9-mstd0.5-inc1"]),
+        ("filter_study.train={opt: sgdd}", ["filter_study.train", "opt = 'sgdd'"]),
+        ("filter_study.model.patch_size=5", ["filter_study.model", "not divisible by patch_size 5"]),
+    ],
+)
+def test_check_names_the_key_of_a_mistake_only_the_libraries_can_see(params_file, override, words):
+    with pytest.raises(PipelineError) as err:
+        check_builds(load_params(params_file, [override]))
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_check_builds_every_model_and_recipe_of_the_default(params_file, capsys):
+    assert main(["--params", str(params_file), "check"]) == 0
+    assert "2 model(s) built on the meta device" in capsys.readouterr().out
+
+
+def test_check_exits_2_with_one_line(params_file, capsys):
+    assert main(["--params", str(params_file), "--set", "train.opt=adamx", "check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: train: opt = 'adamx'") and err.count("\n") == 1

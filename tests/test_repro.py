@@ -1,0 +1,292 @@
+"""`python -m pipeline repro` on a tiny DVC project of its own: stale set, order, parallelism, failures, locks, GPUs.
+
+The project (built below, seconds to run) has a `source` stage, a 4-cell matrix `cell@0..3` that reads it and the
+`train` params, and a `total` stage over the cells; each stage's command (`step.py`) writes a deterministic output
+and, beside it (not a DVC out), when it started and ended and the GPUs it saw. One copy serves the module, in order;
+each test leaves it clean (`dvc status` up to date).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from workspace import ROOT, sh, tool_env
+
+from pipeline import launch, repro
+from pipeline.__main__ import main as cli
+from pipeline.config import load_params
+from pipeline.errors import PipelineError
+from pipeline.executors import LocalExecutor, Request
+
+N = 6
+CELLS = [f"cell@{i}" for i in range(N)]
+
+STEP = '''"""One stage: fail if asked to, wait a moment, write out/<name>/value from the inputs; log when and where."""
+import json, os, sys, time
+from pathlib import Path
+
+name, *inputs = sys.argv[1:]
+start = time.time()
+if os.environ.get("FAIL_STAGE") == name:
+    sys.exit(f"{name}: failing on purpose")
+time.sleep(float(os.environ.get("STEP_SLEEP", "0.5")))
+out = Path("out", name)
+out.mkdir(parents=True, exist_ok=True)
+own = Path("in", name + ".txt")
+text = own.read_text().strip() if own.exists() else ""
+(out / "value").write_text(f"{name}({text})<" + "+".join(Path(i, "value").read_text() for i in inputs) + ">")
+Path("timeline").mkdir(exist_ok=True)
+Path("timeline", name + ".json").write_text(json.dumps(
+    {"start": start, "end": time.time(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+'''
+
+DVC_YAML = """stages:
+  source:
+    cmd: python step.py source
+    deps: [step.py, in/source.txt]
+    outs: [out/source]
+  cell:
+    matrix:
+      i: [0, 1, 2, 3, 4, 5]
+    cmd: python step.py cell-${item.i} out/source
+    deps:
+      - step.py
+      - out/source
+      - in/cell-${item.i}.txt
+    params: [train]
+    outs:
+      - out/cell-${item.i}
+  total:
+    cmd: python step.py total out/cell-0 out/cell-1 out/cell-2 out/cell-3 out/cell-4 out/cell-5
+    deps: [step.py, out/cell-0, out/cell-1, out/cell-2, out/cell-3, out/cell-4, out/cell-5]
+    outs: [out/total]
+"""
+
+
+def make_project(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "step.py").write_text(STEP)
+    (path / "dvc.yaml").write_text(DVC_YAML)
+    (path / "params.yaml").write_text("train:\n  threads: 1\n  nproc: 1\n  device: cpu\n")
+    (path / "in").mkdir()
+    for name in ["source", *(f"cell-{i}" for i in range(N))]:
+        (path / "in" / f"{name}.txt").write_text("v1\n")
+    (path / ".gitignore").write_text("/timeline/\n/scratch/\n")
+    sh(path, "git", "init", "-q")
+    sh(path, "dvc", "init", "-q")
+    sh(path, "git", "add", "-A")
+    sh(path, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "project")
+    return path
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return make_project(tmp_path_factory.mktemp("repro") / "project")
+
+
+@pytest.fixture
+def inside(project, monkeypatch):
+    """Run in the project, with the interpreter's tools on PATH, as the CLI would."""
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", tool_env()["PATH"])
+    return project
+
+
+def timeline(project: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (project / "timeline").glob("*.json")}
+
+
+def most_at_once(spans: list[dict]) -> int:
+    events = sorted([(s["start"], 1) for s in spans] + [(s["end"], -1) for s in spans])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def run_plan(project: Path, jobs: int, devices: list[str] | None = None, cells=None) -> dict:
+    """The runner's scheduler in this process, on real `dvc repro --single-item` processes."""
+    cells = cells if cells is not None else repro.plan([], load_params(project / "params.yaml"), project)
+    scheduler = repro.Scheduler({"local": LocalExecutor(project, project / "scratch/repro")}, {"local": jobs},
+                                repro.DevicePool(devices or []), echo=lambda line: None)
+    return scheduler.run(cells)
+
+
+def edit(project: Path, *names: str, text: str = "v2\n") -> None:
+    for name in names:
+        (project / "in" / f"{name}.txt").write_text(text)
+
+
+def is_clean(project: Path) -> bool:
+    return "up to date" in sh(project, "dvc", "status")
+
+
+def test_plan_of_a_fresh_project_is_every_stage_dependencies_first(inside):
+    cells = repro.plan([], load_params("params.yaml"))
+    assert [c.name for c in cells] == ["source", *CELLS, "total"]
+    assert all(c.stale for c in cells)
+    by_name = {c.name: c for c in cells}
+    assert by_name["cell@2"].upstream == ["source"] and sorted(by_name["total"].upstream) == CELLS
+    assert by_name["cell@0"].request.training and not by_name["source"].request.training
+
+
+def test_runner_keeps_the_order_runs_cells_in_parallel_and_leaves_nothing_stale(inside, monkeypatch):
+    monkeypatch.setenv("STEP_SLEEP", "3")  # longer than DVC's own checks, which take the lock one at a time
+    outcomes = run_plan(inside, jobs=3)
+    assert {o.status for o in outcomes.values()} == {"ran"}, outcomes
+    spans = timeline(inside)
+    for cell in (f"cell-{i}" for i in range(N)):
+        assert spans[cell]["start"] >= spans["source"]["end"]
+        assert spans["total"]["start"] >= spans[cell]["end"]
+    assert 2 <= most_at_once([spans[f"cell-{i}"] for i in range(N)]) <= 3
+    assert is_clean(inside)
+    assert "Running stage" not in sh(inside, "dvc", "repro")
+    cells = "+".join(f"cell-{i}(v1)<source(v1)<>>" for i in range(N))
+    assert (inside / "out/total/value").read_text() == f"total()<{cells}>"  # each input once, in order
+
+
+def test_plan_after_an_edit_is_the_stale_cell_and_what_is_downstream(inside):
+    params = load_params("params.yaml")
+    edit(inside, "cell-1")
+    cells = repro.plan([], params)
+    assert [(c.name, c.stale) for c in cells] == [("cell@1", True), ("total", False)]
+    assert cells[1].upstream == ["cell@1"]
+    assert repro.plan(["cell@2"], params) == []  # a target's plan holds only it and its upstream
+    edit(inside, "cell-1", text="v1\n")
+    assert repro.plan([], params) == []
+
+
+def test_a_failed_cell_is_reported_the_others_finish_and_it_reruns_next_time(inside):
+    edit(inside, "cell-1", "cell-2")
+    env = tool_env(PYTHONPATH=str(ROOT), FAIL_STAGE="cell-2", STEP_SLEEP="0")
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "repro"], cwd=inside, env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAILED cell@2" in proc.stdout and "skip   total" in proc.stdout
+    assert "1 ran" in proc.stdout and "1 failed" in proc.stdout and "1 skipped" in proc.stdout
+    log = inside / "scratch/repro/cell@2.log"
+    assert f"log: {Path('scratch/repro/cell@2.log')}" in proc.stdout and "failing on purpose" in log.read_text()
+    status = sh(inside, "dvc", "status")
+    assert "cell@2" in status and "total" in status and "cell@1:" not in status
+    assert [(c.name, c.stale) for c in repro.plan([], load_params("params.yaml"))] == [("cell@2", True),
+                                                                                       ("total", True)]
+    outcomes = run_plan(inside, jobs=2)
+    assert {n: o.status for n, o in outcomes.items()} == {"cell@2": "ran", "total": "ran"}
+    assert is_clean(inside)
+
+
+def test_parallel_dvc_repro_single_item_waits_for_the_lock_and_loses_no_result(inside):
+    """6 independent stages as 6 `dvc repro --single-item` at once: they contend for DVC's lock when they start and
+    when they record their result; each waits its turn and dvc.lock ends up with all six."""
+    edit(inside, *(f"cell-{i}" for i in range(N)), text="v3\n")
+    procs = [subprocess.Popen(repro.stage_command(name), cwd=inside, env=tool_env(STEP_SLEEP="0"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name in CELLS]
+    outputs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * N, "\n".join(outputs)
+    assert all(f"Running stage '{name}'" in out for name, out in zip(CELLS, outputs))
+    assert "cell@" not in sh(inside, "dvc", "status")  # dvc.lock holds all six results
+    assert run_plan(inside, jobs=1)["total"].status == "ran"
+    assert is_clean(inside)
+
+
+def test_gpu_cells_get_their_own_gpus(inside, monkeypatch):
+    """Four fake GPUs, 2 per cell, 4 stale cells: two at a time, each on two GPUs no other running cell has."""
+    monkeypatch.setenv("STEP_SLEEP", "3")  # longer than DVC's own checks, so two cells surely overlap
+    shutil.rmtree(inside / "timeline")
+    edit(inside, "cell-0", "cell-1", "cell-2", "cell-3", text="gpu\n")
+    params = load_params("params.yaml")
+    gpu = Request(training=True, nproc=2, gpu=True)
+    cells = [dataclasses.replace(c, request=gpu) if c.request.training else c for c in repro.plan([], params)]
+    run_plan(inside, jobs=4, devices=["0", "1", "2", "3"], cells=cells)
+    spans = [s for name, s in timeline(inside).items() if name.startswith("cell-")]
+    assert all(len(s["gpus"].split(",")) == 2 and set(s["gpus"].split(",")) <= {"0", "1", "2", "3"} for s in spans)
+    for a in spans:
+        for b in spans:
+            if a is not b and a["start"] < b["end"] and b["start"] < a["end"]:
+                assert not set(a["gpus"].split(",")) & set(b["gpus"].split(","))
+    assert len(spans) == 4 and most_at_once(spans) == 2
+    assert is_clean(inside)
+
+
+def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
+    edit(inside, "cell-0", "cell-1", text="slow\n")
+    env = tool_env(PYTHONPATH=str(ROOT), STEP_SLEEP="60")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "-j", "2"], cwd=inside, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = []
+    for line in proc.stdout:
+        if line.startswith("start"):
+            pids.append(int(line.split("(pid ")[1].split(";")[0]))
+        if len(pids) == 2:
+            break
+    time.sleep(3)  # the stages' commands are running
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, rest
+    assert "cancelled cell@0" in rest and "cancelled cell@1" in rest
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    status = sh(inside, "dvc", "status")
+    assert "cell@0" in status and "cell@1" in status  # DVC recorded nothing for them: they run next time
+    monkeypatch.setenv("STEP_SLEEP", "0")
+    assert {o.status for o in run_plan(inside, jobs=2).values()} == {"ran"}
+    assert is_clean(inside)
+
+
+def test_a_training_cell_asks_for_train_resources_and_its_sections_overrides(params_file):
+    params = load_params(params_file)
+    raw = {"train": {"nproc": 1}, "filter_study": {"train": {"nproc": 2, "epochs": 3}}}
+    assert repro.request_for(["model", "data.val_subset"], params, raw) == Request(training=False)
+    cell = repro.request_for(["train", "model"], params, raw)
+    assert cell.training and cell.nproc == params.train.nproc and cell.threads == params.train.threads
+    assert repro.request_for(["filter_study.train", "train"], params, raw).nproc == 2
+
+
+def test_device_pool_and_default_layout(params_file):
+    pool = repro.DevicePool(["4", "6", "7"])
+    first = pool.take(2)
+    assert first == ["4", "6"] and pool.take(2) is None
+    pool.give(first)
+    assert sorted(pool.take(3)) == ["4", "6", "7"]
+    params = load_params(params_file)
+    assert repro.default_jobs(params, ["0", "1", "2"]) == 3
+    cores = len(os.sched_getaffinity(0))
+    assert repro.default_jobs(params, []) == max(1, cores // params.train.threads)
+
+
+def test_visible_devices_respect_an_allocation(monkeypatch):
+    """On a shared node SLURM sets CUDA_VISIBLE_DEVICES=4,6: cells must get 4 and 6, not 0 and 1."""
+    import torch
+
+    monkeypatch.delenv("PIPELINE_DEVICES", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert launch.visible_devices() == ["4", "6"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert launch.visible_devices() == ["0", "1"]
+
+
+def test_cells_that_cannot_fit_stop_before_anything_runs():
+    big = repro.Cell("train@x", [], Request(training=True, nproc=4, gpu=True), True)
+    with pytest.raises(PipelineError, match="train.nproc = 4 but this machine has 2 GPU"):
+        repro.check_fits([big], "local", ["0", "1"])
+    nodes = repro.Cell("train@y", [], Request(training=True, nnodes=2), True)
+    with pytest.raises(PipelineError, match="--executor slurm"):
+        repro.check_fits([nodes], "local", [])
+    repro.check_fits([big, nodes], "slurm", [])
+
+
+def test_repro_refuses_overrides_dvc_would_not_see(capsys):
+    assert cli(["--set", "train.threads=2", "repro"]) == 2
+    assert "edit params.yaml" in capsys.readouterr().err

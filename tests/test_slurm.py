@@ -1,0 +1,219 @@
+"""`python -m pipeline repro --executor slurm` against a real SLURM, and the SLURM side of launching.
+
+The integration test starts a one-node SLURM cluster on 127.0.0.1 from Debian's packages (slurmctld, slurmd and
+slurm-client of slurm-wlm, with munge for authentication; `.ci/run` installs them as root with apt), configured in a
+temporary folder (slurm.conf below: its own ports, state, logs and munge socket; job completions logged to a file, so
+`sacct --completion` reports them without a database). It runs the smoke profile's stale cells as SLURM jobs, two at
+a time on the 2 CPUs, and checks what SLURM says about them (their job ids, states, times, logs), that `dvc status` is
+clean and a plain `dvc repro` executes nothing, and that every run's metrics equal a serial `dvc repro`'s. Minutes:
+marked `slurm` and `slow`; skipped, saying why, where the daemons cannot run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from workspace import copy_repo, run_metrics, sh, tool_env
+
+from pipeline import launch, repro
+from pipeline.config import SlurmConfig, load_params
+from pipeline.errors import PipelineError
+from pipeline.executors import Request, SlurmExecutor, SubmitError
+
+SBIN = "/usr/sbin"
+TOOLS = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sacct")
+
+SLURM_CONF = """ClusterName=pipelinetest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.socket
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobCompType=jobcomp/filetxt
+JobCompLoc={dir}/jobcomp.txt
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MinJobAge=3600
+MpiDefault=none
+ReturnToService=2
+NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def why_not() -> str | None:
+    """Why this machine cannot run the SLURM test, or None."""
+    if os.geteuid() != 0:
+        return "slurmd runs jobs as their submitting user and needs root here (run as root, or skip)"
+    path = f"{os.environ['PATH']}{os.pathsep}{SBIN}"
+    missing = [t for t in TOOLS if shutil.which(t, path=path) is None]
+    if missing:
+        return (f"SLURM is not installed ({', '.join(missing)} missing): as root,"
+                " `apt-get install slurmctld slurmd slurm-client munge` (.ci/run does)")
+    return None
+
+
+def stop(folder: Path) -> None:
+    """Stop the daemons this test started (by the pid files they wrote)."""
+    for name in ("slurmd", "slurmctld", "munged"):
+        pid_file = folder / f"{name}.pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A one-node SLURM on 127.0.0.1; yields the environment its clients need (SLURM_CONF)."""
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    folder = Path(tempfile.mkdtemp(prefix="slurm-"))  # short: munge's socket path must fit in 108 bytes
+    (folder / "state").mkdir()
+    (folder / "spool").mkdir()
+    env = tool_env(SLURM_CONF=str(folder / "slurm.conf"), PATH=f"{tool_env()['PATH']}{os.pathsep}{SBIN}")
+    (folder / "slurm.conf").write_text(SLURM_CONF.format(dir=folder, ctld_port=free_port(), d_port=free_port(),
+                                                         cpus=len(os.sched_getaffinity(0))))
+    steps = [["mungekey", "--create", f"--keyfile={folder}/munge.key", "--force"],
+             ["munged", "--force", f"--socket={folder}/munge.socket", f"--key-file={folder}/munge.key",
+              f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
+              f"--seed-file={folder}/munged.seed"],
+             ["slurmctld", "-f", f"{folder}/slurm.conf"],
+             ["slurmd", "-f", f"{folder}/slurm.conf", "-N", "localhost"]]
+    try:
+        for cmd in steps:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if proc.returncode:
+                pytest.skip(f"`{cmd[0]}` could not start here: {(proc.stdout + proc.stderr).strip()[-300:]}")
+        deadline = time.time() + 60
+        while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True,
+                                           text=True).stdout:
+            if time.time() > deadline:
+                logs = "".join((folder / f).read_text()[-400:] for f in ("slurmctld.log", "slurmd.log")
+                               if (folder / f).exists())
+                pytest.skip(f"the SLURM node did not come up within 60 s: {logs}")
+            time.sleep(0.5)
+        yield env
+    finally:
+        subprocess.run(["scancel", "--user=root"], env=env, capture_output=True)
+        stop(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def completion(env: dict, job_ids: list[str]) -> dict[str, dict]:
+    """What SLURM's job-completion log says of each job: state, start, end (`sacct --completion`)."""
+    out = subprocess.run(["sacct", "--completion", "-P", "-o", "JobID,State,Start,End", "-j", ",".join(job_ids)],
+                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [dict(zip(out[0].split("|"), line.split("|"))) for line in out[1:]]
+    return {r["JobID"]: r for r in rows}
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, tmp_path):
+    settings = {"train.threads": 1, "slurm.gpus": False, "slurm.time": 30}
+    repo = copy_repo(tmp_path / "slurm", "smoke", settings)
+    cells = {c.name for c in repro.plan([], load_params(repo / "params.yaml"), repo) if c.request.training}
+    assert len(cells) >= 3
+
+    out = sh(repo, sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", env=cluster)
+    started = re.findall(r"start  (\S+)  \(SLURM job (\d+); log (\S+)\)", out)
+    jobs = {name: job for name, job, _ in started}
+    logs = {name: Path(log) for name, _, log in started}
+    assert set(jobs) == cells, out  # every training cell went to SLURM, and only they
+    assert "0 failed" in out and "0 skipped" in out, out
+
+    # SLURM ran them: its completion log has each job COMPLETED, each log shows DVC running that cell
+    done = completion(cluster, list(jobs.values()))
+    assert {done[j]["State"] for j in jobs.values()} == {"COMPLETED"}, done
+    for name, log in logs.items():
+        assert f"Running stage '{name}'" in log.read_text()
+    spans = sorted((done[j]["Start"], done[j]["End"]) for j in jobs.values())
+    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans  # two cells ran at the same time
+
+    assert "up to date" in sh(repo, "dvc", "status")
+    assert "Running stage" not in sh(repo, "dvc", "repro")
+
+    serial = copy_repo(tmp_path / "serial", "smoke", settings)
+    sh(serial, "dvc", "repro", *sorted(cells))
+    reference = run_metrics(serial)
+    assert reference and reference == {k: v for k, v in run_metrics(repo).items() if k in reference}
+
+
+def test_a_multi_node_cell_starts_torchrun_on_every_node_of_its_allocation(monkeypatch):
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    monkeypatch.setattr(launch, "first_node", lambda: "gpu07")
+    recipe = SimpleNamespace(nproc=8, nnodes=2, rdzv_endpoint="", rdzv_id="structured-init")
+    assert launch.slurm_batch_nodes() == 2
+    cmd = launch.srun_torchrun_command(recipe, ["train", "cifar10", "impulse", "0"])
+    assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    assert {"--nnodes=2", "--nproc_per_node=8", "--rdzv_endpoint=gpu07:21234"} <= set(cmd)
+    with pytest.raises(PipelineError, match="submit with --nodes=4"):
+        launch.launch(SimpleNamespace(**{**vars(recipe), "nnodes": 4}), ["train"])
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # inside `srun ... python -m pipeline train`: torchrun directly
+    assert launch.slurm_batch_nodes() == 0
+
+
+def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    executor = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(partition="gpu", account="lab", time=90))
+    options = executor.parameters("train@cifar10-vit-impulse-0", Request(True, nproc=4, nnodes=2, threads=2,
+                                                                          workers=4, gpu=True))
+    script = _make_sbatch_string(command="true", folder=tmp_path, **options)
+    for line in ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", "--cpus-per-task=24", "--time=90",
+                 "--partition=gpu", "--account=lab", "--job-name=train@cifar10-vit-impulse-0"]:
+        assert f"#SBATCH {line}" in script
+    assert "srun" not in script.split("# command")[1]  # the stage runs once; its torchrun fans out (launch.py)
+    cpu_only = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(gpus=False, cpus_per_task=3))
+    options = cpu_only.parameters("x", Request(True, nproc=1, gpu=True))
+    assert "gpus_per_node" not in options and options["cpus_per_task"] == 3
+    with pytest.raises(PipelineError, match="slurm.time"):
+        SlurmConfig(time=0)
+
+
+def test_a_cell_sbatch_refuses_is_reported_by_name(tmp_path, monkeypatch):
+    """No SLURM needed: an `sbatch` that refuses, as SLURM does a partition that does not exist."""
+    fake = tmp_path / "bin" / "sbatch"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    executor = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(partition="nope"))
+    with pytest.raises(SubmitError, match="sbatch refused train@x: sbatch: error: invalid partition specified"):
+        executor.submit("train@x", ["true"], Request(True), dict(os.environ))
