@@ -40,7 +40,7 @@ def test_every_stage_runs_on_a_users_folder(tmp_path):
     assert study["dataset"] == "folder" and study["params"] > 0
     figures = json.loads((repo / "reports/figures/figures.json").read_text())
     # rebuilt with the data's 13 classes
-    assert any(f["file"].startswith("attention_trained_") for f in figures["figures"])
+    assert any(f["file"].startswith("attention_vit_trained_") for f in figures["figures"])
     assert (repo / "reports/report.pdf").stat().st_size > 10_000
 
     # the user points the pipeline at another folder: 3 colour classes; every stage follows
