@@ -41,12 +41,6 @@ def train_runs(params: Params) -> list[str]:
             for s in params.seeds]
 
 
-def images_per_run(params: Params, dataset: str) -> int | None:
-    """Training images one run processes (train split, capped by data.train_subset, times epochs)."""
-    n = train_images(params, dataset)
-    return n * params.train.epochs if n else None
-
-
 def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
     """The entry of bench/throughput.yaml for this model (name, image size, width), if any."""
     for row in table:
@@ -55,29 +49,38 @@ def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
     return None
 
 
+def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int, epochs: int, params: Params,
+                  table: list[dict]) -> list[str]:
+    """Lines estimating one grid's training compute: `runs` runs per dataset of `epochs` epochs of `model`."""
+    row = throughput(model, table)
+    if row is None:
+        return [f"compute estimate of {label}: no throughput figure for {model.name} at this size; measure one"
+                " with bench/bench_train.py and add it to bench/throughput.yaml"]
+    total = 0.0
+    lines = [f"compute estimate of {label} at {row['images_per_s']} images/s per {row['device']} ({row['source']}):"]
+    for dataset in datasets:
+        n = train_images(params, dataset)
+        if n is None:
+            lines.append(f"  {dataset}: size unknown until fetched")
+            continue
+        hours = n * epochs / row["images_per_s"] / 3600
+        total += hours * runs
+        lines.append(f"  {dataset}: {runs} runs x {n * epochs:,} images = {hours:.2f} h each")
+    unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
+    return [*lines, f"  total: {total:.1f} {unit} (training only)"]
+
+
 def estimate_lines(params: Params) -> list[str]:
+    """The compute estimate of every grid: each model variant of the ViT grid, and [CI]'s alpha grid."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
     lines = []
     for variant, model in params.models.items():
-        row = throughput(model, table)
-        if row is None:
-            lines.append(f"compute estimate of {variant}: no throughput figure for {model.name} at this size;"
-                         " measure one with bench/bench_train.py and add it to bench/throughput.yaml")
-            continue
-        total = 0.0
-        lines.append(f"compute estimate of {variant} at {row['images_per_s']} images/s per {row['device']}"
-                     f" ({row['source']}):")
-        for dataset in params.datasets:
-            images = images_per_run(params, dataset)
-            if images is None:
-                lines.append(f"  {dataset}: size unknown until fetched")
-                continue
-            hours = images / row["images_per_s"] / 3600
-            n = len(params.arms) * len(params.seeds)
-            total += hours * n
-            lines.append(f"  {dataset}: {n} runs x {images:,} images = {hours:.2f} h each")
-        unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
-        lines.append(f"  total: {total:.1f} {unit} (training only)")
+        lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
+                               params.train.epochs, params, table)
+    ci = params.ci_alpha
+    if ci.datasets:
+        lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
+                               len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table)
     return lines
 
 

@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedSeq
 
 from pipeline.config import Params, from_mapping, yaml_load
 from pipeline.errors import PipelineError
@@ -35,6 +36,12 @@ def _merge(base, overlay, top: bool = True) -> None:
             base[key] = value
         elif isinstance(value, dict) and isinstance(base.get(key), dict):
             _merge(base[key], value, top=False)
+        elif isinstance(value, list):  # a new flow-style list that keeps the comments of the one it replaces
+            seq = CommentedSeq(value)
+            seq.fa.set_flow_style()
+            if isinstance(base.get(key), CommentedSeq):
+                seq._yaml_comment = base[key].ca
+            base[key] = seq
         else:
             base[key] = value
 

@@ -49,3 +49,11 @@ def test_check_refuses_more_gpus_than_present(params_file, monkeypatch, capsys):
     assert "train.nproc = 3" in capsys.readouterr().err
     monkeypatch.setenv("PIPELINE_DEVICES", "")
     assert main(["--params", str(params_file), "--set", "train.device=cuda", "check"]) == 2
+
+
+def test_profiles_apply_one_after_another(params_file):
+    """A replaced list keeps its style and comment, so the next profile still parses the file."""
+    for name in ("ci-alpha-2401", "cpu-claims", "smoke"):
+        params = apply_profile(name, params_file)
+    assert params.seeds == [0] and params.filter_study.gaussian_sigmas == [1.0]
+    assert "seeds: [0]" in params_file.read_text()

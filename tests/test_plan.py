@@ -8,7 +8,8 @@ import pytest
 from pipeline.__main__ import main
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
-from pipeline.plan import check_builds
+from pipeline.plan import check_builds, estimate_lines
+from pipeline.profiles import apply_profile
 
 
 @pytest.mark.parametrize(
@@ -41,3 +42,18 @@ def test_check_exits_2_with_one_line(params_file, capsys):
     assert main(["--params", str(params_file), "--set", "train.opt=adamx", "check"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: train: opt = 'adamx'") and err.count("\n") == 1
+
+
+def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file):
+    params = load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
+    lines = estimate_lines(params)
+    assert lines[0].startswith("compute estimate of vit at 277 images/s")
+    assert "  fashion_mnist: 15 runs x 18,000 images = 0.02 h each" in lines
+    ci = lines.index(next(line for line in lines if line.startswith("compute estimate of the [CI] alpha grid")))
+    assert lines[ci + 1] == "  fashion_mnist: 18 runs x 18,000 images = 0.02 h each"  # 3 alphas x 3 arms x 2 seeds
+    assert lines[-1] == "  total: 0.3 hours on this 2-core CPU (training only)"
+
+
+def test_the_profiles_every_planned_model_builds(params_file):
+    for name in ("cpu-claims", "ci-alpha-2401"):
+        assert check_builds(apply_profile(name, params_file)) >= 5
