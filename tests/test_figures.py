@@ -67,7 +67,8 @@ def low_dpi(monkeypatch):
 
 @pytest.fixture
 def params(params_file):
-    return load_params(params_file, ["seeds=[0, 1]", "filter_study.seeds=[0, 1]"])
+    return load_params(params_file, ["seeds=[0, 1]", "filter_study.seeds=[0, 1]",
+                                     "filter_study.gaussian_sigmas=[0.1, 1.0]", "filter_study.gaussian_heads=[64, 4]"])
 
 
 def make_results(root: Path, attention_arms: list[str]) -> Path:
