@@ -16,7 +16,7 @@ import dataclasses
 from pipeline import builders
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.run import Run, start
+from pipeline.run import Run, data_identity, start
 from pipeline.vocabulary import INIT_METHODS
 
 
@@ -36,8 +36,7 @@ def ci_run(params: Params, dataset: str, alpha_text: str, arm: str, seed: int) -
     model_cfg, options, alpha = params.ci_alpha.model, params.method_options(arm), parse_alpha(alpha_text)
     config = {"grid": "ci_alpha", "dataset": dataset, "alpha": alpha, "arm": arm, "seed": seed,
               "model": dataclasses.asdict(model_cfg), "init": options, "train": dataclasses.asdict(params.ci_recipe),
-              "data": {"train_subset": params.data.train_subset, "val_subset": params.data.val_subset,
-                       "normalization": params.data.normalization}}
+              "data": data_identity(params.data)}
     return Run(kind="ci_alpha", key=(dataset, f"alpha{alpha_text}", arm, f"seed{seed}"), dataset=dataset, seed=seed,
                recipe=params.ci_recipe, config=config,
                build=lambda meta: builders.initialized(model_cfg, arm, options, meta, seed, alpha=alpha),

@@ -23,7 +23,7 @@ from pipeline import builders
 from pipeline.config import Params
 from pipeline.data.loaders import Loaders
 from pipeline.filters import effective_rank, patch_embeddings, proposition1_holds
-from pipeline.run import Run, start
+from pipeline.run import Run, data_identity, start
 from pipeline.vocabulary import parse_study_variant
 
 
@@ -53,8 +53,7 @@ def study_run(params: Params, variant: str, seed: int, heads: int | None) -> Run
     name = variant_name(variant, heads)
     config = {"study": "filter_study", "variant": variant, "heads": heads, "seed": seed, "dataset": study.dataset,
               "model": dataclasses.asdict(study.model), "train": dataclasses.asdict(params.filter_recipe),
-              "data": {"train_subset": params.data.train_subset, "val_subset": params.data.val_subset,
-                       "normalization": params.data.normalization}}
+              "data": data_identity(params.data)}
     facts = {"variant": name, "family": "learned" if family is None else family.kind, "frozen": family is not None,
              "heads": heads, "sigma": family.param if family is not None and family.kind == "gaussian" else None,
              "kernel_size": study.model.kernel_size, "dim": study.model.dim}

@@ -88,6 +88,11 @@ class Run:
         return SCRATCH.joinpath(self.kind, *self.key, "last.pt")
 
 
+def data_identity(data: DataConfig) -> dict:
+    """The data params that change what a run trains on (part of its config, so of its checkpoint key)."""
+    return {"train_subset": data.train_subset, "val_subset": data.val_subset, "normalization": data.normalization}
+
+
 def versions() -> dict[str, str]:
     """The versions of LIBRARIES, as each reports itself (torch's includes its build, e.g. +cu130)."""
     return {lib: importlib.import_module(lib).__version__ for lib in LIBRARIES}

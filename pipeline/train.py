@@ -20,7 +20,7 @@ import dataclasses
 from pipeline import builders
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.run import Run, start
+from pipeline.run import Run, data_identity, start
 from pipeline.vocabulary import INIT_METHODS
 
 
@@ -30,8 +30,7 @@ def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int) -
     config = {"dataset": dataset, "variant": variant, "arm": arm, "seed": seed,
               "model": dataclasses.asdict(model_cfg), "init": params.method_options(arm),
               "train": dataclasses.asdict(params.train),
-              "data": {"train_subset": params.data.train_subset, "val_subset": params.data.val_subset,
-                       "normalization": params.data.normalization}}
+              "data": data_identity(params.data)}
     return Run(kind="train", key=(dataset, variant, arm, f"seed{seed}"), dataset=dataset, seed=seed,
                recipe=params.train, config=config,
                build=lambda meta: builders.vit(params, variant, arm, meta, seed),
