@@ -230,7 +230,16 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
             pids.append(int(line.split("(pid ")[1].split(";")[0]))
         if len(pids) == 2:
             break
-    time.sleep(3)  # the stages' commands are running
+    deadline = time.monotonic() + 60  # under load `dvc repro --single-item` takes a while to start its command
+
+    def running(pid: int) -> bool:
+        kids = psutil.Process(pid).children(recursive=True) if psutil.pid_exists(pid) else []
+        return any("step.py" in " ".join(k.cmdline()) for k in kids if k.is_running())
+
+    while not all(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    tree = {p: [k.cmdline() for k in psutil.Process(p).children(recursive=True)] for p in pids if psutil.pid_exists(p)}
+    assert all(running(p) for p in pids), f"the stages' commands never started: {tree}"
     proc.send_signal(signal.SIGINT)
     rest = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130, rest
