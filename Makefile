@@ -11,7 +11,7 @@ FMNIST := /usr/share/datasets/fashion-mnist
 .PHONY: repro test lint env system-deps clean-venv
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
-# `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/repro.py).
+# `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
 repro: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro

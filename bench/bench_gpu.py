@@ -6,13 +6,13 @@ device-resident data path and the DataLoader path, on one GPU or (under torchrun
     .venv/bin/python bench/bench_gpu.py --models vit_base_patch16_224 --modes compiled --paths device \\
         --yaml bench/throughput.yaml                                        # add the measured rows to the table
 
-What runs is the engine's own epoch (`pipeline.engine.train_one_epoch` on `build_parts`: AdamW, cosine schedule,
-mixup 0.8 / cutmix 1.0, label smoothing, bf16 autocast, DDP under torchrun) on the paper's small-dataset recipe
-(paper.md section 3.1: RandAugment rand-m9-mstd0.5-inc1, random-resized crop, flip, random erasing 0.25), fed from
-a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the paper's CIFAR runs) stored exactly as
+What runs is the engine's own epoch (`pipeline.training.engine.train_one_epoch` on `build_parts`: AdamW, cosine
+schedule, mixup 0.8 / cutmix 1.0, label smoothing, bf16 autocast, DDP under torchrun) on the paper's small-dataset
+recipe (paper.md section 3.1: RandAugment rand-m9-mstd0.5-inc1, random-resized crop, flip, random erasing 0.25), fed
+from a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the paper's CIFAR runs) stored exactly as
 `fetch` stores CIFAR, through `build_loaders`:
 
-- `device`: `pipeline.data.device` (the splits on the GPU, augmented there in whole batches);
+- `device`: `pipeline.data.load.device` (the splits on the GPU, augmented there in whole batches);
 - `loader`: DataLoader workers with timm's per-image PIL transforms (`--workers`, default: the CPU cores per
   process).
 
@@ -39,11 +39,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from pipeline.config import TrainConfig, yaml_load
-from pipeline.data.device import device_loaders
-from pipeline.data.loaders import build_loaders
+from pipeline.data.load.device import device_loaders
+from pipeline.data.load.loaders import build_loaders
+from pipeline.data.load.transforms import Augment
 from pipeline.data.store import save_split, write_manifest
-from pipeline.data.transforms import Augment
-from pipeline.engine import (
+from pipeline.training.engine import (
     Dist,
     amp_dtype,
     autocast_context,

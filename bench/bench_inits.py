@@ -5,7 +5,7 @@
     .venv/bin/python bench/bench_inits.py --figures       # also the measures quoted in the report
 
 Speed. For every model and method, the whole `apply_init(model, method)` is timed twice in this process, on the
-same draws (same seed): as shipped (the fast routes of `pipeline.inits.lowrank`: symmetric eigen-solves, a
+same draws (same seed): as shipped (the fast routes of `pipeline.method.inits.lowrank`: symmetric eigen-solves, a
 partial eigensolver for the top head_dim triplets, the impulse Q/K in the pseudo-input's rank-r subspace) and
 inside `lowrank.official_route()` (code-2505's construction: a full D x D SVD for every factorisation, the
 impulse's D x D pseudo-inverse route; all float64). Each is the best of `--repeat` runs; the ratio is
@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from timm.models.mlp_mixer import MlpMixer
 
-from pipeline.inits import apply_init, attention_maps, layer_offsets, locality_mass, mixing_grid, peak_agreement
-from pipeline.inits.arch import attention_layers, family
-from pipeline.inits.lowrank import official_route
+from pipeline.method.inits import apply_init, attention_maps, layer_offsets, locality_mass, mixing_grid, peak_agreement
+from pipeline.method.inits.arch import attention_layers, family
+from pipeline.method.inits.lowrank import official_route
 
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
 MODELS = (

@@ -30,8 +30,8 @@ import timm
 import torch
 
 from pipeline.data.fetch import fetch_dataset
-from pipeline.data.loaders import build_loaders
-from pipeline.data.transforms import Augment
+from pipeline.data.load.loaders import build_loaders
+from pipeline.data.load.transforms import Augment
 
 LIGHT = Augment(scale=(0.8, 1.0), ratio=(0.75, 4 / 3), hflip=0.5, crop_pct=1.0)
 

@@ -1,4 +1,4 @@
-"""Engine overhead: images/s of `pipeline.engine.train_one_epoch` against a minimal hand-written PyTorch loop.
+"""Engine overhead: images/s of `pipeline.training.engine.train_one_epoch` against a minimal hand-written PyTorch loop.
 
 Same model (the CPU default ViT unless --model says otherwise), same batch, same AdamW, no augmentation, data
 already in memory; both measured in this process, interleaved, best of --repeats. Prints both and their ratio
@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from pipeline.config import TrainConfig
-from pipeline.engine import Dist, build_parts, train_one_epoch
+from pipeline.training.engine import Dist, build_parts, train_one_epoch
 
 
 def make_model(args):

@@ -1,13 +1,14 @@
-"""Command line: one thin command per DVC stage, each over a library function.
+"""Command line: one thin command per DVC stage, each over a library function, plus the tools around them.
 
     python -m pipeline --help
     python -m pipeline check                     # validate params.yaml, print the planned runs
     python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
+    python -m pipeline repro                     # the stale stages of dvc.yaml, in parallel
     python -m pipeline readme                    # copy the report's headline into README.md
 
 Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
-`--set key.sub=value` overrides, validates it before doing any work, and turns a user's mistake
-(`PipelineError`) into one line on stderr and exit code 2.
+`--set key.sub=value` overrides and validates it before doing any work (`pipeline.entry`). dvc.yaml runs the
+stage modules directly (`python -m pipeline.training.train ...`): the same code, without this file.
 """
 
 from __future__ import annotations
@@ -16,32 +17,29 @@ import argparse
 import importlib
 import sys
 
-from pipeline.errors import PipelineError
+from pipeline import entry
 
 #: command -> (module, help). Each module has `add_arguments(parser)` and `main(params, args)`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("pipeline.plan", "validate params.yaml and print the runs it plans"),
+    "check": ("pipeline.check", "validate params.yaml and print the runs it plans"),
     "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
-    "filter-study": ("pipeline.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
-    "train": ("pipeline.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the ViT grid"),
-    "ci-alpha": ("pipeline.ci_alpha", "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
+    "filter-study": ("pipeline.training.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
+    "train": ("pipeline.training.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the model grid"),
+    "ci-alpha": ("pipeline.training.ci_alpha",
+                 "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
     "readme": ("pipeline.analysis.readme", "copy reports/headline.md into README.md (--check: exit 1 if stale)"),
-    "repro": ("pipeline.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
+    "repro": ("pipeline.scale.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.split("\n")[0])
-    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a parameter, e.g. --set train.epochs=2 (repeatable)",
-    )
+    entry.add_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     argv = sys.argv[1:] if argv is None else argv
     for name, (module, help_text) in COMMANDS.items():
@@ -50,23 +48,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             importlib.import_module(module).add_arguments(cmd)
     args = parser.parse_args(argv)
     args.print_help = parser.print_help
-    args.argv = list(argv)  # the command line, for re-running this command under torchrun
+    args.relaunch = ["-m", "pipeline", *argv]  # this command line, for re-running it under torchrun
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline.config import load_params
-
-    try:
-        args = parse_args(argv)
-        params = load_params(args.params, args.overrides)
-        if args.command is None:  # validated the params; now say what can be done with them
-            args.print_help()
-            return 0
-        return importlib.import_module(COMMANDS[args.command][0]).main(params, args) or 0
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    args = parse_args(argv)
+    if args.command is None:  # validate the params; then say what can be done with them
+        return entry.run(lambda params, args: args.print_help(), args)
+    return entry.run(importlib.import_module(COMMANDS[args.command][0]).main, args)
 
 
 if __name__ == "__main__":

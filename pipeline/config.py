@@ -194,7 +194,7 @@ class TrainConfig:
     compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
     channels_last: bool = False
     sync_every: int = 32  #: training steps between reads of the loss to the host (the NaN guard's delay)
-    #: keep an in-memory dataset on the device and augment whole batches there (`pipeline.data.device`);
+    #: keep an in-memory dataset on the device and augment whole batches there (`pipeline.data.load.device`);
     #: 'auto': on a GPU when the dataset is stored as tensors and fits; true also on CPU; false: DataLoader
     data_on_device: Literal["auto", True, False] = "auto"
     nproc: int = 1  #: processes (GPUs) per node, launched by torchrun
@@ -320,7 +320,8 @@ class ReportConfig:
 @dataclass
 class CiAlphaConfig:
     """[CI] 2401.12511 Tables 3-8: ViTs whose attention input mixes content and position, Z = alpha X + (1-alpha) P
-    (`pipeline.mixed_attention`), trained per alpha, arm and seed (stages ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
+    (`pipeline.method.mixed_attention`), trained per alpha, arm and seed (stages
+    ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
     """
 
     datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
@@ -345,7 +346,7 @@ def _default_models() -> dict:
 
 @dataclass
 class SlurmConfig:
-    """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.repro).
+    """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.scale.repro).
 
     Nodes and GPUs come from `train` (train.nnodes; train.nproc GPUs per node). No stage reads this section for
     its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.

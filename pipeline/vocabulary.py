@@ -1,8 +1,8 @@
 """The names params.yaml may use, and their torch-free checks: one place for each.
 
-`pipeline.config` validates params.yaml with these before any work; the libraries (`pipeline.inits`,
-`pipeline.filters`, `pipeline.models`) validate their own arguments with the same functions, so a researcher
-who imports them without params gets the same message. Nothing here imports torch.
+`pipeline.config` validates params.yaml with these before any work; the libraries (`pipeline.method.inits`,
+`pipeline.method.filters`, `pipeline.method.models`) validate their own arguments with the same functions, so a
+researcher who imports them without params gets the same message. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pipeline.errors import PipelineError
 
-#: The initialization methods `pipeline.inits.apply_init` implements (a test checks that the two agree).
+#: The initialization methods `pipeline.method.inits.apply_init` implements (a test checks that the two agree).
 InitMethod = Literal["default", "timm", "mimetic", "impulse", "random"]
 INIT_METHODS: tuple[str, ...] = get_args(InitMethod)
 
@@ -35,7 +35,7 @@ def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
     return kernel_size
 
 
-# --- ConvMixer filter families ([CI] paper.md section 1.3; the tensors are drawn in pipeline.filters) ---------
+# --- ConvMixer filter families ([CI] paper.md section 1.3; the tensors are drawn in pipeline.method.filters) ---------
 
 #: The filter-family registry: kind -> the form its name is written in (tests parametrize over it).
 FILTER_FAMILIES: dict[str, str] = {

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
-from pipeline.data.sources import Expected
+from pipeline.data.fetch.sources import Expected
 
 
 def md5(data: bytes) -> str:
@@ -94,7 +94,7 @@ class FolderSpec:
     classes: list[str]
     counts: dict[str, int]  #: images per split
     channels: int
-    #: the median (lower) shorter side of the train images, as `pipeline.data.userdata` takes it (it reads every
+    #: the median (lower) shorter side of the train images, as `pipeline.data.fetch.userdata` takes it (it reads every
     #: image of a folder this size: up to 1,024 per split)
     image_size: int
 

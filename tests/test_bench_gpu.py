@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from pipeline.check import throughput
 from pipeline.config import ModelConfig, yaml_load
-from pipeline.plan import throughput
 from tests.conftest import ROOT
 
 

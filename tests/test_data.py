@@ -18,12 +18,9 @@ from PIL import Image, ImageOps
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline.config import Params
-from pipeline.data import sources
-from pipeline.data.fetch import fetch_dataset, source_meta
-from pipeline.data.loaders import ShardSampler, build_loaders, stratified_order
-from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.store import load_split, save_split, write_manifest
-from pipeline.data.transforms import (
+from pipeline.data.fetch import fetch_dataset, source_meta, sources
+from pipeline.data.load.loaders import ShardSampler, build_loaders, stratified_order
+from pipeline.data.load.transforms import (
     Augment,
     channel_stats,
     pil_transform,
@@ -31,6 +28,8 @@ from pipeline.data.transforms import (
     resized_crops,
     sample_crops,
 )
+from pipeline.data.meta import DatasetMeta, dataset_meta
+from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.errors import PipelineError
 
 FMNIST_MIRROR = Path("/usr/share/datasets/fashion-mnist")

@@ -18,14 +18,13 @@ from PIL import Image
 
 from pipeline.config import DataConfig, Params
 from pipeline.data import fetch as fetch_stage
-from pipeline.data import sources, userdata
-from pipeline.data.fetch import fetch_dataset, source_meta
-from pipeline.data.loaders import build_loaders, open_split
+from pipeline.data.fetch import fetch_dataset, source_meta, sources, userdata
+from pipeline.data.fetch.userdata import evenly_spaced, is_grayscale
+from pipeline.data.load.loaders import build_loaders, open_split
+from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import load_split, read_manifest
-from pipeline.data.transforms import Augment
-from pipeline.data.userdata import evenly_spaced, is_grayscale
 from pipeline.errors import PipelineError
 
 

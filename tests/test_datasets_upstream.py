@@ -42,13 +42,13 @@ import torch
 from datasets_fixtures import MINIATURES, class_colour, md5, one_training_step
 from torchvision import datasets as tvd
 
-from pipeline.data import sources
-from pipeline.data.fetch import fetch_dataset, source_meta
-from pipeline.data.loaders import build_loaders, open_split
+from pipeline.data import upstream
+from pipeline.data.fetch import fetch_dataset, source_meta, sources
+from pipeline.data.load.loaders import build_loaders, open_split
+from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import load_split, read_manifest
-from pipeline.data.transforms import Augment
 from pipeline.errors import PipelineError
 
 DOWNLOADABLE = sorted(n for n, d in DATASETS.items() if d.source != "user-path" and not d.source.startswith("sklearn"))
@@ -84,7 +84,7 @@ def test_real_downloads_are_checked_against_the_real_facts(name):
     assert all(facts.sizes.values()) and facts.num_classes == info.num_classes
     assert not facts.md5 and not facts.sha256  # nothing replaced: torchvision's MD5s, our SHA-256s
     if info.source.split(":")[0].endswith("torchvision"):
-        assert sources.torchvision_class(info, None, facts.md5) is getattr(tvd, info.source.split(":")[1])
+        assert upstream.torchvision_class(info, None, facts.md5) is getattr(tvd, info.source.split(":")[1])
 
 
 @pytest.mark.parametrize("name", DOWNLOADABLE)
@@ -157,15 +157,15 @@ def test_split_sizes_and_class_count_are_checked(tmp_path, data_server):
 
 def test_the_checksum_table_replaces_only_the_files_it_names():
     info = DATASETS["cifar10"]
-    cls = sources.torchvision_class(info, md5={"data_batch_2": "0" * 32})
+    cls = upstream.torchvision_class(info, md5={"data_batch_2": "0" * 32})
     assert cls.__name__ == "CIFAR10" and cls.url == tvd.CIFAR10.url and cls.tgz_md5 == tvd.CIFAR10.tgz_md5
     assert [m for _, m in cls.train_list] == [m if f != "data_batch_2" else "0" * 32 for f, m in tvd.CIFAR10.train_list]
 
 
 @pytest.mark.parametrize("name", [n for n, d in DATASETS.items() if d.source.split(":")[0].endswith("torchvision")])
 def test_only_the_base_url_is_redirected(name):
-    canonical = sources.archives(sources.torchvision_class(DATASETS[name]))
-    moved = sources.archives(sources.torchvision_class(DATASETS[name], "http://127.0.0.1:9/m/"))
+    canonical = sources.archives(upstream.torchvision_class(DATASETS[name]))
+    moved = sources.archives(upstream.torchvision_class(DATASETS[name], "http://127.0.0.1:9/m/"))
     assert [a.url for a in moved] == [f"http://127.0.0.1:9/m/{a.filename}" for a in canonical]
     assert [(a.md5, a.subdir) for a in moved] == [(a.md5, a.subdir) for a in canonical]
     assert all(a.url.startswith(("http://", "https://")) and a.md5 for a in canonical)

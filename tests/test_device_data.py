@@ -1,4 +1,4 @@
-"""The device-resident data path (`pipeline.data.device`) on CPU: the PIL path's distributions and ops, a seed's
+"""The device-resident data path (`pipeline.data.load.device`) on CPU: the PIL path's distributions and ops, a seed's
 determinism, the choice of path, and a short training run in the DataLoader path's accuracy band."""
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from scipy import stats
 from torchvision.transforms import RandomResizedCrop
 from training_fixtures import tiny_run
 
-from pipeline import builders, run
 from pipeline.config import DataConfig, TrainConfig
-from pipeline.data.device import DeviceAugment, RandAugment, apply_op, choose
-from pipeline.data.loaders import build_loaders
-from pipeline.data.transforms import Augment
-from pipeline.engine import Dist, reseed
+from pipeline.data.load.device import DeviceAugment, RandAugment, apply_op, choose
+from pipeline.data.load.loaders import build_loaders
+from pipeline.data.load.transforms import Augment
 from pipeline.errors import PipelineError
+from pipeline.training import run
+from pipeline.training.engine import Dist, reseed
+from pipeline.training.run import build_run_loaders
 
 CPU = torch.device("cpu")
 PAPER = Augment(scale=(0.08, 1.0), hflip=0.5, aa="rand-m9-mstd0.5-inc1", reprob=0.25)
@@ -113,7 +114,7 @@ def test_which_path_a_run_takes(workdir):
     with pytest.raises(PipelineError, match="color_jitter"):
         choose(True, loaders, Augment(color_jitter=0.4), CPU)
     recipe = TrainConfig(batch_size=16, data_on_device=True)
-    on_device = builders.loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist())
+    on_device = build_run_loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist())
     assert on_device.backend == "device" and len(on_device.train) == len(loaders.train)
     on_device.train.sampler.set_epoch(0)
     loaders.train.sampler.set_epoch(0)

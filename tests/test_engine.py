@@ -11,10 +11,10 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from training_fixtures import dies_in_epoch, tiny_run
 
-from pipeline import engine, launch
 from pipeline.config import TrainConfig
-from pipeline.engine import Dist, fit
 from pipeline.errors import PipelineError
+from pipeline.training import engine, launch
+from pipeline.training.engine import Dist, fit
 
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
 
@@ -168,7 +168,7 @@ def test_amp_on_cuda_follows_the_compute_capability(monkeypatch, capability, amp
 
 
 def test_channels_last_convmixer_trains_as_contiguous(tmp_path):
-    from pipeline.models import build_convmixer
+    from pipeline.method.convmixer import build_convmixer
 
     def convmixer_loaders():
         g = torch.Generator().manual_seed(0)
@@ -264,8 +264,8 @@ def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
 def test_a_run_with_loader_workers_resumes_to_the_same_result(workdir, monkeypatch):
     """Workers > 0 draw the augmentation: they start afresh each epoch, seeded by the epoch's reseed, so the
     resumed epochs draw what the uninterrupted run's drew (persistent workers would not)."""
-    from pipeline import run as runs
     from pipeline.config import DataConfig
+    from pipeline.training import run as runs
 
     def workers_run():
         r = tiny_run(epochs=3)

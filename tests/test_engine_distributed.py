@@ -20,8 +20,8 @@ from timm.data import Mixup
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from training_fixtures import dies_in_epoch
 
-from pipeline import engine
 from pipeline.config import TrainConfig
+from pipeline.training import engine
 
 WORLD = 2
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from pipeline import builders
 from pipeline.analysis import attention, figures
 from pipeline.analysis.document import FigureBlock
 from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
 from pipeline.config import load_params
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
+from pipeline.training import builders
 
 META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them
 STAGE_DPI = figures.DPI  #: what the stage draws at (the tests draw at 60 dpi, see low_dpi)

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline.errors import PipelineError
-from pipeline.filters import (
+from pipeline.method.filters import (
     CI_GAIN,
     head_assignment,
     linear_format,
@@ -17,7 +17,7 @@ from pipeline.filters import (
     make_perm,
     proposition1_holds,
 )
-from pipeline.filters import effective_rank as erank
+from pipeline.method.filters import effective_rank as erank
 from pipeline.vocabulary import FILTER_FAMILIES, parse_filter
 
 CONV_FAMILIES = ["random", "impulse", "box-4", "gaussian-0.5"]

@@ -1,4 +1,4 @@
-"""pipeline.inits on real timm models: exactness against independent constructions, the properties the paper
+"""pipeline.method.inits on real timm models: exactness against independent constructions, the properties the paper
 relies on (impulse heads peak at their offsets, mimetic is diagonal, default is flat), determinism, errors.
 
 Small models (a 28x28 / patch-4 ViT as in params.yaml, a 56x56 Swin, a 28x28 Mixer) plus ViT-Tiny/16-224;
@@ -18,7 +18,7 @@ from timm.models.mlp_mixer import MlpMixer
 
 from pipeline import config
 from pipeline.errors import PipelineError
-from pipeline.inits import (
+from pipeline.method.inits import (
     METHODS,
     apply_init,
     attention_maps,
@@ -30,9 +30,9 @@ from pipeline.inits import (
     peak_agreement,
     uniform_locality_mass,
 )
-from pipeline.inits.impulse import impulse_qk, pseudo_inverse
-from pipeline.inits.measures import attention_probs
-from pipeline.inits.targets import impulse_matrices, impulse_targets
+from pipeline.method.inits.impulse import impulse_qk, pseudo_inverse
+from pipeline.method.inits.measures import attention_probs
+from pipeline.method.inits.targets import impulse_matrices, impulse_targets
 
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=6, num_heads=3, in_chans=1, num_classes=10)
 OFFICIAL_12 = [(0, 0), (-1, 0), (0, 1), (0, -1), (1, 0), (-1, -1), (-1, 1), (1, -1), (1, 1), (0, 0), (-1, 0), (0, 1)]

@@ -1,4 +1,4 @@
-"""The fast factorisation routes against the official SVD route (pipeline.inits.lowrank), the two mimetic forms
+"""The fast factorisation routes against the official SVD route (pipeline.method.inits.lowrank), the two mimetic forms
 and [CI]'s random arm.
 
 Exactness is judged on what the network computes: for the same draws, every head's W_q,h^T W_k,h, every layer's
@@ -13,10 +13,10 @@ import pytest
 import timm
 import torch
 
-from pipeline.inits import apply_init, attention_maps
-from pipeline.inits.impulse import impulse_qk, official_qk, pseudo_inverse
-from pipeline.inits.lowrank import balanced_factors, official_route, ortho_like_target, svd_factors, top_factors
-from pipeline.inits.targets import impulse_offsets, impulse_targets
+from pipeline.method.inits import apply_init, attention_maps
+from pipeline.method.inits.impulse import impulse_qk, official_qk, pseudo_inverse
+from pipeline.method.inits.lowrank import balanced_factors, official_route, ortho_like_target, svd_factors, top_factors
+from pipeline.method.inits.targets import impulse_offsets, impulse_targets
 
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=3, num_heads=3, in_chans=1, num_classes=10)
 

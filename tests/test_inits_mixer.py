@@ -13,8 +13,8 @@ from timm.models.mlp_mixer import MlpMixer
 from torch import nn
 
 from pipeline.errors import PipelineError
-from pipeline.inits import apply_init, attention_maps, layer_offsets, locality_mass, peak_agreement
-from pipeline.inits.measures import capture_inputs
+from pipeline.method.inits import apply_init, attention_maps, layer_offsets, locality_mass, peak_agreement
+from pipeline.method.inits.measures import capture_inputs
 
 
 def cpu_mixer(embed_dim):

@@ -1,13 +1,13 @@
-"""pipeline.inits imports point one way: no cycle between its modules, and every import at the top of its file."""
+"""pipeline.method.inits imports point one way: no cycle between its modules, every import at the top of its file."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pipeline.inits
+import pipeline.method.inits
 
-PACKAGE = Path(pipeline.inits.__file__).parent
+PACKAGE = Path(pipeline.method.inits.__file__).parent
 
 
 def parse(path: Path) -> ast.Module:
@@ -15,14 +15,14 @@ def parse(path: Path) -> ast.Module:
 
 
 def internal_imports(tree: ast.Module) -> set[str]:
-    """Modules of pipeline.inits that a module imports (at any depth)."""
+    """Modules of pipeline.method.inits that a module imports (at any depth)."""
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline.inits."):
-            found.add(node.module.removeprefix("pipeline.inits."))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline.method.inits."):
+            found.add(node.module.removeprefix("pipeline.method.inits."))
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-            found |= {n.removeprefix("pipeline.inits.") for n in names if n.startswith("pipeline.inits.")}
+            found |= {n.removeprefix("pipeline.method.inits.") for n in names if n.startswith("pipeline.method.inits.")}
     return found
 
 

@@ -7,12 +7,12 @@ import copy
 import pytest
 import torch
 
-from pipeline import builders
 from pipeline.config import ModelConfig
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
-from pipeline.inits import layer_offsets, peak_agreement
-from pipeline.mixed_attention import MixedInputAttention, mix_attention_input
+from pipeline.method.inits import layer_offsets, peak_agreement
+from pipeline.method.mixed_attention import MixedInputAttention, mix_attention_input
+from pipeline.training import builders
 
 META = DatasetMeta("fashion_mnist", 10, 1, 28)
 MODEL = ModelConfig(name="vit_tiny_patch16_224", img_size=28, patch_size=4, embed_dim=72, depth=3, num_heads=3,
@@ -73,13 +73,15 @@ def test_alpha_zero_attends_by_position_only():
 
 
 def test_the_impulse_init_on_the_mixed_model_still_peaks_at_its_offsets():
-    model = builders.initialized(MODEL, "impulse", {}, META, seed=0, alpha=0.0).eval()
+    model = builders.initialized(MODEL, "impulse", {}, META, seed=0,
+                                 adapt=lambda m: mix_attention_input(m, 0.0)).eval()
     maps = attention_probs(model, images(3))
     offsets = layer_offsets(model)
     grid = model.patch_embed.grid_size
     for layer, probs in enumerate(maps):
         assert peak_agreement(probs, offsets[layer], grid).min() > 0.9, layer
-    default = builders.initialized(MODEL, "default", {}, META, seed=0, alpha=0.0).eval()
+    default = builders.initialized(MODEL, "default", {}, META, seed=0,
+                                   adapt=lambda m: mix_attention_input(m, 0.0)).eval()
     flat = attention_probs(default, images(3))[0]
     assert peak_agreement(flat, offsets[0], grid).max() < 0.5
 

@@ -13,8 +13,16 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.optim import create_optimizer_v2
 
 from pipeline.errors import PipelineError
-from pipeline.filters import effective_rank, head_assignment, linear_format, make_filters, make_perm, patch_embeddings
-from pipeline.models import ConvMixer, SpatialConv, SpatialLinear, build_convmixer, create_timm_model
+from pipeline.method.convmixer import ConvMixer, SpatialConv, SpatialLinear, build_convmixer
+from pipeline.method.filters import (
+    effective_rank,
+    head_assignment,
+    linear_format,
+    make_filters,
+    make_perm,
+    patch_embeddings,
+)
+from pipeline.method.models import create_timm_model
 
 torch.set_num_threads(1)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.__main__ import main
+from pipeline.check import check_builds, estimate_lines
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
-from pipeline.plan import check_builds, estimate_lines
 from pipeline.profiles import apply_profile
 
 

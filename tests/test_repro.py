@@ -22,11 +22,12 @@ import psutil
 import pytest
 from workspace import ROOT, sh, tool_env
 
-from pipeline import launch, repro
 from pipeline.__main__ import main as cli
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
-from pipeline.executors import LocalExecutor, Request
+from pipeline.scale import repro
+from pipeline.scale.executors import LocalExecutor, Request
+from pipeline.training import launch
 
 N = 6
 CELLS = [f"cell@{i}" for i in range(N)]

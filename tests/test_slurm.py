@@ -27,10 +27,11 @@ from types import SimpleNamespace
 import pytest
 from workspace import copy_repo, run_metrics, sh, tool_env
 
-from pipeline import launch, repro
 from pipeline.config import SlurmConfig, load_params
 from pipeline.errors import PipelineError
-from pipeline.executors import Request, SlurmExecutor, SubmitError
+from pipeline.scale import repro
+from pipeline.scale.executors import Request, SlurmExecutor, SubmitError
+from pipeline.training import launch
 
 SBIN = "/usr/sbin"
 TOOLS = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sacct")

@@ -1,9 +1,10 @@
 """A stage's deps are the code it imports: nothing less (DVC would serve stale results), nothing more.
 
-Each stage command is `python -m pipeline <command> ...`: it runs `pipeline/__main__.py`, which imports the
-command's module (COMMANDS) and what that imports. The import closure inside `pipeline/` is computed from the
-source (every `import` statement, including those inside functions) and compared with the stage's deps in
-dvc.yaml, as DVC itself resolves them. A dependency on a directory must cover only modules of the closure.
+Each stage command is `python -m <module> ...` (dvc.yaml runs a stage module directly, not the CLI). The import
+closure of that module inside `pipeline/` (`pipeline.closure`: every `import` statement, including those inside
+functions) is compared with the stage's deps in dvc.yaml, as DVC itself resolves them. A dependency on a directory
+must cover only modules of the closure. The training cells' closures reach no download, CLI, analysis or scale-out
+code, and a training checkpoint's key digests exactly that closure.
 
 And the declared dependencies of pyproject.toml cover every third-party import of `pipeline/` (a plain
 `pip install .` can run every stage).
@@ -11,8 +12,8 @@ And the declared dependencies of pyproject.toml cover every third-party import o
 
 from __future__ import annotations
 
-import ast
 import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -24,61 +25,10 @@ import yaml
 from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
+from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
-
-
-def module_file(name: str) -> Path | None:
-    path = ROOT.joinpath(*name.split("."))
-    if (path / "__init__.py").is_file():
-        return path / "__init__.py"
-    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported_names(path: Path) -> set[str]:
-    """Every module name an import statement of `path` names (absolute; `from a import b` gives a and a.b)."""
-    names, here = set(), module_name(path)
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
-                package = package[: len(package) - node.level + 1]
-                base = ".".join(package + ([base] if base else []))
-            names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
-    return names
-
-
-def pipeline_imports(path: Path) -> set[Path]:
-    """The files of `pipeline/` that importing `path` loads directly (each named module and its packages)."""
-    files = set()
-    for name in imported_names(path):
-        parts = name.split(".")
-        if parts[0] != "pipeline":
-            continue
-        files |= {f for i in range(1, len(parts) + 1) if (f := module_file(".".join(parts[:i])))}
-    return files
-
-
-def closure(*modules: str) -> set[Path]:
-    """The files of `pipeline/` loaded by importing `modules` (with their packages), transitively."""
-    todo = [f for m in modules for i in range(1, len(m.split(".")) + 1)
-            if (f := module_file(".".join(m.split(".")[:i])))]
-    seen: set[Path] = set()
-    while todo:
-        path = todo.pop()
-        if path not in seen:
-            seen.add(path)
-            todo += pipeline_imports(path)
-    return seen
 
 
 def stages() -> list[tuple[str, str, list[Path]]]:
@@ -98,10 +48,11 @@ def stages() -> list[tuple[str, str, list[Path]]]:
     return out
 
 
-def command_of(cmd: str) -> str:
+def module_of(cmd: str) -> str:
+    """The module a stage command runs: `python -m pipeline.training.train ...` -> pipeline.training.train."""
     words = cmd.split()
-    assert words[:3] == ["python", "-m", "pipeline"], f"stage command {cmd!r} is not `python -m pipeline ...`"
-    return next(w for w in words[3:] if not w.startswith("-"))
+    assert words[:2] == ["python", "-m"] and words[2].startswith("pipeline."), f"{cmd!r}: not python -m <module>"
+    return words[2]
 
 
 #: one cell per stage group (the cells of a matrix share their deps list)
@@ -116,7 +67,7 @@ def test_every_stage_group_is_checked():
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
 def test_stage_deps_are_the_import_closure_of_its_command(name, cmd, deps):
-    needed = closure("pipeline.__main__", COMMANDS[command_of(cmd)][0])
+    needed = closure(module_of(cmd))
     covered = {f for d in deps for f in ([d] if d.is_file() else d.rglob("*.py"))}
     missing = sorted(str(f.relative_to(ROOT)) for f in needed - covered)
     extra = sorted(str(f.relative_to(ROOT)) for f in covered - needed)
@@ -127,6 +78,48 @@ def test_stage_deps_are_the_import_closure_of_its_command(name, cmd, deps):
 def test_every_command_module_is_reached_only_through_main():
     """__main__ imports a command's module by name only when that command runs; statically it imports none."""
     assert not closure("pipeline.__main__") & {module_file(m) for m, _ in COMMANDS.values()}
+
+
+def test_every_stage_runs_the_module_its_cli_command_names():
+    """`python -m pipeline <command>` and the stage's `python -m <module>` run the same code."""
+    assert {module_of(cmd) for _, cmd, _ in STAGES} <= {m for m, _ in COMMANDS.values()}
+
+
+#: code no training cell may depend on: editing it must not re-train the grid (at paper scale, GPU-days)
+NOT_TRAINING = ("pipeline/__main__.py", "pipeline/check.py", "pipeline/profiles.py", "pipeline/data/fetch/",
+                "pipeline/analysis/", "pipeline/scale/")
+
+
+@pytest.mark.parametrize("module", ["pipeline.training.train", "pipeline.training.filter_study",
+                                    "pipeline.training.ci_alpha"])
+def test_training_cells_reach_no_download_cli_analysis_or_scale_out_code(module):
+    reached = sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
+    assert not [f for f in reached if f.startswith(NOT_TRAINING)]
+    assert "pipeline/training/engine.py" in reached and any(f.startswith("pipeline/method/") for f in reached)
+
+
+def test_the_filter_study_does_not_depend_on_the_init_library():
+    assert not any("pipeline/method/inits" in f.as_posix() for f in closure("pipeline.training.filter_study"))
+
+
+def code_digest_of(package_copy: Path, module: str) -> str:
+    out = subprocess.run([sys.executable, "-c", f"from pipeline.training.run import code_digest;"
+                          f" print(code_digest({module!r}))"], cwd=package_copy, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip()
+
+
+def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path):
+    """Edit code outside a train cell's closure: same key (its checkpoint resumes); inside: a new key."""
+    shutil.copytree(PACKAGE, tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    before = code_digest_of(tmp_path, "pipeline.training.train")
+    for outside in ("data/fetch/sources.py", "__main__.py", "analysis/report.py", "scale/executors.py"):
+        with open(tmp_path / "pipeline" / outside, "a") as f:
+            f.write("\n# an edit\n")
+    assert code_digest_of(tmp_path, "pipeline.training.train") == before
+    with open(tmp_path / "pipeline" / "training" / "engine.py", "a") as f:
+        f.write("\n# an edit\n")
+    assert code_digest_of(tmp_path, "pipeline.training.train") != before
 
 
 def third_party_imports() -> set[str]:

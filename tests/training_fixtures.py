@@ -7,8 +7,8 @@ from contextlib import contextmanager
 
 import torch
 
-from pipeline import engine, run
 from pipeline.config import TrainConfig
+from pipeline.training import engine, run
 
 
 def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
@@ -20,7 +20,8 @@ def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
 
     recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, threads=1, scale=[1.0, 1.0],
                          ratio=[1.0, 1.0], hflip=0.0, smoothing=0.0)
-    return run.Run(kind="train", key=("fashion_mnist", "tiny", "seed0"), dataset="fashion_mnist", seed=0,
+    return run.Run(module="pipeline.training.train", kind="train", key=("fashion_mnist", "tiny", "seed0"),
+                   dataset="fashion_mnist", seed=0,
                    recipe=recipe, config={"lr": lr, "epochs": epochs}, build=build,
                    input_size=lambda meta: (meta.image_size, meta.channels),
                    facts=lambda model: {"arm": "none"})

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from pipeline import entry
 from pipeline.analysis import claims as claim_checks
 from pipeline.analysis import tables
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
@@ -274,3 +276,7 @@ def main(params: Params, args) -> int:
           f" ({len(agg.what_was_run['missing'])} missing); {len(agg.tables)} tables in {results / 'tables'};"
           f" claims {verdicts}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))

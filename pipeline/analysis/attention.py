@@ -4,7 +4,7 @@
 The paper's Fig. 4 ([NeurIPS] camera-ready; paper.md section 2.5, claim 7 of section 2.10) shows ViT-T attention
 maps at initialization: impulse heads peak at distinct offsets from the diagonal, mimetic heads strengthen the
 diagonal, default maps are flat. This stage builds model variant `variant` of params `models` for `datasets[0]`
-exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.builders.vit`, seed 0; no training step) and
+exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.training.builders.vit`, seed 0; no training step) and
 records, for layer 0 and every layer of `report.attention_layers`, per head:
 
 - the N x N map among the N patch tokens (queries down, keys across; prefix tokens such as the cls token are
@@ -14,7 +14,7 @@ records, for layer 0 and every layer of `report.attention_layers`, per head:
 - peak agreement (the fraction of queries whose strongest key sits at the head's intended impulse offset) and
   locality mass (attention inside the query's f x f neighbourhood), with the mass a uniform map would have.
 
-Maps and measures come from `pipeline.inits` (`attention_maps` recomputes the softmax from each block's `qkv`,
+Maps and measures come from `pipeline.method.inits` (`attention_maps` recomputes the softmax from each block's `qkv`,
 since timm's fused attention never materialises it; Swin maps are per window, Mixer maps are token-mixing
 Jacobians). Peak agreement uses the impulse arm's offsets (params `impulse.kernel_size`, `impulse.offsets`) for
 every arm, one yardstick for all. Outputs, written into a temporary folder and moved into place:
@@ -29,17 +29,17 @@ every arm, one yardstick for all. Outputs, written into a temporary folder and m
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pipeline import builders
+from pipeline import entry
 from pipeline.config import ModelConfig, Params
 from pipeline.data.meta import dataset_meta
-from pipeline.engine import Dist
 from pipeline.errors import PipelineError
-from pipeline.inits import (
+from pipeline.method.inits import (
     attention_maps,
     layer_offsets,
     locality_mass,
@@ -47,8 +47,11 @@ from pipeline.inits import (
     peak_agreement,
     uniform_locality_mass,
 )
-from pipeline.inits.arch import blocks, family
+from pipeline.method.inits.arch import blocks, family
 from pipeline.outputs import folder_aside
+from pipeline.training import builders
+from pipeline.training.engine import Dist
+from pipeline.training.run import build_run_loaders
 from pipeline.vocabulary import INIT_METHODS
 
 #: the two inputs a map is computed on, in the order the figures show them
@@ -105,7 +108,7 @@ def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[li
     """Maps and measures of `model` on the pseudo-input and, when `images` are given, on them.
 
     Args:
-        model: a timm ViT/DeiT, Swin or MLP-Mixer (`pipeline.inits` supports these), at init or trained.
+        model: a timm ViT/DeiT, Swin or MLP-Mixer (`pipeline.method.inits` supports these), at init or trained.
         layers: block indices (from `resolve_layers`).
         offsets: per layer and head the intended impulse offset (`intended_offsets`).
         kernel_size: f of the f x f neighbourhood of the locality mass (params `impulse.kernel_size`).
@@ -149,10 +152,11 @@ def model_record(params: Params, model: torch.nn.Module, seed: int,
 def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int = BATCH_IMAGES) -> torch.Tensor:
     """The first `n` images of the dataset's validation loader, transformed as the runs evaluate them.
 
-    Goes through `pipeline.builders.loaders`, the loaders the train@ stages evaluate on (one process, seed 0).
+    Goes through `pipeline.training.run.build_run_loaders`, the loaders the train@ stages evaluate on (one process,
+    seed 0).
     """
     recipe = builders.with_batch(params.train, n)
-    loaders = builders.loaders(params.data, dataset, img_size, in_chans, 0, recipe, Dist())
+    loaders = build_run_loaders(params.data, dataset, img_size, in_chans, 0, recipe, Dist())
     images, _ = next(iter(loaders.val))
     return images[:n]
 
@@ -203,3 +207,7 @@ def main(params: Params, args) -> int:
                   f"{' '.join(f'{v:.2f}' for v in m['peak_agreement'])}; locality mass "
                   f"{' '.join(f'{v:.2f}' for v in m['locality_mass'])} (uniform {m['uniform_locality_mass']:.2f})")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +41,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from pipeline import builders
+from pipeline import entry
 from pipeline.analysis import attention
 from pipeline.analysis.runs import load_filter_runs, load_vit_runs
 from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
+from pipeline.training import builders
 
 FIGURES_DIR = Path("reports") / "figures"
 DPI = 170  #: the PDF prints a figure at >= 150 px per inch (pdf.MIN_PPI): a 4.4-inch figure is then >= 12 cm wide
@@ -403,3 +405,7 @@ def main(params: Params, args) -> int:
         print(f"[figures] {e['file']}: {e['title']}")
     print(f"[figures] {len(manifest['figures'])} figure(s) in {args.out} (figures.json lists them in reading order)")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline import entry
 from pipeline.analysis.document import (
     Block,
     Bullets,
@@ -345,3 +347,7 @@ def main(params: Params, args) -> int:
     print(f"report: wrote {md}, {pdf} and {head} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))

@@ -30,7 +30,7 @@ from pipeline.errors import PipelineError
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "world_size", "git_rev", "python",
               "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
-#: what a ViT-family run records about its model (pipeline.builders): timm name, 'vit' | 'swin' | 'mixer', heads
+#: what a ViT-family run records about its model (pipeline.training.builders): timm name, family, heads
 MODEL_FIELDS = ("model", "family", "num_heads")
 #: how a timm model name maps to a family, for runs that predate the recorded `family` field
 FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}

@@ -9,14 +9,15 @@ One source of truth for every stage that builds a model: the fetched dataset's m
 - `num_classes`: the classes the data has (registered datasets: checked against the registry at fetch).
 - `channels`: 1 or 3: the stored images' for tensor datasets, the registry's for torchvision's image trees
   (Food-101, Flowers-102, Pets: RGB), read from the images for `folder` and `imagenet`
-  (`pipeline.data.userdata`: all grayscale -> 1, else 3).
+  (`pipeline.data.fetch.userdata`: all grayscale -> 1, else 3).
 - `image_size`: the stored side for tensor datasets (checked against the registry); for variable-size sets a
   typical side: the registry's `native_size` for torchvision's trees (Food-101 512, its images' longer side;
   Flowers-102 and Pets 500), and for `folder` / `imagenet` the median shorter side of a sample of images.
 
 Before anything is fetched (`python -m pipeline check`), `pipeline.data.fetch.source_meta` gives the
-DatasetMeta that fetch will record: the registry's facts for registered datasets (fetch refuses data that does not match them), and for
-`folder` / `imagenet` the same scan of the user's directory that fetch runs, writing nothing.
+DatasetMeta that fetch will record: the registry's facts for registered datasets (fetch refuses data that does
+not match them), and for `folder` / `imagenet` the same scan of the user's directory that fetch runs, writing
+nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.data.registry import DATASETS
 from pipeline.data.store import read_manifest
 from pipeline.errors import PipelineError
 

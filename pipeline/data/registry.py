@@ -9,7 +9,7 @@ module must stay importable without torch.
 
 Split sizes are the published ones and `fetch` checks them, so a truncated or partial copy cannot pass as the
 dataset. `digits` has no official split: `fetch` makes a fixed class-stratified one (1,347 train / 450 val,
-`pipeline.data.digits`); its mean/std are those of its train split (pixels scaled to [0, 1]), as
+`pipeline.data.fetch.digits`); its mean/std are those of its train split (pixels scaled to [0, 1]), as
 `tests/test_data_meta.py` recomputes them. Flowers-102 trains on its 1,020-image `train` split and evaluates
 on `test` (6,149); which splits the [NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md
 section 4, item 11).

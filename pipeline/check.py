@@ -1,0 +1,198 @@
+"""`python -m pipeline check`: validate params.yaml, build every planned run on the meta device, and print what
+`dvc repro` would train and roughly what it costs.
+
+Loading the params already validated them (`pipeline.config`). What only the libraries can judge is checked by
+building each planned model once on PyTorch's meta device (no weights allocated) with the dataset's classes and
+channels, with its optimizer, schedule and transforms: an unknown timm name, a keyword the model does not take, a
+patch size that does not divide the image, an unknown optimizer or scheduler, a bad RandAugment string or a batch
+larger than the training set stop here, in seconds, with the params key and the fix.
+
+The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset) by the
+throughput of a matching entry of bench/throughput.yaml (measured with bench/bench_train.py, or derived from the
+paper's stated hours; each entry names its source). `make repro` runs this before it reproduces anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+
+from pipeline.config import ModelConfig, Params, TrainConfig, yaml_load
+from pipeline.data.fetch import source_meta
+from pipeline.data.load.transforms import Augment, pil_transform
+from pipeline.data.meta import DatasetMeta, dataset_meta
+from pipeline.data.registry import DATASETS
+from pipeline.data.store import MANIFEST
+from pipeline.errors import PipelineError
+from pipeline.method.mixed_attention import mix_attention_input
+from pipeline.training import builders, filter_study
+
+THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
+
+
+def train_runs(params: Params) -> list[str]:
+    """Run ids `<dataset>-<variant>-<arm>-<seed>` of every ViT training cell, as the train@ stages name them."""
+    return [f"{d}-{v}-{a}-{s}" for d in params.datasets for v in params.variants for a in params.arms
+            for s in params.seeds]
+
+
+def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
+    """The entry of bench/throughput.yaml for this model (name, image size, width), if any."""
+    for row in table:
+        if row["model"] == m.name and row["img_size"] == (m.img_size or 224) and row["embed_dim"] == m.embed_dim:
+            return row
+    return None
+
+
+def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int, epochs: int, params: Params,
+                  table: list[dict]) -> list[str]:
+    """Lines estimating one grid's training compute: `runs` runs per dataset of `epochs` epochs of `model`."""
+    row = throughput(model, table)
+    if row is None:
+        return [f"compute estimate of {label}: no throughput figure for {model.name} at this size; measure one"
+                " with bench/bench_train.py and add it to bench/throughput.yaml"]
+    total = 0.0
+    lines = [f"compute estimate of {label} at {row['images_per_s']} images/s per {row['device']} ({row['source']}):"]
+    for dataset in datasets:
+        n = train_images(params, dataset)
+        if n is None:
+            lines.append(f"  {dataset}: size unknown until fetched")
+            continue
+        hours = n * epochs / row["images_per_s"] / 3600
+        total += hours * runs
+        lines.append(f"  {dataset}: {runs} runs x {n * epochs:,} images = {hours:.2f} h each")
+    unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
+    return [*lines, f"  total: {total:.1f} {unit} (training only)"]
+
+
+def estimate_lines(params: Params) -> list[str]:
+    """The compute estimate of every grid: each model variant of the ViT grid, and [CI]'s alpha grid."""
+    table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
+    lines = []
+    for variant, model in params.models.items():
+        lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
+                               params.train.epochs, params, table)
+    ci = params.ci_alpha
+    if ci.datasets:
+        lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
+                               len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table)
+    return lines
+
+
+def check_devices(params: Params) -> None:
+    """More GPUs asked for than this machine has, or CUDA asked for without one: stop before any stage runs."""
+    from pipeline.errors import PipelineError
+    from pipeline.training.launch import visible_devices
+
+    recipe = params.train
+    devices = visible_devices()
+    if recipe.device == "cuda" and not devices:
+        raise PipelineError("train.device = 'cuda' but this machine has no GPU; set train.device: auto or cpu")
+    if devices and recipe.device != "cpu" and recipe.nproc > len(devices):
+        raise PipelineError(f"train.nproc = {recipe.nproc} but this machine has {len(devices)} GPU(s); lower"
+                            " train.nproc (or set train.device: cpu for CPU processes)")
+
+
+def planned_meta(params: Params, dataset: str) -> DatasetMeta:
+    """The dataset's facts before any stage runs: as fetched when it is, else what fetching it will record (the
+    registry's, or a scan of the user's folder for `folder` / `imagenet`)."""
+    if (Path(params.data.root) / dataset / MANIFEST).is_file():
+        return dataset_meta(params.data.root, dataset)
+    return source_meta(dataset, imagenet_path=params.data.imagenet_path, folder_path=params.data.folder_path)
+
+
+@contextmanager
+def keyed(key: str) -> Iterator[None]:
+    """A PipelineError raised in the block is re-raised naming the params key it came from."""
+    try:
+        yield
+    except PipelineError as exc:
+        raise PipelineError(f"{key}: {exc}") from None
+
+
+def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset: str, img_size: int,
+                 in_chans: int, train_images: int | None) -> None:
+    """The recipe's optimizer, schedule and transforms for `model` (on the meta device), and its batch size."""
+    with keyed(key):
+        try:
+            optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay)
+        except (ValueError, KeyError) as exc:
+            raise PipelineError(f"opt = {recipe.opt!r}: {exc}; see timm.optim.list_optimizers()") from None
+        try:
+            create_scheduler_v2(optimizer, sched=recipe.sched, num_epochs=recipe.epochs, updates_per_epoch=1,
+                                warmup_epochs=recipe.warmup_epochs, step_on_epochs=False)
+        except (ValueError, KeyError) as exc:
+            raise PipelineError(f"sched = {recipe.sched!r}: {exc}; e.g. cosine, step, plateau, poly") from None
+        try:
+            pil_transform(img_size=img_size, in_chans=in_chans, mean=(0.5,) * in_chans, std=(0.5,) * in_chans,
+                          training=True, augment=Augment.from_train(recipe))
+        except (AssertionError, ValueError, KeyError) as exc:
+            raise PipelineError(f"aa = {recipe.aa!r} (or another augmentation field): timm refused it ({exc});"
+                                " e.g. rand-m9-mstd0.5-inc1") from None
+        if train_images and recipe.batch_size > train_images:
+            raise PipelineError(f"batch_size = {recipe.batch_size} exceeds the {train_images} training images of"
+                                f" {dataset}; lower it or raise data.train_subset")
+
+
+def train_images(params: Params, dataset: str) -> int | None:
+    """Training images a run sees: data.train_subset, capped by the split (None when unknown before fetching)."""
+    size = DATASETS[dataset].train_size
+    return min(s for s in (size, params.data.train_subset) if s) if (size or params.data.train_subset) else None
+
+
+def check_builds(params: Params) -> int:
+    """Build every planned model once on the meta device, with its recipe; returns how many were built."""
+    built = 0
+    with torch.device("meta"):
+        for dataset in dict.fromkeys(params.datasets):
+            meta = planned_meta(params, dataset)
+            n = train_images(params, dataset)
+            for variant, cfg in params.models.items():
+                with keyed(f"models.{variant}"):
+                    model = builders.timm_model(cfg, meta)
+                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta), n)
+                built += 1
+            if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
+                cfg = params.ci_alpha.model
+                with keyed("ci_alpha.model"):
+                    model = mix_attention_input(builders.timm_model(cfg, meta), params.ci_alpha.alphas[0])
+                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *builders.input_size(cfg, meta), n)
+                built += 1
+            study = params.filter_study
+            if study.enabled and dataset == study.dataset:
+                with keyed("filter_study.model"):
+                    model = filter_study.build_model(study.model, "learned", None, meta, seed=0)
+                check_recipe("filter_study.train", params.filter_recipe, model, dataset,
+                             *filter_study.model_input(study.model, meta), n)
+                built += 1
+    return built
+
+
+def add_arguments(parser) -> None:
+    del parser  # no options beyond the global ones
+
+
+def main(params: Params, args) -> int:
+    check_devices(params)
+    built = check_builds(params)
+    runs = train_runs(params)
+    print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
+    print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
+    print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
+          f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
+    study = params.filter_study
+    n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
+        study.seeds)
+    print(f"filter-study runs: {n_study} (ConvMixer on {study.dataset})")
+    ci = params.ci_alpha
+    n_ci = len(ci.datasets) * len(ci.alphas) * len(ci.arms) * len(ci.seeds)
+    print(f"[CI] alpha-grid runs: {n_ci}" + (f" = {len(ci.datasets)} dataset(s) x {len(ci.alphas)} alpha(s) x"
+                                            f" {len(ci.arms)} arm(s) x {len(ci.seeds)} seed(s)" if n_ci else " (off)"))
+    for line in estimate_lines(params):
+        print(line)
+    return 0

@@ -1,0 +1,68 @@
+"""The files of `pipeline/` a module loads: its static import closure, read from the source.
+
+One fact, two users: a stage's code deps in dvc.yaml (tests/test_stage_deps.py keeps them equal to the closure of
+the stage's command module) and the code part of a training checkpoint's key (`pipeline.training.run`). Every
+`import` statement counts, including those inside functions, and importing `a.b.c` loads the packages `a` and
+`a.b` first.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module `name` (a package's `__init__.py`), or None outside this checkout."""
+    path = ROOT.joinpath(*name.split("."))
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a source file of this checkout."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module name an import statement of `path` names (absolute; `from a import b` gives a and a.b)."""
+    names, here = set(), module_name(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            names |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _with_packages(name: str) -> set[Path]:
+    parts = name.split(".")
+    return {f for i in range(1, len(parts) + 1) if (f := module_file(".".join(parts[:i])))}
+
+
+def pipeline_imports(path: Path) -> set[Path]:
+    """The files of `pipeline/` that importing `path` loads directly (each named module and its packages)."""
+    return {f for name in imported_names(path) if name.split(".")[0] == "pipeline" for f in _with_packages(name)}
+
+
+@cache
+def closure(*modules: str) -> frozenset[Path]:
+    """The files of `pipeline/` loaded by importing `modules` (with their packages), transitively."""
+    todo = [f for m in modules for f in _with_packages(m)]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo += pipeline_imports(path)
+    return frozenset(seen)

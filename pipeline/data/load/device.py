@@ -1,0 +1,311 @@
+"""The device-resident data path: an in-memory dataset held on the GPU as uint8, augmented there in whole batches.
+
+Per-image CPU augmentation at 224 px with the paper's recipe (RandAugment rand-m9-mstd0.5-inc1, random-resized
+crop, flip, random erasing) delivers roughly 420-600 images/s per core from upscaled CIFAR, so a 16-core machine
+feeds 5-7k images/s, while a ViT-T/16 on an H100 in bf16 consumes on the order of 10k. For the datasets stored as
+uint8 tensors (`fetch` writes Fashion-MNIST, CIFAR-10/100, SVHN, STL-10 and Tiny-ImageNet that way) this module
+keeps both splits on the device (CIFAR-10: 150 MiB) and builds every batch there with per-sample random
+parameters:
+
+- random-resized crop and horizontal flip: kornia's `RandomResizedCrop` (torchvision's sampling algorithm: 10
+  tries of (area, log-aspect), then the centre-crop fallback; one batched `warp_affine`) and
+  `RandomHorizontalFlip`;
+- RandAugment: timm's policy, parsed by timm (`rand_augment_transform`), drawn per image as timm's `RandAugment`
+  and `AugmentOp` draw it (uniform choice of the ops, each applied with its probability at a magnitude
+  ~ N(m, mstd) clipped to [0, 10], timm's level-to-argument functions with their random signs), and applied with
+  kornia's image ops (`kornia.enhance`, `kornia.geometry.transform.warp_affine`) to the images that drew each op;
+- normalisation, then timm's `RandomErasing` on the device tensor (the DataLoader path's own erasing);
+- evaluation: the tensor back-end's resize and centre crop (`pipeline.data.load.transforms`), on the device.
+
+The batches come in the sampler's order (the same `DistributedSampler` / `RepeatAugSampler` as the DataLoader
+path), so the ranks split one permutation and a resumed run sees the same batches. Random draws come from torch's
+global RNG (crops, flips, erasing values), numpy's (which ops) and Python's `random` (RandAugment magnitudes and
+signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
+
+Deliberate differences from the PIL path (`pipeline.data.load.transforms.pil_transform`), all within one image's
+rounding or interpolation: images stay float between ops (PIL rounds to uint8 after each RandAugment op); resizing
+and the affine ops are bilinear (timm picks bilinear or bicubic at random per image); kornia's RandAugment is not
+used, because it picks one set of ops for the whole batch at a fixed magnitude, which is not timm's policy.
+Colour jitter without RandAugment is not offered (timm disables jitter whenever RandAugment is on).
+
+Datasets stored as files (ImageNet, Food-101, Flowers-102, Pets, `folder`) keep DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+
+import kornia.augmentation as KA
+import kornia.enhance as KE
+import numpy as np
+import torch
+from kornia.color import rgb_to_grayscale
+from kornia.geometry.transform import warp_affine
+from timm.data.auto_augment import rand_augment_transform
+from timm.data.random_erasing import RandomErasing
+from torch import nn
+from torch.utils.data import Subset
+
+from pipeline.data.load.loaders import Loaders, TensorImages
+from pipeline.data.load.transforms import Augment, TensorBatchTransform
+from pipeline.errors import PipelineError
+
+#: The share of the GPU's free memory the two uint8 splits may take under `data_on_device: auto`.
+MEMORY_SHARE = 0.25
+
+
+def tensor_images(dataset) -> TensorImages | None:
+    """The uint8 tensors under a split (itself or the dataset of its subset), or None for a split of files."""
+    base = dataset.dataset if isinstance(dataset, Subset) else dataset
+    return base if isinstance(base, TensorImages) else None
+
+
+def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """(uint8 images N x C x H x W, int64 labels) of a split held as tensors, after its subset."""
+    base = tensor_images(dataset)
+    if not isinstance(dataset, Subset):
+        return base.images[:], base.labels[:]
+    indices = torch.as_tensor(dataset.indices)
+    return base.images[indices], base.labels[indices]
+
+
+def unsupported(augment: Augment) -> str:
+    """Why this augmentation cannot run on the device ('' when it can)."""
+    if augment.color_jitter and not augment.aa:
+        return "train.color_jitter (without RandAugment) has no device implementation"
+    if augment.aa and not augment.aa.startswith("rand"):
+        return f"train.aa = {augment.aa!r}: only timm's RandAugment policies ('rand-...') run on the device"
+    return ""
+
+
+def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) -> bool:
+    """Whether `train.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
+
+    'auto' does on a GPU when both splits are stored as tensors, the recipe runs there and they take at most
+    MEMORY_SHARE of the free memory; True does wherever it can (also on CPU) and says why not otherwise.
+    """
+    if setting is False or (setting == "auto" and device.type != "cuda"):
+        return False
+    splits = [loaders.train.dataset, loaders.val.dataset]
+    reason = unsupported(augment)
+    if any(tensor_images(s) is None for s in splits):
+        reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
+    if setting is True:
+        if reason:
+            raise PipelineError(f"train.data_on_device = true: {reason}; set train.data_on_device: auto or false")
+        return True
+    size = sum(len(s) * tensor_images(s).images[0].numel() for s in splits) if not reason else 0
+    return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
+
+
+def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
+    """Gray into a 3-channel model is replicated; RGB into a 1-channel one takes ITU-R 601-2 luma (as PIL's 'L')."""
+    if x.shape[1] == in_chans:
+        return x
+    return x.expand(-1, in_chans, -1, -1) if x.shape[1] == 1 else rgb_to_grayscale(x)
+
+
+def affine(x: torch.Tensor, inverse: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    """Warp each image by the affine map whose inverse (output -> input pixel centres, 3 x 3 per image, PIL's
+    convention) is given; outside the image, `fill` (per channel). Bilinear, by kornia's `warp_affine`."""
+    forward = torch.linalg.inv(inverse)[:, :2]
+    size = (x.shape[2], x.shape[3])
+    return warp_affine(x - fill, forward, size, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
+
+
+def affine_inverse(name: str, value: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """timm's affine ops (PIL `transform`/`rotate` data) as output -> input maps in pixel-centre coordinates."""
+    n = value.shape[0]
+    m = torch.eye(3, device=value.device).repeat(n, 1, 1)
+    if name == "Rotate":  # PIL: counter-clockwise by `value` degrees about the image centre
+        a = -value * math.pi / 180
+        cx, cy = (width - 1) / 2, (height - 1) / 2
+        m[:, 0, 0], m[:, 0, 1], m[:, 1, 0], m[:, 1, 1] = a.cos(), a.sin(), -a.sin(), a.cos()
+        m[:, 0, 2] = cx - m[:, 0, 0] * cx - m[:, 0, 1] * cy
+        m[:, 1, 2] = cy - m[:, 1, 0] * cx - m[:, 1, 1] * cy
+    elif name == "ShearX":  # PIL data (1, f, 0, 0, 1, 0) on pixel corners: half a pixel of shift at centres
+        m[:, 0, 1], m[:, 0, 2] = value, value / 2
+    elif name == "ShearY":
+        m[:, 1, 0], m[:, 1, 2] = value, value / 2
+    elif name == "TranslateXRel":  # timm: pixels = fraction x image width
+        m[:, 0, 2] = value * width
+    elif name == "TranslateYRel":
+        m[:, 1, 2] = value * height
+    return m
+
+
+def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    """One of timm's RandAugment ops ('inc' set) on images in [0, 1], with per-image arguments `value` (timm's
+    level-to-argument output), by kornia's ops. Brightness is PIL's (a scale, kornia's `adjust_contrast`);
+    contrast and colour blend with the grey mean and the grey image, as PIL's do."""
+    if name == "AutoContrast":  # per channel min..max to 0..1; a flat channel stays (PIL's autocontrast)
+        flat = x.amax((2, 3), keepdim=True) <= x.amin((2, 3), keepdim=True)
+        return torch.where(flat, x, KE.normalize_min_max(x))
+    if name == "Equalize":
+        return KE.equalize(x)
+    if name == "Invert":
+        return KE.invert(x)
+    if name in ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"):
+        return affine(x, affine_inverse(name, value, x.shape[2], x.shape[3]), fill)
+    if name == "PosterizeIncreasing":
+        return KE.posterize(x, value.long())
+    if name == "SolarizeIncreasing":  # PIL: invert values >= threshold (0..256)
+        return KE.solarize(x, thresholds=value / 255, additions=0.0)
+    if name == "SolarizeAdd":  # PIL lut: values below 128 get `add`, capped at 255 (kornia's adds to all)
+        return torch.where(x < 128 / 255, (x + value.view(-1, 1, 1, 1) / 255).clamp(max=1), x)
+    if name == "ColorIncreasing":
+        return KE.adjust_saturation_with_gray_subtraction(x, value) if x.shape[1] == 3 else x
+    if name == "ContrastIncreasing":
+        return KE.adjust_contrast_with_mean_subtraction(x, value)
+    if name == "BrightnessIncreasing":
+        return KE.adjust_contrast(x, value)
+    if name == "SharpnessIncreasing":
+        return KE.sharpness(x, value)
+    raise PipelineError(f"RandAugment op {name!r} has no device implementation; use train.data_on_device: false")
+
+
+class RandAugment(nn.Module):
+    """timm's RandAugment (`rand-m9-mstd0.5-inc1` etc.), drawn per image as timm draws it, applied by kornia.
+
+    timm parses the policy (`rand_augment_transform`): its ops, their probability, magnitude and std, and
+    `num_layers`. Per image: `num_layers` ops drawn uniformly (with replacement unless weighted), then per
+    op the draws of timm's `AugmentOp.__call__` (the gate `random.random() > prob`, the magnitude
+    `random.gauss(m, std)` clipped to [0, magnitude_max or 10], the op's `level_fn` with its random sign).
+    The draws run on the host (about 2 us per image and layer); the images never leave the device.
+    """
+
+    def __init__(self, policy: str, mean: tuple):
+        super().__init__()
+        self.timm = rand_augment_transform(policy, {"img_mean": tuple(round(255 * m) for m in mean)})
+        self.names = [op.name for op in self.timm.ops]
+        for name in self.names:
+            apply_op(name, torch.zeros(1, 3, 4, 4), torch.ones(1), torch.zeros(1, 3, 1, 1))  # refuse unknown ops
+        self.register_buffer("fill", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+
+    def draw(self, n: int) -> list[list[tuple[int, float] | None]]:
+        """Per layer, per image: (op index, its argument) or None when the op's gate skipped it.
+
+        timm draws each image's ops with `np.random.choice(ops, num_layers, replace=True)`: uniform and
+        independent, which one `randint` over the batch draws alike (the weighted choice, without replacement,
+        is drawn per image as timm does).
+        """
+        ra = self.timm
+        if ra.choice_weights is None:
+            chosen = np.random.randint(len(ra.ops), size=(n, ra.num_layers))
+        else:
+            chosen = np.stack([np.random.choice(len(ra.ops), ra.num_layers, replace=False, p=ra.choice_weights)
+                               for _ in range(n)])
+        return [[self.draw_op(int(k)) for k in chosen[:, layer]] for layer in range(ra.num_layers)]
+
+    def draw_op(self, k: int) -> tuple[int, float] | None:
+        """timm's `AugmentOp.__call__` draws, without the image."""
+        op = self.timm.ops[k]
+        if op.prob < 1.0 and random.random() > op.prob:
+            return None
+        magnitude = op.magnitude
+        if op.magnitude_std == float("inf"):
+            magnitude = random.uniform(0, magnitude)
+        elif op.magnitude_std > 0:
+            magnitude = random.gauss(magnitude, op.magnitude_std)
+        magnitude = max(0.0, min(magnitude, op.magnitude_max or 10))
+        args = op.level_fn(magnitude, op.hparams) if op.level_fn is not None else ()
+        return k, float(args[0]) if args else 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fill = self.fill if self.fill.shape[1] == x.shape[1] else self.fill.mean(1, keepdim=True)
+        for layer in self.draw(x.shape[0]):
+            ops = torch.tensor([-1 if d is None else d[0] for d in layer])
+            values = torch.tensor([0.0 if d is None else d[1] for d in layer])
+            for k in ops.unique().tolist():
+                if k < 0:
+                    continue
+                rows = (ops == k).nonzero().squeeze(1)
+                index = rows.to(x.device, non_blocking=True)
+                x = x.index_copy(0, index, apply_op(self.names[k], x[index], values[rows].to(x.device), fill))
+        return x
+
+
+class DeviceAugment(nn.Module):
+    """Training batches on the device: uint8 N x C x H x W in, normalised float in (see the module docstring)."""
+
+    def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
+                 device: torch.device):
+        super().__init__()
+        self.in_chans = in_chans
+        self.crop = KA.RandomResizedCrop((img_size, img_size), scale=augment.scale, ratio=augment.ratio,
+                                         resample="bilinear", cropping_mode="resample", align_corners=False)
+        self.flip = KA.RandomHorizontalFlip(p=augment.hflip) if augment.hflip > 0 else None
+        self.rand_augment = RandAugment(augment.aa, mean) if augment.aa else None
+        self.erase = (RandomErasing(augment.reprob, mode=augment.remode, device=device)
+                      if augment.reprob > 0 else None)
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
+        self.to(device)
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = to_channels(images.float() / 255, self.in_chans)
+        x = self.crop(x)
+        if self.flip is not None:
+            x = self.flip(x)
+        if self.rand_augment is not None:
+            x = self.rand_augment(x.clamp(0, 1))
+        x = (x - self.mean) / self.std
+        return self.erase(x) if self.erase is not None else x
+
+
+class EvalOnDevice:
+    """Evaluation batches on the device: the tensor back-end's resize and centre crop, then normalisation."""
+
+    def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
+                 device: torch.device):
+        self.crop = TensorBatchTransform(img_size=img_size, in_chans=in_chans, mean=mean, std=std, training=False,
+                                         augment=augment).eval_crop
+        self.in_chans = in_chans
+        self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1)
+        self.std = torch.tensor(std, device=device).view(1, -1, 1, 1)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.crop(to_channels(images.float(), self.in_chans))
+        return (x / 255 - self.mean) / self.std
+
+
+class DeviceBatches:
+    """A loader over a split held on the device: (images, labels) batches in the sampler's order.
+
+    Has what the engine uses of a DataLoader: `len`, iteration, `sampler` (with `set_epoch`) and `dataset`.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, sampler, batch_size: int, drop_last: bool,
+                 transform, dataset=None):
+        self.images, self.labels, self.sampler, self.transform = images, labels, sampler, transform
+        self.batch_size, self.drop_last, self.dataset = batch_size, drop_last, dataset
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = torch.as_tensor(list(self.sampler), dtype=torch.int64)
+        for b in range(len(self)):
+            index = order[b * self.batch_size:(b + 1) * self.batch_size].to(self.images.device, non_blocking=True)
+            yield self.transform(self.images[index]), self.labels[index]
+
+
+def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device: torch.device) -> Loaders:
+    """`loaders` (from `build_loaders`) with both splits copied to `device` and batched there.
+
+    Same samplers, batch size and drop-last as the DataLoaders they replace.
+    """
+    options = {"img_size": img_size, "in_chans": loaders.in_chans, "mean": loaders.mean, "std": loaders.std,
+               "augment": augment, "device": device}
+    built = {}
+    for role, transform in (("train", DeviceAugment(**options)), ("val", EvalOnDevice(**options))):
+        loader = getattr(loaders, role)
+        images, labels = (t.to(device) for t in tensor_split(loader.dataset))
+        built[role] = DeviceBatches(images, labels, sampler=loader.sampler, batch_size=loader.batch_size,
+                                    drop_last=loader.drop_last, transform=transform, dataset=loader.dataset)
+    return Loaders(built["train"], built["val"], loaders.num_classes, loaders.train_size, loaders.val_size,
+                   loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device")

@@ -1,0 +1,239 @@
+"""Train and eval DataLoaders for a fetched dataset: `build_loaders(name, root, ...)`.
+
+    loaders = build_loaders("fashion_mnist", "data", img_size=28, in_chans=1, batch_size=128, seed=0,
+                            augment=Augment.from_train(params.train), rank=rank, world_size=world_size)
+    for epoch in range(epochs):
+        loaders.train.sampler.set_epoch(epoch)   # always present, also with one process
+        ...
+
+Contract with the trainer:
+- `batch_size` is per process. The train loader drops the last incomplete batch (timm's Mixup needs even
+  batches). Its order in epoch e depends only on (seed, e), so a resumed run sees the same batches; random
+  augmentation draws from torch's and Python's global RNGs, which the trainer seeds at each epoch start.
+- The train sampler is torch's `DistributedSampler` (timm's `RepeatAugSampler` when `aug_repeats` > 0),
+  given rank and world size explicitly, so it works without a process group.
+- The eval loader gives rank r the images r, r + w, r + 2w, ...: all ranks together see every image exactly
+  once (torch's `DistributedSampler` pads with repeats instead), so sum correct counts over ranks.
+- `train_subset` / `val_subset` take the first n images of a fixed, class-stratified shuffle of the split,
+  seeded by a constant (`SUBSET_SEED`): every arm and seed trains and evaluates on the same images, and the
+  classes are balanced to within one image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from timm.data.distributed_sampler import RepeatAugSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
+from torchvision import datasets as tvd
+
+from pipeline.data.load.images import FolderLoader
+from pipeline.data.load.transforms import (
+    Augment,
+    ImageBatch,
+    TensorBatchTransform,
+    channel_stats,
+    pil_transform,
+    resolve_backend,
+)
+from pipeline.data.meta import meta_from_manifest
+from pipeline.data.registry import DATASETS, IMAGENET_MEAN, IMAGENET_STD
+from pipeline.data.store import load_split, read_manifest
+from pipeline.data.upstream import torchvision_class
+from pipeline.errors import PipelineError
+
+#: Seed of the fixed shuffle that `train_subset` / `val_subset` take their first n images from.
+SUBSET_SEED = 0
+#: Run seed s shuffles epoch e with generator seed s * SEED_STRIDE + e: distinct for every (s, e) with
+#: e < SEED_STRIDE (torch's DistributedSampler alone uses s + e, so seed 1 epoch 0 would repeat seed 0 epoch 1).
+SEED_STRIDE = 1_000_003
+
+
+class TensorImages(Dataset):
+    """A split held as uint8 tensors (memory-mapped from `<split>.pt`).
+
+    Without a transform it hands whole batches to the tensor back-end (`__getitems__` -> `ImageBatch`, one
+    indexing operation per batch); with a PIL transform it yields (transform(image), label) per image.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform=None):
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        image, label = self.images[index], int(self.labels[index])
+        if self.transform is None:
+            return image, label
+        array = image.permute(1, 2, 0).numpy()
+        return self.transform(Image.fromarray(array[..., 0] if array.shape[2] == 1 else array)), label
+
+    def __getitems__(self, indices: list[int]):
+        if self.transform is not None:
+            return [self[i] for i in indices]
+        index = torch.as_tensor(indices)
+        return ImageBatch(self.images[index], self.labels[index])
+
+
+@dataclass
+class Loaders:
+    """What `build_loaders` returns."""
+
+    train: DataLoader
+    val: DataLoader
+    num_classes: int
+    train_size: int  #: images in the train split (after `train_subset`), over all ranks
+    val_size: int
+    classes: list
+    in_chans: int
+    mean: tuple  #: normalisation used, adapted to in_chans
+    std: tuple
+    backend: str  #: 'tensor' or 'pil' (see pipeline.data.load.transforms)
+
+
+class ShardSampler(Sampler[int]):
+    """Rank r of w takes indices r, r + w, r + 2w, ...: each index exactly once over all ranks, no padding."""
+
+    def __init__(self, size: int, rank: int, world_size: int):
+        self.indices = range(rank, size, world_size)
+
+    def __iter__(self):
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Evaluation order does not depend on the epoch; present so every sampler has it."""
+
+
+class SeededRepeatAugSampler(RepeatAugSampler):
+    """timm's RepeatAugSampler (DeiT's repeated augmentation) with an order that depends on (seed, epoch).
+
+    timm seeds the shuffle with the epoch alone, so every run seed would see the same order.
+    """
+
+    def __init__(self, dataset, *, seed: int, **kwargs):
+        super().__init__(dataset, **kwargs)
+        self.seed = seed
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(self.seed * SEED_STRIDE + epoch)
+
+
+def train_sampler(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: float) -> Sampler:
+    """The train split's sampler: shuffled per (seed, epoch), sharded over ranks, with `set_epoch`."""
+    if aug_repeats > 0:
+        return SeededRepeatAugSampler(dataset, seed=seed, num_replicas=world_size, rank=rank,
+                                      num_repeats=aug_repeats)
+    return DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed * SEED_STRIDE)
+
+
+def stratified_order(labels: torch.Tensor, seed: int = SUBSET_SEED) -> torch.Tensor:
+    """A fixed shuffle of the indices in rounds: one image of each class per round, as long as it has some.
+
+    Its first n indices hold floor(n / C) or one more of every class that has that many images.
+    """
+    n = len(labels)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    shuffled = labels[perm]
+    by_class = torch.argsort(shuffled, stable=True)  # grouped by class, in shuffled order within a class
+    counts = torch.bincount(shuffled)
+    starts = torch.cumsum(counts, 0) - counts
+    rank_in_class = torch.empty(n, dtype=torch.int64)
+    rank_in_class[by_class] = torch.arange(n) - starts[shuffled[by_class]]
+    return perm[torch.argsort(rank_in_class * n + torch.arange(n))]
+
+
+def dataset_labels(dataset) -> torch.Tensor:
+    """Labels of a split without loading images (our tensors, ImageFolder, torchvision's file datasets)."""
+    for attr in ("labels", "targets", "_labels"):
+        if hasattr(dataset, attr):
+            return torch.as_tensor(getattr(dataset, attr), dtype=torch.int64)
+    raise TypeError(f"cannot read the labels of {type(dataset).__name__}")
+
+
+def take_subset(dataset, n: int):
+    """The first `n` images of the split's fixed stratified shuffle (the whole split when n is 0 or >= size)."""
+    if n <= 0 or n >= len(dataset):
+        return dataset
+    return Subset(dataset, stratified_order(dataset_labels(dataset))[:n].tolist())
+
+
+def open_split(manifest: dict, directory: Path, split: str, transform=None):
+    """The dataset of one split of a fetched dataset, as its manifest describes it."""
+    fmt, expected = manifest["format"], manifest["splits"][split]["images"]
+    if fmt == "tensors":
+        dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)
+    elif fmt == "torchvision":  # Food-101, Flowers-102, Pets: all select their split with `split=`
+        cls = torchvision_class(DATASETS[manifest["dataset"]], md5=manifest.get("md5"))  # checksums as fetched
+        dataset = cls(str(directory), split=split, transform=transform)
+    else:  # the user's images, each loaded with the channels the manifest records
+        dataset = tvd.ImageFolder(str(Path(manifest["path"]) / manifest["splits"][split]["dir"]),
+                                  transform=transform, loader=FolderLoader(manifest["channels"]))
+    if len(dataset) != expected:
+        raise PipelineError(f"dataset {manifest['dataset']!r}: the {split} split has {len(dataset)} images but "
+                            f"{expected} when fetched; the data changed: fetch it again")
+    return dataset
+
+
+def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int | None, batch_size: int,
+                  seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
+                  train_subset: int = 0, val_subset: int = 0, normalization: str = "dataset",
+                  pin_memory: bool = False) -> Loaders:
+    """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`).
+
+    Args:
+        img_size: model input side; images are cropped/resized to it.
+        in_chans: model input channels (None: the dataset's own, `dataset_meta(root, name).channels`); gray
+            and RGB data convert either way.
+        batch_size: per process.
+        seed: run seed; with the epoch it fixes the train order.
+        augment: the recipe's augmentation (`Augment.from_train(params.train)`).
+        rank, world_size: this process's place among the data-parallel processes.
+        workers: DataLoader worker processes.
+        train_subset, val_subset: use the first n images of a fixed stratified shuffle (0 = all).
+        normalization: 'dataset' (the registry's mean/std) or 'imagenet' (ImageNet's, as the [NeurIPS]
+            small-dataset recipe normalises every dataset, paper.md section 3.1) (params `data.normalization`).
+        pin_memory: DataLoader's, for copies to a GPU.
+    """
+    if name not in DATASETS:
+        raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
+    info, directory = DATASETS[name], Path(root) / name
+    manifest = read_manifest(directory, name)
+    meta = meta_from_manifest(manifest, name)
+    in_chans = in_chans or meta.channels
+    if normalization not in ("dataset", "imagenet"):
+        raise PipelineError(f"data.normalization = {normalization!r}: allowed are 'dataset', 'imagenet'")
+    stats = (IMAGENET_MEAN, IMAGENET_STD) if normalization == "imagenet" else (info.mean, info.std)
+    mean, std = channel_stats(*stats, in_chans)
+    backend = resolve_backend(augment, in_memory=manifest["format"] == "tensors", img_size=img_size,
+                              native_size=meta.image_size)
+    options = {"img_size": img_size, "in_chans": in_chans, "mean": mean, "std": std, "augment": augment}
+    sets, collates = {}, {}
+    for role, split, subset in (("train", manifest["train_split"], train_subset),
+                                ("val", manifest["eval_split"], val_subset)):
+        if backend == "tensor":  # batches are built in collate_fn from uint8 batches
+            transform, collates[role] = None, TensorBatchTransform(training=role == "train", **options)
+        else:
+            transform, collates[role] = pil_transform(training=role == "train", **options), None
+        sets[role] = take_subset(open_split(manifest, directory, split, transform), subset)
+    if len(sets["train"]) < batch_size * world_size:
+        raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
+                            f"{len(sets['train'])} training images of {name}; lower it or raise data.train_subset")
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
+    # Train workers start afresh each epoch, seeded from the RNG the trainer reseeds per (seed, epoch, rank), so a
+    # resumed run's epoch draws what an uninterrupted run's does; persistent workers would carry their RNG state
+    # over from the run's first epoch (one fork per worker and epoch is the price).
+    train = DataLoader(sets["train"], sampler=train_sampler(sets["train"], seed=seed, rank=rank,
+                       world_size=world_size, aug_repeats=augment.aug_repeats),
+                       drop_last=True, collate_fn=collates["train"], persistent_workers=False, **common)
+    val = DataLoader(sets["val"], sampler=ShardSampler(len(sets["val"]), rank, world_size), drop_last=False,
+                     collate_fn=collates["val"], persistent_workers=workers > 0, **common)
+    return Loaders(train, val, meta.num_classes, len(sets["train"]), len(sets["val"]),
+                   manifest["classes"], in_chans, mean, std, backend)

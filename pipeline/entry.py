@@ -1,0 +1,48 @@
+"""A module as a command: `python -m <module> [--params FILE] [--set KEY=VALUE]... ARGS`.
+
+Every stage module (and every command of `python -m pipeline`) has `add_arguments(parser)` and `main(params, args)`.
+dvc.yaml runs a stage module directly (`python -m pipeline.training.train ...`), so the command line interface
+(`pipeline/__main__.py`) is not code a training cell depends on. Both read params.yaml (or --params) with the
+overrides, validate it before any work, and turn a user's mistake (`PipelineError`) into one line on stderr and
+exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from pipeline.errors import PipelineError
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options every command shares: the parameters file and overrides."""
+    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a parameter, e.g. --set train.epochs=2 (repeatable)")
+
+
+def run(main: Callable, args: argparse.Namespace) -> int:
+    """Load and validate the params, then `main(params, args)`; a PipelineError becomes one line and exit 2."""
+    from pipeline.config import load_params
+
+    try:
+        return main(load_params(args.params, args.overrides), args) or 0
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def command(module: str, add_arguments: Callable, main: Callable, argv: list[str] | None = None) -> int:
+    """Parse `argv` for the stage module `module` and run it (the `if __name__ == "__main__"` of a stage).
+
+    `args.relaunch` is how to start this same command again (`-m <module> <argv>`), for torchrun.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    add_options(parser)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    args.relaunch = ["-m", module, *argv]
+    return run(main, args)

@@ -1,0 +1,182 @@
+"""The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6; paper.md section 1.3).
+
+`build_convmixer` builds timm's ConvMixer with the spatial-mixing layer of each block replaced by filters of
+`pipeline.method.filters`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from timm.models.convmixer import ConvMixer as TimmConvMixer
+from torch import Tensor, nn
+
+from pipeline.errors import PipelineError
+from pipeline.method.filters import check_heads, head_assignment, make_filters, make_perm
+from pipeline.vocabulary import FilterFamily, check_kernel_size, parse_filter, parse_study_variant
+
+
+class SharedFilters(nn.Module):
+    """`heads` distinct spatial-mixing weights shared over C channels (code-2401 `SpatialConv2d`).
+
+    Channel c uses `weight[choice[c]]`. Frozen weights and biases are parameters with requires_grad=False:
+    they stay in the state dict and move with `.to()`, but get no gradient, so every optimizer leaves them
+    unchanged (timm's `create_optimizer_v2` leaves them out of its groups).
+
+    Args:
+        weight: (heads, ...) the distinct filters or matrices.
+        choice: (C,) long, which filter each channel uses (`pipeline.method.filters.head_assignment`).
+        bias: (C,) per-channel bias (code-2401 has one; frozen with the filters, as there).
+        trainable: False freezes weight and bias.
+    """
+
+    def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool):
+        super().__init__()
+        self.weight = nn.Parameter(weight, requires_grad=trainable)
+        self.bias = nn.Parameter(bias, requires_grad=trainable)
+        self.register_buffer("choice", choice.long())
+
+    def per_channel(self) -> Tensor:
+        """The (C, ...) weights each channel applies."""
+        return self.weight[self.choice]
+
+
+class SpatialConv(SharedFilters):
+    """Depthwise k x k conv with zero 'same' padding; the weight is (heads, k, k)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        k = self.weight.shape[-1]
+        return F.conv2d(x, self.per_channel().unsqueeze(1), self.bias, padding=k // 2, groups=len(self.choice))
+
+
+class SpatialLinear(SharedFilters):
+    """Token mixing by N x N matrices, code-2401's linear format: y[b, c] = x[b, c] @ M[choice[c]]^T + bias[c].
+
+    Needed for `perm`, which has no convolutional structure; any conv filter can be run this way too
+    (`pipeline.method.filters.linear_format`). The weight is (heads, N, N) for an H x W grid, N = H*W.
+    """
+
+    def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool, grid: tuple[int, int]):
+        super().__init__(weight, choice, bias, trainable)
+        self.grid = tuple(grid)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if tuple(x.shape[-2:]) != self.grid:
+            raise PipelineError(
+                f"SpatialLinear mixes a fixed {self.grid[0]}x{self.grid[1]} token grid, got "
+                f"{x.shape[-2]}x{x.shape[-1]}: build the model with the img_size of the data"
+            )
+        y = torch.einsum("bcn,cmn->bcm", x.flatten(2), self.per_channel()) + self.bias[:, None]
+        return y.reshape(x.shape)
+
+
+class ConvMixer(TimmConvMixer):
+    """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer.
+
+    stem: conv patch x patch, stride patch -> GELU -> BatchNorm; then depth x [Residual(spatial mixing ->
+    GELU -> BatchNorm), 1x1 conv -> GELU -> BatchNorm]; global average pooling; linear head. The GELU after
+    the spatial mixing follows [SIA] (code-2404) and timm; [CI]'s conv-format block omits it, which its own
+    code comment calls a bug, while [CI]'s linear-format block has it (paper.md sections 1.3 and 4.16).
+
+    Args:
+        dim, depth, kernel_size, patch_size, in_chans, num_classes: as in timm's ConvMixer.
+        spatial: called once per block (in order) to make its spatial-mixing layer, e.g. a `SpatialConv`;
+            None keeps timm's learned depthwise `nn.Conv2d`.
+        generator: if given, the stem, the 1x1 convs and the head are drawn from it with PyTorch's default
+            init (kaiming_uniform(a=sqrt 5), bias U(+-1/sqrt(fan_in))), and the global RNG is left as it was.
+    """
+
+    def __init__(self, dim: int, depth: int, kernel_size: int, patch_size: int, in_chans: int, num_classes: int,
+                 spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None):
+        with torch.random.fork_rng(devices=[], enabled=generator is not None):  # leave the global RNG alone
+            super().__init__(dim, depth, kernel_size, patch_size, in_chans, num_classes)
+        if spatial is not None:
+            for block in self.blocks:
+                block[0].fn[0] = spatial()
+        if generator is not None:
+            for module in self.modules():
+                if isinstance(module, nn.Conv2d | nn.Linear):
+                    _pytorch_default_init(module, generator)
+
+    def spatial_layers(self) -> list[nn.Module]:
+        """The spatial-mixing layer of each block."""
+        return [block[0].fn[0] for block in self.blocks]
+
+
+def _pytorch_default_init(layer: nn.Conv2d | nn.Linear, generator: torch.Generator) -> None:
+    """PyTorch's `reset_parameters` for Linear/Conv, drawn from `generator`."""
+    nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
+    if layer.bias is not None:
+        bound = 1 / math.sqrt(layer.weight[0].numel())
+        nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+
+
+def build_convmixer(
+    variant: str,
+    *,
+    dim: int,
+    depth: int,
+    kernel_size: int,
+    patch_size: int,
+    in_chans: int,
+    num_classes: int,
+    img_size: int,
+    heads: int | None = None,
+    generator: torch.Generator | None = None,
+) -> ConvMixer:
+    """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`).
+
+    Args:
+        variant: 'learned' (trainable filters drawn U(-1/k, 1/k), which is code-2401's `random` init and
+            also PyTorch's default conv init for a depthwise k x k conv), or a frozen family understood by
+            `pipeline.method.filters.parse_filter`: random, impulse, box-<n>, gaussian-<sigma>, perm.
+        dim, depth, kernel_size, patch_size: the ConvMixer (paper: 512, 6, 5, 2).
+        in_chans, num_classes, img_size: the data; img_size sets the token grid of `perm`.
+        heads: number of distinct filters shared over the dim channels; None = one per channel.
+        generator: the only source of randomness; None uses a fresh generator seeded 0.
+
+    Each block draws its own filters. Spatial biases are drawn U(+-1/k) (conv) or U(+-1/dim) (perm), as in
+    code-2401, and are frozen with the filters.
+    """
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    _check_sizes(dim=dim, depth=depth, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
+                 img_size=img_size)
+    check_kernel_size(kernel_size)
+    heads = dim if heads is None else heads
+    check_heads(dim, heads)
+    family, trainable = _spatial_family(variant, kernel_size)
+    grid = (img_size // patch_size,) * 2
+
+    def spatial() -> nn.Module:
+        choice = head_assignment(dim, heads, generator)
+        if family.linear_format:
+            weight = torch.stack([make_perm(grid[0] * grid[1], generator) for _ in range(heads)])
+            return SpatialLinear(weight, choice, _uniform(dim, 1 / dim, generator), trainable, grid)
+        weight = make_filters(family, heads, kernel_size, generator)
+        return SpatialConv(weight, choice, _uniform(dim, 1 / kernel_size, generator), trainable)
+
+    return ConvMixer(dim, depth, kernel_size, patch_size, in_chans, num_classes, spatial, generator)
+
+
+def _uniform(n: int, bound: float, generator: torch.Generator) -> Tensor:
+    return (2 * torch.rand(n, generator=generator) - 1) * bound
+
+
+def _check_sizes(**sizes: int) -> None:
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PipelineError(f"ConvMixer {key} = {value!r}: must be a positive integer")
+    if sizes["img_size"] % sizes["patch_size"]:
+        raise PipelineError(
+            f"img_size {sizes['img_size']} is not divisible by patch_size {sizes['patch_size']}: choose a "
+            "patch_size that divides it (the stem would drop the border pixels)"
+        )
+
+
+def _spatial_family(variant: str, kernel_size: int) -> tuple[FilterFamily, bool]:
+    """(family, trainable) of a study variant: 'learned' is code-2401's `random` init, trained."""
+    family = parse_study_variant(variant, kernel_size)
+    return (parse_filter("random"), True) if family is None else (family, False)

@@ -1,0 +1,202 @@
+"""ConvMixer spatial-filter families of [CI] (paper.md section 1.3) and the rank check of Proposition 1.
+
+The filter study asks how much a ConvMixer needs to *learn* its depthwise spatial filters. Each family below
+is a pure function of a `torch.Generator`; `pipeline.method.models.build_convmixer` turns them into frozen (or
+trainable) spatial-mixing layers.
+
+| name             | weights (before scaling)                         | scaling (code-2401, [CI] column)   |
+|------------------|--------------------------------------------------|------------------------------------|
+| `random`         | U(-1/k, 1/k)                                     | none                               |
+| `impulse`        | one-hot at a uniformly random tap                | x sqrt(1/3)                        |
+| `box-<n>`        | n distinct random taps set to 1                  | x sqrt(1/(3n))                     |
+| `gaussian-<s>`   | exp(-d^2 / (2 s)) around a random integer tap    | so that mean ||w||^2 * 3 = 1       |
+| `perm` ("rand*") | N x N matrix, one 1 per row at a random column   | x sqrt(1/3)                        |
+
+Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init` and
+`SpatialConv2d_Linear_init`). We use [CI]'s scalings throughout (the constant 3 of sqrt(1/3), sqrt(1/(3n)),
+mean||w||^2 * 3 = 1; the code does not say where the 3 comes from) because the study reproduces [CI]'s
+Fig. 4 and Table 6, and `perm` exists only in [CI]. [SIA] (code-2404) would put k where [CI] puts 3.
+
+Deliberate differences from code-2401:
+- `gaussian-<s>`: `s` is a *variance*, exactly as in the code, although [CI]'s text says "standard deviation"
+  (paper.md section 4, item 16). The normalisation averages ||w||^2 over the `heads` filters actually made
+  (the code averages over all C generated filters and then keeps the first `heads`), so the filters in use
+  satisfy mean ||w||^2 * 3 = 1 exactly.
+- `head_assignment` gives every one of the `heads` filters to ceil/floor(C/heads) channels in a random order;
+  the code draws each channel's filter with replacement, so a few filters could go unused and the number of
+  distinct filters ("heads" of [CI] Table 6) would be smaller than stated.
+- Not implemented: code-2401's `softmax`, `lowrank*`, `fullperm` and the fitted `qk` linear formats.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from pipeline.errors import PipelineError
+from pipeline.vocabulary import FilterFamily, check_kernel_size, parse_filter
+
+#: The constant of code-2401's scalings: impulse x sqrt(1/3), box-n x sqrt(1/(3n)), perm x sqrt(1/3).
+CI_GAIN = 3.0
+
+def _random(heads: int, k: int, param: float | None, g: torch.Generator) -> Tensor:
+    return (2 * torch.rand(heads, k, k, generator=g) - 1) / k
+
+
+def _impulse(heads: int, k: int, param: float | None, g: torch.Generator) -> Tensor:
+    taps = torch.randint(0, k * k, (heads,), generator=g)
+    return F.one_hot(taps, k * k).float().reshape(heads, k, k) * math.sqrt(1 / CI_GAIN)
+
+
+def _box(heads: int, k: int, param: float | None, g: torch.Generator) -> Tensor:
+    n = int(param)
+    taps = torch.rand(heads, k * k, generator=g).argsort(dim=1)[:, :n]  # n distinct taps per filter
+    ones = torch.zeros(heads, k * k).scatter_(1, taps, 1.0)
+    return ones.reshape(heads, k, k) * math.sqrt(1 / (CI_GAIN * n))
+
+
+def _gaussian(heads: int, k: int, param: float | None, g: torch.Generator) -> Tensor:
+    centre = torch.randint(0, k, (heads, 2), generator=g).float()
+    rows, cols = torch.meshgrid(torch.arange(k).float(), torch.arange(k).float(), indexing="ij")
+    d2 = (rows - centre[:, :1, None]) ** 2 + (cols - centre[:, 1:, None]) ** 2
+    w = torch.exp(-d2 / (2 * param))  # param is a variance, as in code-2401
+    return w / (w.flatten(1).pow(2).sum(1).mean() * CI_GAIN).sqrt()
+
+
+_MAKERS = {"random": _random, "impulse": _impulse, "box": _box, "gaussian": _gaussian}
+
+
+def make_filters(
+    family: str | FilterFamily, heads: int, kernel_size: int, generator: torch.Generator
+) -> Tensor:
+    """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401.
+
+    Args:
+        family: a conv-format family name (`random`, `impulse`, `box-<n>`, `gaussian-<sigma>`) or its
+            parsed `FilterFamily`.
+        heads: number of distinct filters ("heads" of [CI] Table 6).
+        kernel_size: odd side k of each filter.
+        generator: the only source of randomness.
+
+    Returns:
+        Tensor (heads, k, k), float32.
+
+    Raises:
+        PipelineError: bad family or value, even kernel, heads < 1, or a linear-format family (`perm`).
+    """
+    check_kernel_size(kernel_size)
+    fam = parse_filter(family, kernel_size) if isinstance(family, str) else family
+    if fam.linear_format:
+        raise PipelineError(
+            f"filter family {fam.name!r} has no k x k convolutional form: it is an N x N token-mixing matrix "
+            "(code-2401's linear format); draw it with make_perm(num_tokens, generator), or let "
+            "pipeline.method.models.build_convmixer build it"
+        )
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise PipelineError(f"heads = {heads!r}: need a whole number >= 1 of distinct filters")
+    return _MAKERS[fam.kind](heads, kernel_size, fam.param, generator)
+
+
+def make_perm(num_tokens: int, generator: torch.Generator) -> Tensor:
+    """The `perm` ("rand*") token-mixing matrix of [CI] Fig. 4: one sqrt(1/3) per row at a random column.
+
+    Columns are drawn with replacement (code-2401 `SpatialConv2d_Linear_init('perm')`), so this is generally
+    not a permutation: some tokens feed several outputs, some none. It has no convolutional structure.
+
+    Returns:
+        Tensor (N, N); row i holds the weight with which output token i copies its one input token.
+    """
+    if num_tokens < 1:
+        raise PipelineError(f"num_tokens = {num_tokens}: a token grid needs at least one token")
+    cols = torch.randint(0, num_tokens, (num_tokens,), generator=generator)
+    return F.one_hot(cols, num_tokens).float() * math.sqrt(1 / CI_GAIN)
+
+
+def head_assignment(channels: int, heads: int, generator: torch.Generator) -> Tensor:
+    """Which of the `heads` distinct filters each of the `channels` channels uses.
+
+    Every filter serves floor or ceil(channels/heads) channels, in a random order (see the module docstring
+    for how this differs from code-2401's draw with replacement). heads == channels gives a permutation.
+
+    Returns:
+        LongTensor (channels,) with values in [0, heads).
+    """
+    check_heads(channels, heads)
+    return torch.randperm(channels, generator=generator) % heads
+
+
+def check_heads(channels: int, heads: int) -> None:
+    """Raise a PipelineError unless 1 <= heads <= channels."""
+    if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= channels:
+        raise PipelineError(
+            f"heads = {heads!r}: the number of distinct filters must be an integer between 1 and the "
+            f"{channels} channels (null/None for one filter per channel)"
+        )
+
+
+def linear_format(filters: Tensor, grid: tuple[int, int]) -> Tensor:
+    """Each k x k filter as the N x N matrix that applies it to an H x W token grid (N = H*W, row-major).
+
+    The conv is PyTorch's cross-correlation with zero 'same' padding, as in the conv-format layer, so
+    `x.flatten(-2) @ M.T` equals `conv2d(x, filter, padding=k//2)` flattened. This is code-2401's linear
+    format (its `impulse<f>` linear init builds these matrices for impulses).
+
+    Args:
+        filters: (heads, k, k) with k odd.
+        grid: (H, W) of the token grid.
+
+    Returns:
+        Tensor (heads, N, N).
+    """
+    heads, k = filters.shape[0], filters.shape[-1]
+    h, w = grid
+    basis = torch.eye(h * w, dtype=filters.dtype).reshape(h * w, 1, h, w).expand(-1, heads, -1, -1)
+    columns = F.conv2d(basis, filters.unsqueeze(1), padding=k // 2, groups=heads)  # (N_in, heads, H, W)
+    return columns.flatten(2).permute(1, 2, 0)
+
+
+def effective_rank(X: Tensor, energy: float = 0.99) -> int:
+    """The number of singular values of X that together hold `energy` of its squared Frobenius norm.
+
+    This is the k of Proposition 1 (paper.md section 1.4) measured on patch embeddings: X is (n, D), e.g.
+    `patch_embeddings(model, images)`. X is not centred (the proposition is about X itself).
+
+    Returns:
+        The smallest r with sum_{i<=r} s_i^2 >= energy * sum_i s_i^2; 0 for an all-zero X.
+    """
+    if X.dim() != 2:
+        raise PipelineError(f"effective_rank needs a 2-D (n, D) matrix, got shape {tuple(X.shape)}")
+    if not 0 < energy <= 1:
+        raise PipelineError(f"energy = {energy}: must be in (0, 1], e.g. 0.99")
+    s2 = torch.linalg.svdvals(X.detach().double()).pow(2)
+    if s2.sum() == 0:
+        return 0
+    cumulative = s2.cumsum(0) / s2.sum()
+    first = torch.searchsorted(cumulative, torch.tensor(energy - 1e-12, dtype=torch.double))
+    return min(int(first) + 1, len(s2))
+
+
+def proposition1_holds(D: int, k: int, f: int) -> bool:
+    """Proposition 1 ([CI] eq. 4; paper.md section 1.4): frozen f x f filters lose nothing when D >= k*f^2.
+
+    Args:
+        D: channels (embedding dimension).
+        k: rank of the patch embeddings (e.g. `effective_rank`).
+        f: kernel size.
+    """
+    return k * f * f <= D
+
+
+@torch.no_grad()
+def patch_embeddings(model: torch.nn.Module, images: Tensor) -> Tensor:
+    """The ConvMixer's patch embeddings X: the output of its stem (conv, GELU, BatchNorm), as (B*N, D).
+
+    The stem runs on a copy in eval mode (BatchNorm uses its running statistics), so the model and its
+    statistics are left untouched.
+    """
+    x = copy.deepcopy(model.stem).eval()(images)
+    return x.flatten(2).transpose(1, 2).reshape(-1, x.shape[1])

@@ -1,0 +1,138 @@
+"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`).
+
+`default` is what code-2505 trains as "Default" (paper.md section 1.1 and section 4, item 1): models are built with
+`weight_init='skip'`, so every `nn.Linear` and the patch-embedding conv keep PyTorch's kaiming_uniform(a=sqrt 5),
+i.e. weights and biases ~ U(+-1/sqrt(fan_in)); LayerNorms are (1, 0); `pos_embed ~ N(0, 0.02^2)` (not truncated)
+and `cls_token = 0`. code-2505's `post_init_weights('default<p>_<q>_<v>')` then multiplies pos_embed by norm_p,
+the q and k rows of every `qkv.weight` by norm_q, and the v rows and `proj.weight` by norm_v (all 1: unchanged;
+the official comment calls the suffix a way "to match the norm to mimetic").
+
+We do not trust the constructor for any of this: with timm 1.0.31, `weight_init='skip'` leaves `pos_embed` and
+`cls_token` as uninitialised `torch.empty` memory (measured: NaN and 9e24 entries), where timm 1.0.22 drew
+pos_embed ~ N(0, 0.02^2). `pytorch_default_` re-runs every module's own `reset_parameters` (the exact PyTorch
+defaults, and timm's for the Swin relative-position bias table, trunc-normal std 0.02) and then sets the ViT
+tokens itself; a parameter that nothing defines raises `PipelineError`. Register and DeiT distillation tokens
+start at 0 like the class token (code-2505 only has the class token).
+
+A frozen position embedding (`requires_grad=False`, e.g. a fixed 2-D sin-cos one as in [SIA]) is part of the
+architecture, not of the init: every arm keeps its values (the impulse arm still multiplies it by norm_p).
+
+`timm` is timm's own init (the paper's text describes its baseline this way, paper.md section 4, item 1):
+`init_weights('')` of ViT/Swin (trunc-normal std 0.02 linears, zero biases, pos_embed trunc-normal 0.02, cls
+N(0, 1e-6)) and MlpMixer's `init_weights()`.
+
+Randomness: our own draws use the caller's `torch.Generator`. The library code we call (`reset_parameters`,
+timm's `init_weights`) draws from the global RNG, so it runs inside `rng.seeded_global_rng`, seeded from the
+generator: the result is deterministic (per thread count, see `rng`), and every global RNG state is left as it was.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline.errors import PipelineError
+from pipeline.method.inits.arch import MIXER, VIT, attention_layers
+from pipeline.method.inits.rng import seeded_global_rng
+
+#: ViT token parameters that no reset_parameters defines; `default` starts them at 0 (code-2505: cls_token = 0).
+VIT_TOKENS = ("cls_token", "reg_token", "dist_token")
+
+
+def pytorch_default_(model: nn.Module, kind: str, generator: torch.Generator) -> None:
+    """Give every parameter its PyTorch-default value (in place), whatever the constructor left there."""
+    covered = set()
+    with seeded_global_rng(generator, model), torch.no_grad():
+        for module in model.modules():
+            if hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+                covered.update(id(p) for p in module.parameters(recurse=False))
+    if kind == VIT:
+        with torch.no_grad():
+            if model.pos_embed is not None:
+                if model.pos_embed.requires_grad:  # a frozen (e.g. sin-cos) embedding is architecture: kept
+                    model.pos_embed.copy_(torch.randn(model.pos_embed.shape, generator=generator) * 0.02)
+                covered.add(id(model.pos_embed))
+            for name in VIT_TOKENS:
+                token = getattr(model, name, None)
+                if token is not None:
+                    token.zero_()
+                    covered.add(id(token))
+    missing = [name for name, p in model.named_parameters() if id(p) not in covered]
+    if missing:
+        raise PipelineError(
+            f"{type(model).__name__}: no default init is known for parameter(s) {', '.join(missing[:5])}; "
+            f"pipeline.method.inits supports plain timm ViT/DeiT, Swin and MlpMixer models"
+        )
+
+
+def rescale_attention_(attn: nn.Module, norm_q: float, norm_v: float) -> None:
+    """code-2505's norm matching: q and k rows of qkv times norm_q, v rows and proj times norm_v."""
+    width = attn.qkv.out_features // 3
+    with torch.no_grad():
+        attn.qkv.weight[: 2 * width] *= norm_q
+        attn.qkv.weight[2 * width :] *= norm_v
+        attn.proj.weight *= norm_v
+
+
+def default_init(
+    model: nn.Module,
+    kind: str,
+    generator: torch.Generator,
+    *,
+    norm_p: float = 1.0,
+    norm_q: float = 1.0,
+    norm_v: float = 1.0,
+) -> list[torch.Tensor]:
+    """The `default` arm: PyTorch's init, then code-2505's optional norm rescaling (ViT/Swin attention only).
+
+    Args:
+        model: a supported timm model (see `arch`); changed in place.
+        kind: its family, from `arch.family`.
+        generator: source of every random draw.
+        norm_p: multiplies the ViT position embedding (no-op for Swin/Mixer, which have none).
+        norm_q: multiplies the q and k rows of every qkv weight.
+        norm_v: multiplies the v rows of every qkv weight and every attention proj weight.
+
+    Returns:
+        The parameters it rescaled (the only values that could overflow).
+    """
+    pytorch_default_(model, kind, generator)
+    written = []
+    if kind == VIT and model.pos_embed is not None and norm_p != 1:
+        with torch.no_grad():
+            model.pos_embed *= norm_p
+        written.append(model.pos_embed)
+    if norm_q != 1 or norm_v != 1:
+        for attn in attention_layers(model, kind):
+            rescale_attention_(attn, norm_q, norm_v)
+            written += [attn.qkv.weight, attn.proj.weight]
+    return written
+
+
+def timm_init(model: nn.Module, kind: str, generator: torch.Generator) -> list[torch.Tensor]:
+    """The `timm` arm: the model's own timm init in its default ('') mode, seeded from `generator`.
+
+    A ViT/Swin built with weight_init='skip' remembers 'reset' as its init mode, so `init_weights()` would only
+    reset parameters; the mode is set to '' for the call and restored. Returns [] (timm's draws are finite).
+    """
+    with seeded_global_rng(generator, model), torch.no_grad():
+        if kind == MIXER:
+            model.init_weights()
+            return []
+        saved = model.weight_init_mode
+        frozen = frozen_pos_embed(model)
+        model.weight_init_mode = ""
+        try:
+            model.init_weights()
+        finally:
+            model.weight_init_mode = saved
+        if frozen is not None:
+            model.pos_embed.copy_(frozen)
+    return []
+
+
+def frozen_pos_embed(model: nn.Module) -> torch.Tensor | None:
+    """A copy of a ViT's fixed (requires_grad=False, e.g. sin-cos) position embedding, which no init changes."""
+    pos = getattr(model, "pos_embed", None)
+    return None if pos is None or pos.requires_grad else pos.detach().clone()

@@ -1,0 +1,131 @@
+"""What an impulse head is meant to do: its offset, its target logits, and whether a low-rank map still peaks there.
+
+paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init`). Tokens and offsets follow `geometry` (row-major grid,
+offset (dy, dx) = key (r + dy, c + dx) of query (r, c), zero padding).
+
+- Offsets: code-2505's fixed 3x3 head order (0,0), (-1,0), (0,+1), (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1),
+  (+1,+1), repeated after 9 heads. For kernel_size > 3 code-2505 indexes its 9-entry list with i mod f^2 and
+  decodes it in base f, which is wrong for f != 3; we use the official 3x3 order first and then the rest of the
+  f x f kernel, nearest first. `offsets='random'` draws one offset per head uniformly with replacement, as
+  [SIA]/[CI] did (`randint(0, f^2)`), once per model: they are the generator's first draws, so `layer_offsets`
+  recovers them.
+- Target of head h: M_h = scale * H_h + 3 T (.) [H_h == 0], H_h the N x N 0/1 impulse matrix, T ~ trunc-normal(0,
+  noise_std) cut at +-2 (timm's trunc_normal_); code-2505's constants are scale 1000, noise_std 0.6.
+- `hit_rate` / `check_peaks`: a construction that can only reach a low-rank approximation of M_h must still put
+  each query's largest weight at the offset for at least MIN_PEAK of the queries, else PipelineError.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline.errors import PipelineError
+from pipeline.method.inits.arch import MIXER, attention_layers, family
+from pipeline.method.inits.geometry import shifted_index
+from pipeline.method.inits.rng import as_generator, truncated_normal
+from pipeline.vocabulary import check_kernel_size
+
+#: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
+OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
+#: A head whose noise-free low-rank map peaks at its offset for fewer queries than this cannot express it.
+MIN_PEAK = 0.5
+
+
+def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
+    """An odd kernel that fits in the grid, or PipelineError."""
+    check_kernel_size(kernel_size, "impulse.kernel_size")
+    if kernel_size > min(grid):
+        raise PipelineError(
+            f"impulse.kernel_size = {kernel_size} does not fit the {grid[0]}x{grid[1]} {what}; use a kernel "
+            f"of at most {min(grid) - (min(grid) + 1) % 2} or a larger {what}"
+        )
+
+
+def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
+    """All f x f offsets: code-2505's 3x3 order first, then the others nearest first (row-major on ties)."""
+    core = [(k // 3 - 1, k % 3 - 1) for k in OFFICIAL_ORDER] if kernel_size >= 3 else [(0, 0)]
+    half = kernel_size // 2
+    rest = [(dy, dx) for dy in range(-half, half + 1) for dx in range(-half, half + 1) if (dy, dx) not in core]
+    return core + sorted(rest, key=lambda o: (o[0] ** 2 + o[1] ** 2, o))
+
+
+def impulse_offsets(
+    num_heads: int, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
+) -> list[tuple[int, int]]:
+    """The (dy, dx) impulse offset of each head.
+
+    Args:
+        num_heads: how many heads (or, for a Mixer, blocks) get an offset.
+        kernel_size: odd f; offsets range over [-f//2, f//2]^2.
+        order: 'official' = code-2505's fixed order, cycling after f^2 heads (for f = 3: (0,0), (-1,0), (0,+1),
+            (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1), (+1,+1)); 'random' = uniform with replacement.
+        generator: source of the 'random' draws (None = seed 0).
+    """
+    check_kernel(kernel_size, (kernel_size, kernel_size), "kernel")
+    base = kernel_offsets(kernel_size)
+    if order == "official":
+        return [base[i % len(base)] for i in range(num_heads)]
+    if order == "random":
+        picks = torch.randint(len(base), (num_heads,), generator=as_generator(generator))
+        return [base[i] for i in picks.tolist()]
+    raise PipelineError(f"impulse.offsets = {order!r}: allowed are 'official', 'random'")
+
+
+def layer_offsets(
+    model: nn.Module, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
+) -> list[list[tuple[int, int]]]:
+    """The intended offsets of every mixing layer (one list per block, one offset per head), as apply_init uses.
+
+    ViT: the same head offsets in every block. Swin: one offset sequence for the widest stage, each block
+    taking its first num_heads. Mixer: one offset per block (its single token-mixing map), in block order.
+    For order='random', pass a fresh generator seeded like apply_init's to recover its draws.
+    """
+    kind = family(model)
+    if kind == MIXER:
+        base = impulse_offsets(len(model.blocks), kernel_size, order, generator)
+        return [[o] for o in base]
+    layers = attention_layers(model, kind)
+    base = impulse_offsets(max(a.num_heads for a in layers), kernel_size, order, generator)
+    return [base[: a.num_heads] for a in layers]
+
+
+def impulse_matrices(offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
+    """(len(offsets), N, N) float64 0/1 impulse matrices H: H[h, q, key(q + offset_h)] = 1 inside the grid."""
+    n = grid[0] * grid[1]
+    out = torch.zeros(len(offsets), n, n, dtype=torch.float64)
+    for h, offset in enumerate(offsets):
+        keys = shifted_index(grid, offset)
+        inside = keys >= 0
+        out[h, torch.arange(n)[inside], keys[inside]] = 1.0
+    return out
+
+
+def impulse_targets(
+    offsets: list[tuple[int, int]],
+    grid: tuple[int, int],
+    *,
+    scale: float,
+    noise_std: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """code-2505's target logits M = scale H + 3 T [H == 0], T ~ trunc-normal(0, noise_std); (H, N, N) float64."""
+    impulses = impulse_matrices(offsets, grid)
+    noise = truncated_normal(tuple(impulses.shape), noise_std, generator)
+    return scale * impulses + 3.0 * noise * (impulses == 0)
+
+
+def hit_rate(mixing: torch.Tensor, grid: tuple[int, int], offset: tuple[int, int]) -> torch.Tensor:
+    """Fraction of queries (rows of an N x N map) whose largest entry sits at `offset` (queries with a key)."""
+    keys = shifted_index(grid, offset)
+    inside = keys >= 0
+    return (mixing.argmax(-1)[inside] == keys[inside]).double().mean()
+
+
+def check_peaks(peaks: torch.Tensor, width: str, grid: tuple[int, int], fix: str) -> None:
+    """PipelineError when some head cannot express its impulse (see MIN_PEAK)."""
+    if peaks.min() < MIN_PEAK:
+        raise PipelineError(
+            f"{width} is below the rank the impulse needs on the {grid[0]}x{grid[1]} grid: without noise only "
+            f"{peaks.min():.0%} of the queries of some head can peak at its offset (need {MIN_PEAK:.0%}); {fix}"
+        )

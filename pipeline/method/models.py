@@ -1,0 +1,186 @@
+"""The model factory: timm ViT/DeiT, Swin and MLP-Mixer (`create_timm_model`).
+
+`create_timm_model` is `timm.create_model` with the project's error messages; the initialization methods
+(`pipeline.method.inits`) are applied to its result. The filter study's ConvMixer is `pipeline.method.convmixer`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+import sys
+
+import timm
+import torch
+from timm.layers import PatchEmbed
+from timm.models import build_model_with_cfg
+from timm.models.mlp_mixer import MixerBlock, MlpMixer
+from timm.models.swin_transformer import SwinTransformer
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from pipeline.errors import PipelineError
+from pipeline.vocabulary import (
+    WEIGHT_INIT_MODES,
+)
+
+#: The timm families the initialization methods handle (DeiT models are VisionTransformer subclasses).
+SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)
+
+
+def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip",
+                      **overrides) -> nn.Module:
+    """Build a timm ViT/DeiT, Swin or MLP-Mixer from scratch: `timm.create_model(name, pretrained=False, ...)`.
+
+    Args:
+        name: a timm model name, e.g. `vit_tiny_patch16_224`, `swin_tiny_patch4_window7_224`, `mixer_s16_224`.
+        num_classes: classifier outputs.
+        in_chans: image channels.
+        weight_init: timm's init mode. 'skip' (the official code's choice, paper.md section 1.1) leaves every
+            layer at PyTorch's default (Linear/conv kaiming_uniform(a=sqrt 5)). '' is timm's own init;
+            'reset' (timm >= 1.0.2x) is PyTorch's defaults plus timm's pos_embed/cls_token init.
+        **overrides: any other create_model keyword (img_size, patch_size, embed_dim, depth, num_heads;
+            Swin's depths/num_heads tuples and window_size; Mixer's num_blocks). None values are dropped,
+            so a params.yaml `null` keeps timm's value.
+
+    Notes:
+        - In timm 1.0.31, 'skip' leaves a ViT's `pos_embed` and `cls_token` as *uninitialised memory* (timm
+          1.0.22, which code-2505 used, drew pos_embed ~ 0.02*randn and zeroed cls_token). The init methods
+          in `pipeline.method.inits` set both; do not run a ViT built with 'skip' before applying one.
+        - MLP-Mixer takes no `weight_init` and its timm entrypoints fix patch_size, num_blocks and
+          embed_dim. We emulate 'skip' by resetting every layer to PyTorch's default, and build timm's
+          `MlpMixer` class directly when one of the fixed arguments is overridden.
+
+    Raises:
+        PipelineError: unknown name (with close names), a keyword the model does not take (named, with
+            close keywords), embed_dim not divisible by num_heads, img_size not divisible by patch_size, or a
+            model outside the supported families.
+    """
+    if not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models('vit_*')"
+        raise PipelineError(f"model {name!r}: not a timm model name{hint}")
+    if weight_init not in WEIGHT_INIT_MODES:
+        raise PipelineError(
+            f"weight_init = {weight_init!r}: allowed are {', '.join(map(repr, WEIGHT_INIT_MODES))} "
+            "('skip' = PyTorch defaults as in the official code, '' = timm's own init)"
+        )
+    kwargs = {k: v for k, v in overrides.items() if v is not None}
+    kwargs.update(num_classes=num_classes, in_chans=in_chans)
+    try:
+        model = _build(name, kwargs, weight_init)
+    except TypeError as exc:
+        raise _keyword_error(name, exc) from None
+    except AssertionError as exc:
+        raise _combination_error(name, kwargs, exc) from None
+    _check_family(name, model)
+    _check_patch_grid(name, model)
+    return model
+
+
+def _build(name: str, kwargs: dict, weight_init: str) -> nn.Module:
+    """create_model, falling back to the model class for Mixer's fixed arguments and missing weight_init."""
+    try:
+        return timm.create_model(name, pretrained=False, weight_init=weight_init, **kwargs)
+    except TypeError as exc:
+        no_weight_init = "unexpected keyword argument 'weight_init'" in str(exc)
+        if not no_weight_init and "got multiple values for keyword argument" not in str(exc):
+            raise
+        if weight_init not in ("skip", "reset", ""):
+            raise PipelineError(
+                f"weight_init = {weight_init!r}: {name} has no timm init modes; use 'skip' (PyTorch defaults) "
+                "or '' (timm's own init)"
+            ) from None
+        if no_weight_init:
+            model = timm.create_model(name, pretrained=False, **kwargs)
+        else:
+            model = _build_mixer(name, kwargs, exc)
+    return _emulate_weight_init(model, weight_init)
+
+
+def _build_mixer(name: str, kwargs: dict, exc: TypeError) -> nn.Module:
+    """Build a plain MLP-Mixer whose entrypoint fixes an overridden argument (e.g. patch_size)."""
+    with torch.device("meta"):
+        reference = timm.create_model(name, pretrained=False)
+    if type(reference) is not MlpMixer or type(reference.blocks[0]) is not MixerBlock:
+        raise PipelineError(f"model {name!r}: timm's entrypoint fixes an argument you override ({exc})")
+    block, dim = reference.blocks[0], reference.embed_dim
+    arch = dict(
+        patch_size=reference.stem.patch_size[0],
+        num_blocks=len(reference.blocks),
+        embed_dim=dim,
+        mlp_ratio=(block.mlp_tokens.fc1.out_features / dim, block.mlp_channels.fc1.out_features / dim),
+    )
+    return build_model_with_cfg(MlpMixer, name, False, **{**arch, **kwargs})
+
+
+def _emulate_weight_init(model: nn.Module, weight_init: str) -> nn.Module:
+    """For models without a weight_init option: '' keeps timm's init, 'skip'/'reset' reset to PyTorch's."""
+    if weight_init in ("skip", "reset"):
+        for module in model.modules():
+            if module is not model and hasattr(module, "reset_parameters"):
+                module.reset_parameters()
+    return model
+
+
+def _check_family(name: str, model: nn.Module) -> None:
+    if not isinstance(model, SUPPORTED_FAMILIES):
+        raise PipelineError(
+            f"model {name!r} is a {type(model).__name__}; the initialization methods handle timm "
+            "ViT/DeiT (VisionTransformer), Swin (SwinTransformer) and MLP-Mixer (MlpMixer) models only"
+        )
+
+
+def _keyword_error(name: str, exc: TypeError) -> Exception:
+    """Turn timm's 'unexpected keyword argument' TypeError into a PipelineError naming the keyword."""
+    found = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
+    if not found:
+        return exc
+    cls_name, keyword = found.groups()
+    accepted = _keywords_of(name, cls_name)
+    close = difflib.get_close_matches(keyword, accepted, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    listing = f"; it takes: {', '.join(accepted)}" if accepted else ""
+    return PipelineError(
+        f"model {name!r} ({cls_name}) does not take the keyword {keyword!r}{hint}: remove or rename it in "
+        f"the model section / model.extra{listing}"
+    )
+
+
+def _keywords_of(name: str, cls_name: str) -> list[str]:
+    """The constructor keywords of the timm class `cls_name` behind `name` (following **kwargs to bases)."""
+    module = sys.modules[timm.models.model_entrypoint(name).__module__]
+    cls = getattr(module, cls_name, None)
+    names: set[str] = set()
+    for base in getattr(cls, "__mro__", ()):
+        if "__init__" in vars(base) and base is not nn.Module and base is not object:
+            params = inspect.signature(base.__init__).parameters.values()
+            names |= {p.name for p in params if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD}
+    return sorted(names - {"self", "device", "dtype"})
+
+
+def _combination_error(name: str, kwargs: dict, exc: AssertionError) -> PipelineError:
+    """Turn timm's assertion about an impossible shape combination into a PipelineError."""
+    shown = {k: kwargs[k] for k in ("embed_dim", "num_heads", "depths", "window_size") if k in kwargs}
+    fix = "choose values timm accepts"
+    if "divisible by num_heads" in str(exc):
+        fix = "choose num_heads that divides embed_dim"
+        if isinstance(kwargs.get("embed_dim"), int):
+            dim = kwargs["embed_dim"]
+            fix += f" (divisors of {dim}: {', '.join(str(d) for d in range(1, 25) if dim % d == 0)})"
+    return PipelineError(f"model {name!r} with {shown}: timm refused the combination ({exc}); {fix}")
+
+
+def _check_patch_grid(name: str, model: nn.Module) -> None:
+    """img_size must be a multiple of patch_size: timm would silently drop the border pixels otherwise."""
+    embed = next((m for m in model.modules() if isinstance(m, PatchEmbed)), None)
+    if embed is None or embed.img_size is None:
+        return
+    for size, patch in zip(embed.img_size, embed.patch_size):
+        if size % patch:
+            raise PipelineError(
+                f"model {name!r}: img_size {size} is not divisible by patch_size {patch} (the last "
+                f"{size % patch} pixels would be dropped); use img_size {size - size % patch} or "
+                f"{size - size % patch + patch}, or a patch_size that divides {size}"
+            )

@@ -1,0 +1,188 @@
+"""Where `python -m pipeline repro` runs one stage's command: a process on this machine, or a SLURM job.
+
+Both executors take the same command (`python -m dvc --wait-for-lock repro --single-item <stage>`, built by
+`pipeline.scale.repro`) and return a `Job` the scheduler polls: `poll()` is None while it runs, then its exit status;
+`cancel()` stops it; `where` and `log` say where it ran and where its output went.
+
+- `LocalExecutor`: `subprocess.Popen` in its own session (so Ctrl-C reaches the whole stage, DVC and its command,
+  through the runner), stdout and stderr to one log file per stage.
+- `SlurmExecutor`: one SLURM job per stage through submitit (Meta's library for running Python callables and
+  commands on SLURM; it writes the sbatch script, submits, tracks and cancels). We use submitit rather than
+  dask-jobqueue because every cell needs its own allocation (nodes, GPUs, CPUs, time from its params) and its own
+  log and job id, while dask-jobqueue starts a pool of identical long-lived workers and ships Python tasks to them:
+  that fits many small tasks, not one DVC stage per allocation. The job runs the command once, on the first node
+  of its allocation (`use_srun=False`); a multi-node cell's own stage command starts torchrun on every node with
+  `srun` (`pipeline.training.launch`), so `dvc.lock` is written by one process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import submitit
+
+from pipeline.config import SlurmConfig
+from pipeline.errors import PipelineError
+
+#: SLURM states after which a job no longer runs (`scontrol show job` keeps them for MinJobAge, 300 s by default).
+ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+         "TIMEOUT"}
+
+
+class SubmitError(PipelineError):
+    """The executor could not start a stage (sbatch refused it: a bad partition, account or request)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What one stage asks of the machine: processes (GPUs) per node, nodes, CPU threads per process."""
+
+    training: bool  #: a training cell (reads the `train` params): goes to SLURM; other stages run locally
+    nproc: int = 1
+    nnodes: int = 1
+    threads: int = 1
+    workers: int = 0
+    gpu: bool = False  #: the cell trains on GPUs (train.device is not 'cpu')
+
+
+class Job(Protocol):
+    where: str  #: 'pid 1234' or 'SLURM job 56'
+    log: Path
+
+    def poll(self) -> int | None: ...
+
+    def cancel(self) -> None: ...
+
+    def reap(self) -> None: ...
+
+
+def stage_file_name(stage: str) -> str:
+    """`train@cifar10-impulse-0` -> a file name (a nested dvc.yaml's `sub/dvc.yaml:name` has / and :)."""
+    return stage.replace("/", "_").replace(":", "_")
+
+
+class LocalJob:
+    def __init__(self, proc: subprocess.Popen, log: Path, log_file):
+        self.proc, self.log, self._log_file = proc, log, log_file
+        self.where = f"pid {proc.pid}"
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        if code is not None and not self._log_file.closed:
+            self._log_file.close()
+        return code
+
+    def cancel(self) -> None:
+        """SIGINT to the stage's process group: what Ctrl-C in a terminal sends (DVC stops the command, unlocks)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+
+    def reap(self, grace: float = 20.0) -> None:
+        """Wait for a cancelled stage to exit; SIGKILL its process group after `grace` s."""
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._log_file.close()
+
+
+class LocalExecutor:
+    """Each stage as a process on this machine; the caller chooses its environment (CUDA_VISIBLE_DEVICES)."""
+
+    name = "local"
+
+    def __init__(self, root: Path, log_dir: Path):
+        self.root, self.log_dir = root, log_dir
+
+    def submit(self, stage: str, command: list[str], request: Request, env: dict) -> LocalJob:
+        del request  # the scheduler has already fitted it to this machine
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / f"{stage_file_name(stage)}.log"
+        log_file = log.open("w")
+        proc = subprocess.Popen(command, cwd=self.root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return LocalJob(proc, log, log_file)
+
+
+def scontrol_state(job_id: str) -> str | None:
+    """The job's state as slurmctld reports it, or None once it has forgotten the job."""
+    proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
+    for field in proc.stdout.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return None
+
+
+class SlurmJob:
+    def __init__(self, job: submitit.Job):
+        self.job = job
+        self.where = f"SLURM job {job.job_id}"
+        self.log = Path(job.paths.stdout)
+        self.state = "PENDING"
+
+    def poll(self) -> int | None:
+        """0 once submitit has the command's result; 1 if it failed or SLURM ended the job without one.
+
+        submitit learns a job's end from its result file, or from `sacct`; where SLURM runs without accounting,
+        `scontrol` tells a job SLURM cancelled, timed out or lost (it would otherwise look pending forever).
+        """
+        if not self.job.done():
+            state = self.job.state  # submitit's, from sacct; UNKNOWN where SLURM keeps no accounting
+            if state == "UNKNOWN":
+                state = scontrol_state(self.job.job_id) or self.state
+            self.state = state
+            if state not in ENDED:
+                return None
+            time.sleep(1.0)  # the job's last act is writing its result file; give the shared filesystem a moment
+            if not self.job.done():
+                return 1
+        self.state = "COMPLETED" if self.job.exception() is None else "FAILED"
+        return 0 if self.state == "COMPLETED" else 1
+
+    def cancel(self) -> None:
+        self.job.cancel(check=False)  # scancel
+
+    def reap(self) -> None:
+        """Nothing to wait for here: SLURM ends the job's processes."""
+
+
+class SlurmExecutor:
+    """Each training cell as a SLURM job sized by its params; `folder` must be on the filesystem the nodes share."""
+
+    name = "slurm"
+
+    def __init__(self, root: Path, folder: Path, slurm: SlurmConfig):
+        self.root, self.slurm = root, slurm
+        self.executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=0)
+
+    def parameters(self, stage: str, request: Request) -> dict:
+        """sbatch options of one cell: nodes, one task per node, CPUs, GPUs, time, partition, account."""
+        cpus = self.slurm.cpus_per_task or request.nproc * (request.threads + request.workers)
+        options = {"job_name": stage, "nodes": request.nnodes, "ntasks_per_node": 1, "cpus_per_task": cpus,
+                   "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True}
+        if request.gpu and self.slurm.gpus:
+            options["gpus_per_node"] = request.nproc
+        if self.slurm.partition:
+            options["partition"] = self.slurm.partition
+        if self.slurm.account:
+            options["account"] = self.slurm.account
+        return options
+
+    def submit(self, stage: str, command: list[str], request: Request, env: dict) -> SlurmJob:
+        self.executor.update_parameters(**self.parameters(stage, request))
+        # sbatch exports the runner's environment to the job; SLURM itself sets CUDA_VISIBLE_DEVICES there.
+        env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
+        try:
+            job = self.executor.submit(submitit.helpers.CommandFunction(command, cwd=self.root, env=env))
+        except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
+            why = [line for line in str(exc).splitlines() if line.strip()]
+            reason = why[-1].strip().strip("'\"") if why else repr(exc)
+            raise SubmitError(f"sbatch refused {stage}: {reason}") from None
+        return SlurmJob(job)

@@ -1,0 +1,344 @@
+"""`python -m pipeline repro`: the stale stages of dvc.yaml in parallel, on this machine or as SLURM jobs.
+
+    python -m pipeline repro                       # every core: cores // train.threads stages at once
+    python -m pipeline repro -j 4 train            # at most 4 at once, only the `train` stages and what they need
+    python -m pipeline repro --dry                 # what would run, where, with what resources
+    python -m pipeline repro --executor slurm      # each training cell a SLURM job (resources from params.yaml)
+
+What runs is DVC's decision, never ours. In this process, under DVC's repository lock, DVC's own functions collect
+the targets' stages and order them (`plan_repro`, as `dvc repro` does) and say which are stale (`Stage.status`, what
+`dvc status` prints); the lock is released before anything runs. A stage runs when it is stale or downstream of a
+stale one, after the stages it depends on have finished, each as its own `dvc --wait-for-lock repro --single-item
+<stage>`. That process checks the stage again, as a serial `dvc repro` would: a downstream stage whose inputs came
+out unchanged is skipped, a stale stage whose result is in the run-cache is restored without running, and the others
+run and record their result in dvc.lock and the run-cache. So afterwards `dvc status` is clean, a plain `dvc repro`
+executes nothing, and every result is the one a serial `dvc repro` writes (on CPU, identical metrics).
+
+Locks (DVC 3.67, dvc/repo/__init__.py, stage/decorators.py, rwlock.py): DVC holds the repository lock
+(.dvc/tmp/lock) while it checks a stage, restores it from the run-cache or records its result (cache, run-cache,
+dvc.lock: read, modified and written under the lock, so parallel stages do not lose each other's entries), and
+releases it while the stage's command runs; its read/write locks on deps and outs (.dvc/tmp/rwlock) are edited only
+under it. Without `--wait-for-lock` a process that finds the lock taken gives up after 3 s, which at the re-lock after
+the command would throw a finished result away; with it, it waits its turn. Stages that share an input (the dataset,
+the code) take read locks, which do not conflict; a stage that reads another's outputs starts only after it, so no
+write lock is contended. On a shared filesystem without working fcntl locks, set `dvc config core.hardlink_lock true`.
+
+Where and how wide: `local` runs processes here. On CPU, `-j` defaults to cores // train.threads (train.threads is the
+stage's own param; the runner never changes it). With GPUs (CUDA_VISIBLE_DEVICES, or all CUDA devices), each training
+cell gets train.nproc of them of its own, so an 8-GPU node runs eight 1-GPU cells or one 8-GPU cell; `-j` defaults
+to the number of GPUs. `slurm` submits each training cell (a stage that reads the `train` params) as a SLURM job via
+`pipeline.scale.executors` and runs the other stages (fetch, attention, figures, aggregate, report: minutes at most)
+here, on the submitting node; `-j` then caps the jobs in flight (default: no cap, SLURM queues them). Ctrl-C cancels
+what was started. A failed stage is reported with its log; the stages that need it are skipped, the rest finish, and the
+next run re-runs it (DVC recorded nothing for it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dvc.repo import Repo, lock_repo
+from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+from pipeline.config import Params, yaml_load
+from pipeline.errors import PipelineError
+from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
+from pipeline.training import launch
+
+LOG_DIR = Path("scratch/repro")
+SLURM_DIR = Path("scratch/slurm")
+#: the `train` fields that size a cell; a stage that reads `<section>.train` (e.g. filter_study.train) may override them
+RESOURCE_KEYS = ("nproc", "nnodes", "threads", "workers", "device")
+
+
+@dataclass
+class Cell:
+    """One stage to run: its DVC name, the stages it waits for, what it asks of the machine."""
+
+    name: str
+    upstream: list[str]
+    request: Request
+    stale: bool  #: stale now; False = downstream of a stale stage (DVC re-checks it once its inputs exist)
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  #: ran | restored | unchanged | failed | skipped | cancelled
+    where: str = ""
+    log: Path | None = None
+    seconds: float = 0.0
+    detail: str = ""
+
+
+def training_keys(param_keys: list[str]) -> list[str]:
+    """The params a stage reads that make it a training cell: `train`, `train.*`, `<section>.train`."""
+    return [k for k in param_keys if k == "train" or k.startswith("train.") or k.endswith(".train")]
+
+
+def request_for(param_keys: list[str], params: Params, raw: dict) -> Request:
+    """A stage's resources: none for a stage that does not train, else train's (with its section's overrides)."""
+    keys = training_keys(param_keys)
+    if not keys:
+        return Request(training=False)
+    values = {k: getattr(params.train, k) for k in RESOURCE_KEYS}
+    for key in keys:
+        node = raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key != "train" and isinstance(node, dict):  # e.g. filter_study.train: overrides of `train`
+            values.update({k: v for k, v in node.items() if k in RESOURCE_KEYS})
+    return Request(training=True, nproc=values["nproc"], nnodes=values["nnodes"], threads=values["threads"],
+                   workers=values["workers"], gpu=values["device"] != "cpu")
+
+
+def plan(targets: list[str], params: Params, root: Path | None = None) -> list[Cell]:
+    """The stages to run, in DVC's order: the stale ones and everything downstream of them within the targets."""
+    root = Path(root or ".")
+    raw = yaml_load((root / "params.yaml").read_text()) or {}
+    with contextlib.chdir(root), Repo(_wait_for_lock=True) as repo, lock_repo(repo):  # targets are relative
+        stages = collect_stages(repo, targets or ["dvc.yaml"])
+        graph = get_active_graph(repo.index.graph)  # edges point from a stage to the stages it depends on
+        steps = plan_repro(graph, stages)
+        cells: dict[str, Cell] = {}
+        for stage in steps:  # dependencies come first
+            upstream = [d.addressing for d in graph.successors(stage) if d.addressing in cells]
+            stale = bool(stage.status())
+            if stale or upstream:
+                keys = [k for dep in stage.params for k in (dep.params or [])]
+                cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(keys, params, raw), stale)
+    return list(cells.values())
+
+
+class DevicePool:
+    """GPU ids handed to running cells, each id to one cell at a time."""
+
+    def __init__(self, devices: list[str]):
+        self.devices, self.free = list(devices), list(devices)
+
+    def take(self, count: int) -> list[str] | None:
+        if count > len(self.free):
+            return None
+        taken, self.free = self.free[:count], self.free[count:]
+        return taken
+
+    def give(self, devices: list[str]) -> None:
+        self.free += devices
+
+
+def gpu_devices(params: Params) -> list[str]:
+    """GPUs the training cells share out: none when train.device is cpu."""
+    return [] if params.train.device == "cpu" else launch.visible_devices()
+
+
+def default_jobs(params: Params, devices: list[str]) -> int:
+    """Stages at once on this machine: one per GPU; on CPU, cores // train.threads (every core busy)."""
+    if devices:
+        return len(devices)
+    return max(1, len(os.sched_getaffinity(0)) // params.train.threads)
+
+
+def check_fits(cells: list[Cell], executor: str, devices: list[str]) -> None:
+    """Stop before starting anything a cell cannot get here."""
+    for cell in cells:
+        r = cell.request
+        if executor == "local" and r.nnodes > 1:
+            raise PipelineError(f"{cell.name}: train.nnodes = {r.nnodes} needs several machines; run it with"
+                                " --executor slurm (or lower train.nnodes)")
+        if executor == "local" and devices and r.gpu and r.nproc > len(devices):
+            raise PipelineError(f"{cell.name}: train.nproc = {r.nproc} but this machine has {len(devices)} GPU(s)"
+                                f" ({','.join(devices)}); lower train.nproc")
+
+
+def stage_command(name: str) -> list[str]:
+    """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring)."""
+    return [sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", name]
+
+
+def child_env() -> dict:
+    """The runner's environment with its interpreter's folder first on PATH: stage commands call `python`."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                PYTHONUNBUFFERED="1")
+
+
+def what_dvc_did(name: str, log: Path | None) -> str:
+    """ran / restored (from the run-cache) / unchanged, from what `dvc repro` printed."""
+    text = log.read_text(errors="replace") if log and log.exists() else ""
+    quoted = re.escape(f"'{name}'")
+    if re.search(rf"Stage {quoted} is cached", text):
+        return "restored"
+    if re.search(rf"Running stage {quoted}", text):
+        return "ran"
+    return "unchanged"
+
+
+def log_tail(log: Path | None, lines: int = 4) -> list[str]:
+    """The last lines of a failed stage's log: usually DVC's error, or the command's."""
+    text = log.read_text(errors="replace") if log and log.exists() else ""
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+@dataclass
+class Scheduler:
+    """Starts each cell once its upstream cells succeeded, within each executor's capacity and the free GPUs."""
+
+    executors: dict  #: 'local' (always) and 'slurm' (with --executor slurm) -> executor
+    capacity: dict  #: executor name -> cells at once
+    pool: DevicePool
+    poll_s: float = 0.2
+    echo: object = field(default=lambda line: print(line, flush=True))
+    outcomes: dict = field(default_factory=dict)
+
+    def route(self, cell: Cell) -> str:
+        return "slurm" if "slurm" in self.executors and cell.request.training else "local"
+
+    def env_for(self, cell: Cell, gpus: list[str] | None) -> dict:
+        env = child_env()
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            if env.get("PIPELINE_DEVICES"):  # a fake or reserved device list: the cell sees only its share
+                env["PIPELINE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
+        return env
+
+    def start(self, cell: Cell, running: dict) -> bool:
+        """Start `cell` if its executor has room (and, locally on GPUs, enough free GPUs)."""
+        kind = self.route(cell)
+        if sum(1 for r in running.values() if r["kind"] == kind) >= self.capacity[kind]:
+            return False
+        gpus = None
+        if kind == "local" and cell.request.training and cell.request.gpu and self.pool.devices:
+            gpus = self.pool.take(cell.request.nproc)
+            if gpus is None:
+                return False
+        try:
+            job = self.executors[kind].submit(cell.name, stage_command(cell.name), cell.request,
+                                              self.env_for(cell, gpus))
+        except SubmitError as exc:
+            self.pool.give(gpus or [])
+            self.outcomes[cell.name] = Outcome(cell.name, "failed", kind, detail=str(exc))
+            self.echo(f"FAILED {cell.name}  ({exc})")
+            return True
+        running[cell.name] = {"cell": cell, "job": job, "kind": kind, "gpus": gpus, "t0": time.monotonic()}
+        on = f" on GPU {','.join(gpus)}" if gpus else ""
+        self.echo(f"start  {cell.name}  ({job.where}{on}; log {job.log})")
+        return True
+
+    def finish(self, name: str, run: dict, code: int) -> None:
+        job, seconds = run["job"], time.monotonic() - run["t0"]
+        if run["gpus"]:
+            self.pool.give(run["gpus"])
+        if code == 0:
+            status = what_dvc_did(name, job.log)
+            self.outcomes[name] = Outcome(name, status, job.where, job.log, seconds)
+            self.echo(f"done   {name}  {status} in {seconds:.1f} s")
+        else:
+            state = getattr(job, "state", f"exit {code}")
+            self.outcomes[name] = Outcome(name, "failed", job.where, job.log, seconds, state)
+            self.echo(f"FAILED {name}  ({job.where}, {state}) after {seconds:.1f} s; log {job.log}")
+            for line in log_tail(job.log):
+                self.echo(f"       | {line}")
+
+    def run(self, cells: list[Cell]) -> dict[str, Outcome]:
+        pending, running = list(cells), {}
+        try:
+            while pending or running:
+                for cell in list(pending):
+                    blocked = [u for u in cell.upstream if u in self.outcomes and self.outcomes[u].status in
+                               ("failed", "skipped")]
+                    if blocked:
+                        pending.remove(cell)
+                        self.outcomes[cell.name] = Outcome(cell.name, "skipped", detail=f"needs {blocked[0]}")
+                        self.echo(f"skip   {cell.name}  (needs {blocked[0]}, which did not succeed)")
+                    elif all(u in self.outcomes for u in cell.upstream) and self.start(cell, running):
+                        pending.remove(cell)
+                for name, run in list(running.items()):
+                    code = run["job"].poll()
+                    if code is not None:
+                        del running[name]
+                        self.finish(name, run, code)
+                time.sleep(self.poll_s)
+        except KeyboardInterrupt:
+            self.echo(f"interrupted: cancelling {len(running)} running stage(s)")
+            for run in running.values():
+                run["job"].cancel()
+            for name, run in running.items():
+                run["job"].reap()
+                self.outcomes[name] = Outcome(name, "cancelled", run["job"].where, run["job"].log)
+                self.echo(f"cancelled {name}  ({run['job'].where})")
+            raise
+        return self.outcomes
+
+
+def summary_lines(outcomes: dict[str, Outcome], seconds: float) -> list[str]:
+    counts = {s: sum(o.status == s for o in outcomes.values()) for s in
+              ("ran", "restored", "unchanged", "failed", "skipped")}
+    lines = [f"repro: {len(outcomes)} stage(s) in {seconds:.1f} s: {counts['ran']} ran, {counts['restored']} restored"
+             f" from the run-cache, {counts['unchanged']} unchanged, {counts['failed']} failed,"
+             f" {counts['skipped']} skipped"]
+    for o in outcomes.values():
+        if o.status == "failed":
+            lines.append(f"  failed: {o.name} ({o.where}, {o.detail})" + (f"; log: {o.log}" if o.log else ""))
+        elif o.status == "skipped":
+            lines.append(f"  skipped: {o.name} ({o.detail})")
+    if counts["failed"]:
+        lines.append("  the failed stages and those after them re-run next time (DVC recorded nothing for them)")
+    return lines
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("targets", nargs="*", help="stages or groups as `dvc repro` takes them (default: all)")
+    parser.add_argument("-j", "--jobs", type=int, default=None,
+                        help="stages at once (default: cores // train.threads on CPU, one per GPU; slurm: no cap)")
+    parser.add_argument("--executor", choices=("local", "slurm"), default="local",
+                        help="local processes (default) or one SLURM job per training cell")
+    parser.add_argument("--dry", action="store_true", help="print what would run, and where, then stop")
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(params: Params, args) -> int:
+    if args.overrides or args.params != "params.yaml":
+        raise PipelineError("repro: DVC's stages read params.yaml, so --set/--params would not reach them; edit"
+                            " params.yaml (or use `dvc exp run -S key=value`)")
+    if args.jobs is not None and args.jobs < 1:
+        raise PipelineError(f"repro -j {args.jobs}: give a positive number of stages to run at once")
+    devices = gpu_devices(params) if args.executor == "local" else []
+    local_jobs = default_jobs(params, devices)
+    cells = plan(args.targets, params)
+    check_fits(cells, args.executor, devices)
+    capacity = {"local": args.jobs or local_jobs}
+    executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
+    if args.executor == "slurm":
+        capacity = {"local": local_jobs, "slurm": args.jobs or len(cells) or 1}
+        executors["slurm"] = SlurmExecutor(Path.cwd(), SLURM_DIR.resolve(), params.slurm)
+    scheduler = Scheduler(executors, capacity, DevicePool(devices))
+    stale = sum(c.stale for c in cells)
+    print(f"repro: {stale} stale stage(s), {len(cells) - stale} downstream to check; executor {args.executor},"
+          f" {' + '.join(f'{k} {v} at once' for k, v in capacity.items())}"
+          + (f", GPUs {','.join(devices)}" if devices else ""), flush=True)
+    if args.dry:
+        for cell in cells:
+            r = cell.request
+            what = (f"{r.nnodes} node(s) x {r.nproc} process(es), {r.threads} thread(s)" if r.training else "light")
+            print(f"  {cell.name}: {'stale' if cell.stale else 'downstream'}; {scheduler.route(cell)}; {what};"
+                  f" after {', '.join(cell.upstream) or 'nothing'}")
+        return 0
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed runner cancels its stages and jobs too
+    t0 = time.monotonic()
+    try:
+        outcomes = scheduler.run(cells)
+    except KeyboardInterrupt:
+        print("repro: interrupted; cancelled what was running (DVC recorded nothing for it)", file=sys.stderr)
+        return 130
+    for line in summary_lines(outcomes, time.monotonic() - t0):
+        print(line, flush=True)
+    return 1 if any(o.status == "failed" for o in outcomes.values()) else 0

@@ -1,0 +1,481 @@
+"""The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device.
+
+DeiT's split, on timm's building blocks: `create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, the soft-target /
+label-smoothing losses, `ModelEmaV3`, `NativeScaler`. The same engine trains the ViTs (`pipeline.training.train`)
+and the ConvMixers of the filter study (`pipeline.training.filter_study`): only the model differs.
+
+Launch lines (the `train` command builds them for you from params.yaml; see `pipeline.training.launch`):
+
+    python -m pipeline train fashion_mnist impulse 0                      # one process
+    torchrun --standalone --nproc_per_node=8 -m pipeline train cifar10 impulse 0
+    torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \\
+        --rdzv_id=job42 -m pipeline train imagenet impulse 0                # on each node
+
+Reliability: every epoch ends with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist`
+out would take the stage out of DVC's run-cache). A killed run started again resumes from it; because each epoch
+reseeds every random source from (seed, epoch, rank), the resumed run ends with the same metrics as an uninterrupted
+one. Rank 0 decides where a run starts and hands its checkpoint to any rank that disagrees (nodes without a shared
+filesystem), so no rank restarts while another resumes.
+
+GPU readiness (README, "GPU readiness"): the training step never waits on the host: losses and correct counts
+stay on the device and are read back once every `train.sync_every` steps (the NaN guard then names the first bad
+step); `train.compile` (inductor, also on CPU), `train.amp: bf16` (CUDA, and CPU autocast), channels-last and
+DDP are exercised on CPU by the tests; `amp: auto` picks bf16 only where the GPU has it natively (compute
+capability >= 8.0) and fp16 with a gradient scaler elsewhere (V100).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from timm.data import Mixup
+from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.optim import create_optimizer_v2
+from timm.scheduler import create_scheduler_v2
+from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, distribute_bn
+from torch.nn.parallel import DistributedDataParallel
+
+from pipeline.config import TrainConfig
+from pipeline.errors import PipelineError
+from pipeline.outputs import atomic_path
+
+
+@dataclass
+class Dist:
+    """This process's place in the job. `master` gates every write, print and log (nanoGPT's master_process)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device: str = "auto", threads: int = 1) -> Dist:
+    """Read torchrun's environment, pick the device and join the process group (nccl on CUDA, gloo on CPU)."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if use_cuda and not torch.cuda.is_available():
+        raise PipelineError("train.device = 'cuda' but no CUDA device is visible; set train.device: auto or cpu")
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+        cuda_speedups()
+    else:
+        dev = torch.device("cpu")
+        torch.set_num_threads(threads)
+    if world > 1 and not dist.is_initialized():
+        # device_id binds the NCCL communicator to this GPU eagerly (no guess from the current device)
+        dist.init_process_group("nccl" if use_cuda else "gloo", device_id=dev if use_cuda else None)
+    return Dist(rank, world, local_rank, dev)
+
+
+def teardown_distributed() -> None:
+    """Leave the process group (torch warns about, and NCCL may hang on, a process that exits without it)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def cuda_speedups() -> None:
+    """TF32 matmuls and convolutions, cuDNN autotuning: what timm's and DeiT's train scripts set on CUDA.
+
+    TF32 keeps float32's range with a 10-bit mantissa in the tensor cores; it changes results in the last bits
+    only, and only on GPUs (CPU runs are unaffected).
+    """
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+
+
+#: reseed's seed for (seed s, epoch e, rank r) is s * SEED_STRIDE + e + r * RANK_STRIDE: distinct for every
+#: (s, e, r) with e < SEED_STRIDE and s < SEED_STRIDE; rank 0's is the single-process run's.
+SEED_STRIDE = 1_000_003
+RANK_STRIDE = SEED_STRIDE**2
+
+
+def reseed(seed: int, epoch: int, rank: int = 0) -> None:
+    """Seed every global RNG from (seed, epoch, rank) only, so an epoch's randomness does not depend on the past.
+
+    Python's `random` too: timm's per-image transforms and RandomErasing draw from it; numpy's for timm's Mixup.
+    Each rank draws its own crops, flips, RandAugment ops, erasing boxes, mixup lambdas and drop-path masks (as
+    timm's `random_seed(seed, rank)` does); the samplers shuffle with their own shared seed, so the ranks still
+    split one permutation. Rank 0 (and a single process) keeps the seed it always had.
+    """
+    value = seed * SEED_STRIDE + epoch + rank * RANK_STRIDE
+    torch.manual_seed(value)
+    random.seed(value)
+    np.random.seed(value % 2**32)
+
+
+def all_sum(values: list[float], d: Dist) -> list[float]:
+    """Sum a few numbers over all ranks (float64 so counts stay exact)."""
+    if d.world_size == 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=d.device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether the GPU computes in bf16 natively: compute capability >= 8.0 (Ampere on). A V100 (7.0) emulates it,
+    slowly, and inductor does not compile it there."""
+    return torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def amp_dtype(amp: str, device: torch.device) -> tuple[torch.dtype | None, str]:
+    """(autocast dtype or None, a note to print or '') for `train.amp` on this device.
+
+    'auto': bf16 on a GPU with native bf16, fp16 (with a gradient scaler) on an older GPU, off on CPU (CPU
+    autocast is slower than float32 for these small models). 'bf16' also runs on CPU (`torch.autocast('cpu')`);
+    on a GPU without native bf16 it falls back to fp16 with a note. 'fp16' needs CUDA (its GradScaler does).
+    """
+    if amp == "off" or (amp == "auto" and device.type != "cuda"):
+        return None, ""
+    if device.type != "cuda":
+        if amp == "fp16":
+            raise PipelineError("train.amp = 'fp16' needs a CUDA device (its gradient scaler does); set"
+                                " train.amp: bf16, auto or off on CPU")
+        return torch.bfloat16, ""
+    if amp == "fp16":
+        return torch.float16, ""
+    if native_bf16(device):
+        return torch.bfloat16, ""
+    if amp == "auto":
+        return torch.float16, ""
+    major, minor = torch.cuda.get_device_capability(device)
+    return torch.float16, (f"train.amp = 'bf16': {torch.cuda.get_device_name(device)} (compute capability"
+                           f" {major}.{minor}) has no native bf16; training in fp16 with a gradient scaler instead"
+                           " (set train.amp: auto or fp16 to silence this)")
+
+
+def autocast_context(dtype: torch.dtype | None, device: torch.device) -> Callable:
+    """A factory of the autocast context for `dtype` on this device (a no-op context when None)."""
+    if dtype is None:
+        return nullcontext
+    return lambda: torch.autocast(device.type, dtype=dtype)
+
+
+def check_compile(device: torch.device) -> None:
+    """inductor compiles C++ on CPU: say so before the first step rather than with a compiler traceback."""
+    compilers = (os.environ.get("CXX", ""), "g++", "c++", "clang++")
+    if device.type == "cpu" and not any(c and shutil.which(c) for c in compilers):
+        raise PipelineError("train.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
+                            " found); install one (apt-get install g++) or set train.compile: false")
+
+
+@dataclass
+class Parts:
+    """What `fit` builds around the model from the recipe."""
+
+    model: torch.nn.Module  #: the bare model (EMA, checkpoints, evaluation)
+    wrapped: torch.nn.Module  #: what the training step calls: the model, DDP-wrapped and/or compiled
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    mixup: Mixup | None
+    criterion: torch.nn.Module
+    scaler: NativeScaler | None
+    ema: ModelEmaV3 | None
+    autocast: Callable
+
+
+def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, steps: int, d: Dist) -> Parts:
+    """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories."""
+    model.to(d.device)
+    if recipe.channels_last:
+        model.to(memory_format=torch.channels_last)
+    optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay,
+                                    momentum=recipe.momentum, layer_decay=recipe.layer_decay, eps=recipe.opt_eps)
+    scheduler, _ = create_scheduler_v2(
+        optimizer, sched=recipe.sched, num_epochs=recipe.epochs, min_lr=recipe.min_lr, warmup_lr=recipe.warmup_lr,
+        warmup_epochs=recipe.warmup_epochs, cooldown_epochs=recipe.cooldown_epochs, step_on_epochs=False,
+        updates_per_epoch=steps)
+    mixup = None
+    if recipe.mixup > 0 or recipe.cutmix > 0:
+        mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, prob=recipe.mixup_prob,
+                      switch_prob=recipe.mixup_switch_prob, label_smoothing=recipe.smoothing, num_classes=num_classes)
+        criterion = SoftTargetCrossEntropy()
+    elif recipe.smoothing > 0:
+        criterion = LabelSmoothingCrossEntropy(smoothing=recipe.smoothing)
+    else:
+        criterion = torch.nn.CrossEntropyLoss()
+    dtype, note = amp_dtype(recipe.amp, d.device)
+    if note and d.master:
+        print(note, flush=True)
+    autocast = autocast_context(dtype, d.device)
+    scaler = NativeScaler() if dtype == torch.float16 else None
+    ema = ModelEmaV3(model, decay=recipe.ema_decay) if recipe.ema else None
+    wrapped = model
+    if d.world_size > 1:
+        wrapped = DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    if recipe.compile:  # compile the DDP wrapper (DDPOptimizer splits the graph at its buckets), not the reverse
+        check_compile(d.device)
+        wrapped = torch.compile(wrapped)
+    return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
+
+
+def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress) -> dict:
+    """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s.
+
+    Nothing in the step waits on the host: each step's loss and correct count stay on the device and are read
+    back together every `recipe.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
+    sums are then formed on the host in step order, in float64, exactly as reading every step back would.
+    """
+    parts.wrapped.train()
+    steps = len(loader)
+    window: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (loss, correct, n) of the steps since the last sync
+    totals = [0.0, 0.0, 0.0]  # loss sum, correct, seen
+    start = time.perf_counter()
+    for step, (images, targets) in enumerate(loader):
+        images = images.to(d.device, non_blocking=True)
+        targets = targets.to(d.device, non_blocking=True)
+        hard = targets
+        if recipe.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if parts.mixup is not None:
+            images, targets = parts.mixup(images, targets)
+        with parts.autocast():
+            logits = parts.wrapped(images)
+            loss = parts.criterion(logits, targets)
+        parts.optimizer.zero_grad(set_to_none=True)
+        if parts.scaler is not None:
+            parts.scaler(loss, parts.optimizer, clip_grad=recipe.clip_grad, parameters=parts.model.parameters())
+        else:
+            loss.backward()
+            if recipe.clip_grad:
+                dispatch_clip_grad(parts.model.parameters(), recipe.clip_grad)
+            parts.optimizer.step()
+        if parts.ema is not None:
+            parts.ema.update(parts.model, step=epoch * steps + step)
+        parts.scheduler.step_update(num_updates=epoch * steps + step + 1)
+        # with mixup on, "accuracy" is against the unmixed label (paper.md section 4 item 12: theirs is n/p)
+        window.append((loss.detach(), (logits.detach().argmax(-1) == hard).sum(), len(hard)))
+        if len(window) == recipe.sync_every or step == steps - 1:
+            read_back(window, totals, epoch, step + 1 - len(window))
+            window.clear()
+        progress(1)
+    elapsed = time.perf_counter() - start
+    loss_sum, correct, seen = all_sum(totals, d)
+    return {"train_loss": loss_sum / seen, "train_top1": correct / seen, "images_per_s": seen / elapsed,
+            "epoch_time_s": elapsed}
+
+
+def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
+    """Copy a window of steps' (loss, correct, n) to the host in one transfer; stop at the first non-finite loss.
+
+    A non-finite loss is found up to `train.sync_every` steps late; the steps in between changed nothing that
+    lasts (the run stops here, before its epoch's checkpoint).
+    """
+    losses = torch.stack([w[0] for w in window]).double()
+    corrects = torch.stack([w[1] for w in window]).double()
+    losses, corrects = torch.stack([losses, corrects]).tolist()  # the one transfer (a host sync on a GPU)
+    for offset, (loss, correct, (_, _, n)) in enumerate(zip(losses, corrects, window)):
+        if not math.isfinite(loss):
+            raise PipelineError(
+                f"non-finite training loss ({loss}) at epoch {epoch}, step {first_step + offset}: lower train.lr,"
+                " set train.clip_grad (e.g. 1.0), or use train.amp: bf16/off instead of fp16")
+        totals[0] += loss * n
+        totals[1] += correct
+        totals[2] += n
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> dict:
+    """Top-1, top-5 and mean cross-entropy over the whole (sharded, unpadded) evaluation set.
+
+    The sums stay on the device (float64, as exact as the host's) and are read back once, after the last batch.
+    """
+    model.eval()
+    sums = torch.zeros(4, dtype=torch.float64, device=d.device)  # loss, top-1, top-5, images
+    for images, targets in loader:
+        images, targets = images.to(d.device, non_blocking=True), targets.to(d.device, non_blocking=True)
+        with autocast():
+            logits = model(images).float()
+        best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
+        sums += torch.stack([F.cross_entropy(logits, targets, reduction="sum").double(),
+                             (best[:, 0] == targets).sum().double(),
+                             (best == targets[:, None]).any(-1).sum().double(),
+                             torch.tensor(len(targets), dtype=torch.float64, device=d.device)])
+    if d.world_size > 1:
+        dist.all_reduce(sums)
+    loss_sum, top1, top5, n = sums.tolist()
+    return {"val_loss": loss_sum / n, "val_top1": top1 / n, "val_top5": top5 / n}
+
+
+def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str) -> None:
+    """Everything a resumed run needs, written atomically (a kill mid-write leaves the previous one).
+
+    The model's weights come from the bare model (`Parts.model`), never from its DDP or compiled wrapper, so
+    their names carry no `module.` or `_orig_mod.` prefix: a checkpoint of a compiled run resumes into an
+    uncompiled one and back.
+    """
+    state = {"epoch": epoch, "history": history, "attempt": attempt, "model": parts.model.state_dict(),
+             "optimizer": parts.optimizer.state_dict(), "scheduler": parts.scheduler.state_dict(),
+             "scaler": parts.scaler.state_dict() if parts.scaler else None,
+             "ema": parts.ema.state_dict() if parts.ema else None}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def read_checkpoint(path: Path, attempt: str) -> dict | None:
+    """This rank's checkpoint of this `attempt` (on the CPU), or None when it has none."""
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return state if state.get("attempt") == attempt else None
+
+
+def agree_on_checkpoint(state: dict | None, d: Dist, name: str = "run") -> dict | None:
+    """Rank 0's checkpoint for every rank: where the ranks' own disagree (e.g. nodes without a shared
+    filesystem, where only node 0 holds one), rank 0 sends its own, so no rank restarts while another resumes."""
+    if d.world_size == 1:
+        return state
+    epochs: list = [None] * d.world_size
+    dist.all_gather_object(epochs, -1 if state is None else state["epoch"])
+    if all(e == epochs[0] for e in epochs):
+        return state
+    if d.master:
+        print(f"[{name}] the ranks' checkpoints disagree (last epochs {epochs}, -1 = none); every rank starts"
+              " from rank 0's", flush=True)
+    payload = [state if d.master else None]
+    dist.broadcast_object_list(payload, src=0)
+    return payload[0]
+
+
+def load_checkpoint(path: Path, parts: Parts, attempt: str, d: Dist, name: str = "run") -> tuple[int, list]:
+    """(first epoch to run, history so far); (0, []) when rank 0 has no checkpoint of this attempt."""
+    state = agree_on_checkpoint(read_checkpoint(path, attempt), d, name)
+    if state is None:
+        return 0, []
+    parts.model.load_state_dict(state["model"])
+    parts.optimizer.load_state_dict(state["optimizer"])
+    parts.scheduler.load_state_dict(state["scheduler"])
+    if parts.scaler and state["scaler"]:
+        parts.scaler.load_state_dict(state["scaler"])
+    if parts.ema and state["ema"]:
+        parts.ema.load_state_dict(state["ema"])
+    return state["epoch"] + 1, state["history"]
+
+
+def sync_batchnorm_stats(parts: Parts, d: Dist) -> None:
+    """Average BatchNorm running statistics over the ranks before evaluating (timm's `distribute_bn`, reduce).
+
+    DDP synchronises gradients, not buffers: each rank's BatchNorm (the ConvMixer's) has seen only its shard, and
+    each rank evaluates its own part of the validation set with them. The EMA copy is averaged too, as timm's
+    train.py does. A no-op without BatchNorm (ViT, Swin, Mixer use LayerNorm).
+    """
+    if d.world_size == 1:
+        return
+    for module in (parts.model, parts.ema.module if parts.ema else None):
+        if module is not None and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in module.modules()):
+            distribute_bn(module, d.world_size, reduce=True)
+
+
+class Logger:
+    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch."""
+
+    def __init__(self, live_dir: Path | None, d: Dist, name: str):
+        self.d, self.name, self.live = d, name, None
+        if d.master and live_dir is not None:
+            from dvclive import Live
+
+            self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
+
+    def epoch(self, row: dict, epochs: int) -> None:
+        if not self.d.master:
+            return
+        if self.live is not None:
+            for key, value in row.items():
+                if key != "epoch":
+                    self.live.log_metric(key, value)
+            self.live.next_step()
+        print(f"[{self.name}] epoch {row['epoch'] + 1}/{epochs}  loss {row['train_loss']:.4f}  "
+              f"val top-1 {row['val_top1']:.4f}  top-5 {row['val_top5']:.4f}  lr {row['lr']:.2e}  "
+              f"{row['images_per_s']:.0f} img/s  {row['epoch_time_s']:.1f} s", flush=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.end()
+
+
+def progress_bar(total: int, d: Dist, desc: str):
+    """A tqdm bar on rank 0 when stderr is a terminal; a no-op callable otherwise."""
+    if not d.master or not sys.stderr.isatty():
+        return None, (lambda n: None)
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True)
+    return bar, bar.update
+
+
+def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
+        live_dir: Path | None = None, name: str = "run") -> dict:
+    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
+
+    `attempt` identifies what produced the checkpoint (the caller's digest of the run's config and code,
+    `pipeline.training.run`): a checkpoint of another attempt is ignored and overwritten. The caller removes the
+    checkpoint once the run's outputs are written, so a finished run is never "resumed".
+
+    Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history.
+    """
+    steps = len(loaders.train)
+    if steps == 0:
+        raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
+                            " train.batch_size or raise data.train_subset")
+    parts = build_parts(model, recipe, loaders.num_classes, steps, d)
+    first, history = load_checkpoint(checkpoint, parts, attempt, d, name)
+    if first and d.master:
+        print(f"[{name}] resuming from {checkpoint} at epoch {first + 1}", flush=True)
+    logger = Logger(live_dir, d, name)
+    for row in history:  # a resumed run's dvclive logs start over in a fresh out dir: replay the past epochs
+        logger.epoch(row, recipe.epochs)
+    wall = time.perf_counter()
+    for epoch in range(first, recipe.epochs):
+        reseed(seed, epoch, d.rank)
+        loaders.train.sampler.set_epoch(epoch)
+        bar, tick = progress_bar(steps, d, f"epoch {epoch + 1}/{recipe.epochs}")
+        row = {"epoch": epoch, "lr": parts.optimizer.param_groups[0]["lr"]}
+        row |= train_one_epoch(parts, loaders.train, recipe, epoch, d, tick)
+        if bar is not None:
+            bar.close()
+        parts.scheduler.step(epoch + 1)
+        sync_batchnorm_stats(parts, d)
+        row |= evaluate(parts.ema.module if parts.ema else parts.model, loaders.val, d, parts.autocast)
+        history.append(row)
+        logger.epoch(row, recipe.epochs)
+        if d.master:
+            save_checkpoint(checkpoint, parts, epoch, history, attempt)
+        if d.world_size > 1:
+            dist.barrier()
+    logger.close()
+    return summarize(history, time.perf_counter() - wall)
+
+
+def summarize(history: list[dict], wall_s: float) -> dict:
+    """The run's headline numbers from its per-epoch history."""
+    last = history[-1]
+    best = max(history, key=lambda r: r["val_top1"])
+    return {
+        "top1": last["val_top1"], "top5": last["val_top5"], "val_loss": last["val_loss"],
+        "train_loss": last["train_loss"], "train_top1": last["train_top1"],
+        "best_top1": best["val_top1"], "best_top5": max(r["val_top5"] for r in history),
+        "best_epoch": best["epoch"] + 1, "epochs": len(history),
+        "images_per_s": sum(r["images_per_s"] for r in history) / len(history),
+        "wall_time_s": wall_s, "history": history,
+    }

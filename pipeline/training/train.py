@@ -1,0 +1,58 @@
+"""`python -m pipeline.training.train <dataset> <variant> <arm> <seed>`: one cell of the model grid, the stage
+`train@<dataset>-<variant>-<arm>-<seed>` (also `python -m pipeline train ...`). The trainer is `engine.py`.
+
+Builds model variant `variant` of params `models` (a timm ViT/DeiT, Swin or MLP-Mixer, built with
+`weight_init='skip'`, i.e. PyTorch's default init, as the official code does), applies the arm's
+initialization (`pipeline.method.inits.apply_init`, seeded), trains it and writes
+`results/train/<dataset>/<variant>/<arm>/seed<k>/` through the shared run skeleton (`pipeline.training.run`):
+
+    metrics.json   final and best top-1/top-5, losses, epochs, wall time, images/s, parameter count, the
+                   variant, timm model, family and heads, config digest, git revision, library versions
+    config.json    the resolved configuration of this run
+    model.pt       the final weights (the figures draw the attention maps after training from them)
+    live/          dvclive's per-epoch logs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from pipeline import entry
+from pipeline.config import Params
+from pipeline.errors import PipelineError
+from pipeline.training import builders
+from pipeline.training.run import Run, data_identity, start
+from pipeline.vocabulary import INIT_METHODS
+
+
+def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int) -> Run:
+    """The grid cell (dataset, variant, arm, seed) as a `Run`."""
+    model_cfg = params.models[variant]
+    config = {"dataset": dataset, "variant": variant, "arm": arm, "seed": seed,
+              "model": dataclasses.asdict(model_cfg), "init": params.method_options(arm),
+              "train": dataclasses.asdict(params.train),
+              "data": data_identity(params.data)}
+    return Run(module=__spec__.name, kind="train", key=(dataset, variant, arm, f"seed{seed}"), dataset=dataset,
+               seed=seed,
+               recipe=params.train, config=config,
+               build=lambda meta: builders.vit(params, variant, arm, meta, seed),
+               input_size=lambda meta: builders.input_size(model_cfg, meta),
+               facts=lambda model: builders.model_facts(variant, model_cfg, model) | {"arm": arm})
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("dataset", help="a dataset of params `datasets`")
+    parser.add_argument("variant", help="a model variant: a key of params `models`")
+    parser.add_argument("arm", choices=INIT_METHODS, help="the init method")
+    parser.add_argument("seed", type=int)
+
+
+def main(params: Params, args) -> int:
+    if args.variant not in params.models:
+        raise PipelineError(f"variant {args.variant!r}: not a key of params `models` ({', '.join(params.models)})")
+    return start(train_run(params, args.dataset, args.variant, args.arm, args.seed), params.data, args.relaunch)
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))
