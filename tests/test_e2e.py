@@ -66,7 +66,7 @@ def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
 
 
 def test_a_code_change_reruns_the_stages_that_import_it_and_they_train(repo, first_run):
-    engine = repo / "pipeline" / "engine.py"
+    engine = repo / "pipeline" / "training" / "engine.py"
     original = engine.read_text()
     engine.write_text(original + "\n# an edit\n")
     try:
