@@ -102,7 +102,7 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         # SIGKILL the training process (what the OOM killer or a lost node does); dvc sees its stage fail.
         # (SIGKILL of dvc itself leaves its .dvc/tmp/rwlock behind, which dvc asks the user to remove.)
         trainers = [p for p in psutil.Process(proc.pid).children(recursive=True)
-                    if "train" in p.cmdline() and "pipeline" in p.cmdline()]
+                    if "pipeline.training.train" in p.cmdline()]
         assert trainers, "the training process was not found"
         for p in trainers:
             p.kill()
