@@ -49,16 +49,15 @@ def test_crossed_interval_by_hand():
     """Two seeds × four images, differences (points) x = [[100, 0, 0, 0], [100, 100, 0, 0]].
 
     d = (25, 50): var 312.5, over n = 2: 156.25. z = (100, 50, 0, 0): var 2291.67, over N = 4: 572.92.
-    se = √729.17 = 27.00; df = 729.17² / (156.25² / 1 + 572.92² / 3) = 3.97; D = 37.5.
+    se = √729.17 = 27.00 with the seeds' n − 1 = 1 degree of freedom; D = 37.5.
     """
     a = {0: np.array([1, 1, 0, 1], bool), 1: np.array([1, 1, 1, 0], bool)}
     b = {0: np.array([0, 1, 0, 1], bool), 1: np.array([0, 0, 1, 0], bool)}
     e = paired_difference(a, b, confidence=0.95)
     assert e.kind == PAIRED and e.images == 4 and e.mean == pytest.approx(37.5)
     se2 = 312.5 / 2 + (2291.0 + 2 / 3) / 4
-    df = se2 ** 2 / ((312.5 / 2) ** 2 + ((2291.0 + 2 / 3) / 4) ** 2 / 3)
-    assert e.se == pytest.approx(math.sqrt(se2)) and e.df == pytest.approx(df) and df == pytest.approx(3.97, abs=0.01)
-    assert e.high - e.mean == pytest.approx(sps.t.ppf(0.975, df) * math.sqrt(se2))
+    assert e.se == pytest.approx(math.sqrt(se2)) and math.sqrt(se2) == pytest.approx(27.00, abs=0.01) and e.df == 1
+    assert e.high - e.mean == pytest.approx(sps.t.ppf(0.975, 1) * math.sqrt(se2))
 
 
 def test_without_an_image_term_the_crossed_interval_is_scipys_paired_t():
@@ -96,7 +95,8 @@ def test_welch_with_images_adds_the_image_term_by_hand():
     """Runs of a: [[1,1,0,0], [1,1,1,0]] (accuracy 50, 75), of b: [[1,0,0,0], [0,1,0,0], [1,1,0,0]] (25, 25, 50).
 
     s_a² = 312.5, s_b² = 208.33; per image, a's mean (100, 100, 50, 0) minus b's (66.7, 66.7, 0, 0) is
-    (33.3, 33.3, 50, 0), var 439.8. se² = 312.5/2 + 208.33/3 + 439.8/4.
+    (33.3, 33.3, 50, 0), var 439.8. se² = 312.5/2 + 208.33/3 + 439.8/4, with Welch's degrees of freedom of the two
+    seed terms.
     """
     a = {0: np.array([1, 1, 0, 0], bool), 1: np.array([1, 1, 1, 0], bool)}
     b = {0: np.array([1, 0, 0, 0], bool), 5: np.array([0, 1, 0, 0], bool), 7: np.array([1, 1, 0, 0], bool)}
@@ -104,7 +104,7 @@ def test_welch_with_images_adds_the_image_term_by_hand():
     terms = [312.5 / 2, (625 / 3) / 3, np.var([100 / 3, 100 / 3, 50, 0], ddof=1) / 4]
     assert np.var([100 / 3, 100 / 3, 50, 0], ddof=1) == pytest.approx(439.81, abs=0.01)
     assert e.mean == pytest.approx(62.5 - 100 / 3) and e.se == pytest.approx(math.sqrt(sum(terms)))
-    df = sum(terms) ** 2 / (terms[0] ** 2 / 1 + terms[1] ** 2 / 2 + terms[2] ** 2 / 3)
+    df = (terms[0] + terms[1]) ** 2 / (terms[0] ** 2 / 1 + terms[1] ** 2 / 2)
     assert e.df == pytest.approx(df) and e.images == 4
 
 
