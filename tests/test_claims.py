@@ -223,6 +223,8 @@ def test_claim_5a_tests_about_equal_both_ways_and_clearly_worse_beyond_its_margi
     assert got == {"random": ("inside ±2", "supported"), "impulse": ("inside ±2", "contradicted"),
                    "box-9": ("< -2", "supported")}
     assert c["verdict"] == "contradicted"
+    alone = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=filter_frame({"learned": learned})), "5a")
+    assert alone["verdict"] == "not tested" and alone["summary"].startswith("no frozen filter family the plan tests")
 
 
 def test_the_plan_must_cover_every_claim_and_comparison_a_check_needs():

@@ -410,6 +410,9 @@ def claim_5a(ev: Evidence, plan: ClaimPlan) -> Finding:
         if rule is not None and v != rule.b:
             label = "frozen ≈ learned" if rule.criterion.direction == "equivalent" else "clearly worse than learned"
             checks.append(Check(label, ev.pair_filters(rule, v, rule.b), rule))
+    if not checks:
+        return Finding([], [f"no frozen filter family the plan tests ({', '.join(plan.rules)}) among the runs (params"
+                            " filter_study.filters)"])
     return Finding(checks, _margin_notes(plan))
 
 
