@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         n_cmp = max(t.intervals for t in tallies.values()) or "no interval"
         print(f"{profile:>14} {claim:<8} {','.join(planned):>7} {n_cmp!s:>11} {fs:>16.3f} {fc:>19.3f}"
               f" {'n/a' if math.isnan(cov) else f'{cov:.3f}':>9}")
-    print(f"Noise {noise}; base accuracy {BASE}; test images {rows[0][2].test_size if rows else {}}; bounds: exact"
+    images = {d: n for *_, st, _ in rows for d, n in st.test_size.items()}
+    print(f"Noise {noise}; base accuracy {BASE}; test images {images}; bounds: exact"
           f" one-sided binomial tests at 0.05 / {checks} = {level:.2g}; {time.perf_counter() - start:.0f} s.")
     for f in failed:
         print(f"BOUND FAILED: {f}")
