@@ -320,10 +320,43 @@ def test_claims_from_a_consistent_results_tree(results):
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
                         "5a": "supported",  # random/impulse within 2 points, box and perm clearly worse
                         "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested",
-                        "6": "inconclusive"}  # -1.3 points with 2 pairs: t(1) is 12.7, the interval reaches -3.8
-    assert "would make it supported" in claim(agg, "6")["summary"]
+                        "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
+    assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])
     assert all(c["summary"] for c in agg.claims)
+
+
+def write_correct(folder: Path, correct: np.ndarray, index: np.ndarray | None = None) -> None:
+    """test_correct.npz beside a run's metrics.json, and its test_top1 (the producer's schema)."""
+    index = np.arange(len(correct)) if index is None else index
+    np.savez(folder / "test_correct.npz", index=index, correct=correct)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    (folder / "metrics.json").write_text(json.dumps(metrics | {"test_top1": float(correct.mean()),
+                                                               "test_size": len(correct)}))
+
+
+def test_per_image_correctness_gives_top1_and_intervals_over_the_test_images(results):
+    rng = np.random.default_rng(0)
+    for arm, seeds in VIT.items():
+        for seed, top1 in seeds.items():
+            write_correct(results / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}",
+                          rng.permutation(np.arange(500) < round(500 * top1)))  # the same accuracy on 500 images
+    agg = aggregate(results, PAPER, experiment())
+    head = {c["b"]: c for c in agg.headline}
+    assert head["mimetic"]["kind"] == "paired" and head["mimetic"]["images"] == 500
+    assert head["mimetic"]["a_mean"] == pytest.approx(100 * np.mean([round(500 * t) / 500 for t in (0.845, 0.852)]))
+    assert "test split" in table(agg, "headline").caption and agg.what_was_run["test_size"] == ["500"]
+    assert "× 500 test images" in claim(agg, "1")["evidence"][0]
+    other = results / "train" / "fashion_mnist" / "vit" / "default" / "seed1"
+    write_correct(other, np.ones(500, bool), index=np.arange(1, 501))  # scored on other images
+    with pytest.raises(PipelineError, match="default/seed1 and .* were scored on different test images"):
+        aggregate(results, PAPER, experiment())
+
+
+def test_the_plans_alpha_and_report_confidence_must_agree(results):
+    with pytest.raises(PipelineError, match="report.confidence = 0.9 but paper/plan.yaml's headline alpha gives"
+                                            " 0.95"):
+        aggregate(results, PAPER, experiment(confidence=0.9))
 
 
 def test_one_seed_is_inconclusive(tmp_path):
@@ -332,7 +365,8 @@ def test_one_seed_is_inconclusive(tmp_path):
     agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_seeds=(0,)))
     for cid in ("1", "4", "5a", "5b", "6"):
         assert claim(agg, cid)["verdict"] == "inconclusive", cid
-        assert "from 1 seed pair(s), too few for an interval" in claim(agg, cid)["summary"], cid
+        runs = "Welch, 1 and 1 runs" if cid == "6" else "1 seed pair(s)"
+        assert f"from {runs}, too few for an interval" in claim(agg, cid)["summary"], cid
     assert agg.headline[0]["verdict"] == "inconclusive"
 
 

@@ -1,14 +1,24 @@
-"""The claims' verdict logic on synthetic per-seed results (no files): the four verdicts, the claim-level rule,
-the margins, claims over model variants (1, 3, 7, 8), [CI]'s α grid (9) and the one-line summaries."""
+"""The claims' verdict logic on synthetic per-seed results (no files): the four verdicts, the claim-level rule with
+Holm, the plan's margins (TOST for "≈", Welch for claim 6), claims over model variants (1, 3, 7, 8), [CI]'s α grid
+(9), per-image correctness in the intervals, and the one-line summaries."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
 from pipeline.analysis import claims
+from pipeline.analysis.analysis_plan import load_plan
 from pipeline.analysis.claims import Evidence, check_claims
+from pipeline.errors import PipelineError
+
+PAPER = Path(__file__).resolve().parent.parent / "paper"
+#: the plan, with planned n as this file's runs have them
+PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds": 3})
 
 #: variant -> (timm model, family, heads, parameters), as the runs record them
 VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),
@@ -23,7 +33,7 @@ CLAIMS = [{"id": i, "claim": f"claim {i}", "short": f"claim {i}", "source": "s",
 def run_rows(dataset: str, variant: str, arms: dict, epochs: int = 4) -> list[dict]:
     model, family, heads, params = VARIANTS[variant]
     return [{"dataset": dataset, "variant": variant, "arm": arm, "seed": seed, "top1": top1, "model": model,
-             "family": family, "num_heads": heads, "params": params,
+             "family": family, "num_heads": heads, "params": params, "correct": None,
              "history": [{"epoch": e, "train_top1": top1 * (e + 1) / epochs, "val_top1": top1 * (e + 1) / epochs}
                          for e in range(epochs)]}
             for arm, seeds in arms.items() for seed, top1 in seeds.items()]
@@ -33,8 +43,8 @@ def evidence(cells: dict, arms=("impulse", "default", "mimetic"), **extra) -> Ev
     """Evidence from {(dataset, variant): {arm: {seed: top-1 fraction}}}."""
     rows = [r for (d, v), per_arm in cells.items() for r in run_rows(d, v, per_arm)]
     datasets = tuple(dict.fromkeys(d for d, _ in cells))
-    base = dict(filters=pd.DataFrame(columns=["variant", "seed", "top1", "sigma", "heads", "params"]),
-                arms=arms, datasets=datasets, confidence=0.95, convergence_epochs=(2, 4), kernel_size=3,
+    base = dict(filters=pd.DataFrame(columns=["variant", "seed", "top1", "sigma", "heads", "params", "correct"]),
+                arms=arms, datasets=datasets, plans=PLANS, convergence_epochs=(2, 4), kernel_size=3,
                 filter_dataset="fashion_mnist")
     return Evidence(pd.DataFrame(rows), **(base | extra))
 
@@ -58,25 +68,28 @@ def test_a_consistent_ordering_is_supported():
     ref = sps.ttest_rel([84.5, 85.2, 84.8], [82.1, 82.5, 82.4]).confidence_interval(0.95)
     assert (first["a"], first["b"], first["n"]) == ("impulse", "mimetic", 3)
     assert first["low"] == pytest.approx(ref.low) and first["high"] == pytest.approx(ref.high)
-    assert first["pairs_needed"] is None and first["power"] is None
+    assert first["new_experiment_seeds"] is None and first["kind"] == "seeds"  # these runs have no per-image data
+    assert "at 80% power the planned 3 detect(s) a true difference" in first["power"]
 
 
 def test_a_reversed_ordering_is_contradicted():
     reversed_ = {"impulse": ORDERED["default"], "mimetic": ORDERED["mimetic"], "default": ORDERED["impulse"]}
     c = judged(evidence({("cifar10", "vit"): reversed_}), "1")
     assert c["verdict"] == "contradicted"
-    assert "the reverse holds beyond seed noise" in c["summary"]
-    assert any(e.endswith("needs the interval > 0: contradicted") for e in c["evidence"])
+    assert "the reverse holds (Holm-adjusted p < 0.001 among 3 comparisons)" in c["summary"]
+    assert any("needs the interval > 0: contradicted (one-sided p" in e for e in c["evidence"])
 
 
-def test_an_interval_spanning_zero_is_inconclusive_with_its_power_estimate():
+def test_an_interval_spanning_zero_is_inconclusive_with_a_plan_for_a_new_experiment():
     noisy = dict(ORDERED, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: -2.0, 2: 1.0}))  # mimetic ≈ default
     c = judged(evidence({("cifar10", "vit"): noisy}), "1")
     assert c["verdict"] == "inconclusive"
     mid = next(x for x in c["comparisons"] if (x["a"], x["b"]) == ("mimetic", "default"))
     assert mid["verdict"] == "inconclusive" and mid["low"] < 0 < mid["high"]
-    assert mid["pairs_needed"] > 3 and f"{mid['pairs_needed']} seed pairs would make it supported" in mid["power"]
-    assert " spans 0; " in c["summary"] and "seed pairs would make it supported at the observed" in c["summary"]
+    assert mid["detectable"] > 5 and mid["new_experiment_seeds"] > 3
+    assert (f"for a true difference of +1.00 pts, a new experiment would need {mid['new_experiment_seeds']} seeds"
+            " per arm, assuming this run's seed sd") in mid["power"]
+    assert " spans 0; the planned n detects " in c["summary"] and "seed pairs would" not in c["summary"]
 
 
 def test_one_contradicted_comparison_outweighs_an_inconclusive_one():
@@ -88,10 +101,35 @@ def test_one_contradicted_comparison_outweighs_an_inconclusive_one():
     assert c["verdict"] == "contradicted"
 
 
+def test_holm_keeps_a_lone_marginal_reversal_from_contradicting_the_claim():
+    """mimetic − default = −1.0, −1.4, −0.7 points: one-sided p = 0.018 for the reverse, below 0.025 alone but not
+    below Holm's 0.025 / 3 among the claim's three comparisons."""
+    arms = {"impulse": shifted(ORDERED["default"], {0: 9.0, 1: 9.5, 2: 9.2}),
+            "mimetic": shifted(ORDERED["default"], {0: -1.0, 1: -1.4, 2: -0.7}), "default": ORDERED["default"]}
+    c = judged(evidence({("cifar10", "vit"): arms}), "1")
+    mid = next(x for x in c["comparisons"] if (x["a"], x["b"]) == ("mimetic", "default"))
+    assert mid["high"] < 0 and mid["p_reverse"] == pytest.approx(0.018, abs=0.001)  # the interval alone: reversed
+    assert mid["p_reverse_holm"] == pytest.approx(3 * mid["p_reverse"]) and mid["verdict"] == "inconclusive"
+    assert c["verdict"] == "inconclusive"
+
+
+def test_per_image_correctness_puts_the_test_images_into_the_interval():
+    rng = np.random.default_rng(0)
+    ev = evidence({("cifar10", "vit"): ORDERED})
+    correct = [rng.random(2000) < top1 for top1 in ev.runs["top1"]]
+    ev.runs["correct"] = pd.Series(correct, dtype=object)
+    c = judged(ev, "1")
+    first = c["comparisons"][0]
+    assert first["kind"] == "paired" and first["images"] == 2000 and first["image_sd"] >= 0
+    assert "over 3 seed pair(s) × 2,000 test images (n = 3 planned)" in c["evidence"][0]
+    seeds_only = judged(evidence({("cifar10", "vit"): ORDERED}), "1")["evidence"][0]
+    assert "seeds only: no per-image correctness recorded" in seeds_only
+
+
 def test_one_seed_is_inconclusive_with_the_reason():
     c = judged(evidence({("cifar10", "vit"): {a: {0: v[0]} for a, v in ORDERED.items()}}), "1")
     assert c["verdict"] == "inconclusive" and "from 1 seed pair(s), too few for an interval" in c["summary"]
-    assert "too few seed pairs for an interval (n = 1)" in c["comparisons"][0]["power"]
+    assert "at least 2 runs per arm are needed" in c["comparisons"][0]["power"]
 
 
 def test_what_the_experiment_lacks_is_not_tested():
@@ -156,14 +194,47 @@ def test_claim_3_needs_two_head_counts():
     assert c["verdict"] == "not tested" and "vit (vit_tiny_patch16_224, 3 heads)" in c["summary"]
 
 
-def test_claim_6_uses_the_first_vit_family_variant():
-    filters = pd.DataFrame([{"variant": "learned", "seed": s, "top1": v, "sigma": None, "heads": None,
-                             "params": 6e4} for s, v in {0: 0.85, 1: 0.856, 2: 0.851}.items()])
+def filter_frame(top1: dict) -> pd.DataFrame:
+    """{variant: {seed: top-1 fraction}} -> filter-study rows."""
+    return pd.DataFrame([{"variant": v, "seed": s, "top1": t, "sigma": None, "heads": None, "params": 6e4,
+                          "correct": None} for v, seeds in top1.items() for s, t in seeds.items()])
+
+
+def test_claim_6_is_welch_over_every_run_of_the_first_vit_family_variant():
+    filters = filter_frame({"learned": {0: 0.85, 1: 0.856, 2: 0.851}})
     worse = {a: shifted(v, {0: -5, 1: -5, 2: -5}) for a, v in ORDERED.items()}
-    ev = evidence({("fashion_mnist", "vit"): ORDERED, ("fashion_mnist", "vit6"): worse}, filters=filters)
+    four = dict(ORDERED, impulse=ORDERED["impulse"] | {3: 0.849})  # a fourth ViT seed without a ConvMixer partner
+    ev = evidence({("fashion_mnist", "vit"): four, ("fashion_mnist", "vit6"): worse}, filters=filters)
     c = judged(ev, "6")
-    assert c["verdict"] == "supported" and c["comparisons"][0]["label"] == "fashion_mnist, vit"
-    assert c["comparisons"][0]["needs"] == "> -2"
+    first = c["comparisons"][0]
+    assert c["verdict"] == "supported" and first["label"] == "fashion_mnist, vit" and first["needs"] == "> -2"
+    ref = sps.ttest_ind([84.5, 85.2, 84.8, 84.9], [85.0, 85.6, 85.1], equal_var=False).confidence_interval(0.95)
+    assert (first["kind"], first["n"], first["n_b"]) == ("welch", 4, 3)  # no seed dropped
+    assert (first["low"], first["high"]) == pytest.approx((ref.low, ref.high))
+
+
+def test_claim_5a_tests_about_equal_both_ways_and_clearly_worse_beyond_its_margin():
+    learned = {0: 0.85, 1: 0.856, 2: 0.851}
+    filters = filter_frame({"learned": learned, "random": shifted(learned, {0: 0.3, 1: -0.2, 2: 0.1}),
+                            "impulse": shifted(learned, {0: 3.2, 1: 3.0, 2: 3.1}),  # far above: not "≈"
+                            "box-9": shifted(learned, {0: -9, 1: -8, 2: -10})})
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=filters), "5a")
+    got = {x["a"]: (x["needs"], x["verdict"]) for x in c["comparisons"]}
+    assert got == {"random": ("inside ±2", "supported"), "impulse": ("inside ±2", "contradicted"),
+                   "box-9": ("< -2", "supported")}
+    assert c["verdict"] == "contradicted"
+    alone = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=filter_frame({"learned": learned})), "5a")
+    assert alone["verdict"] == "not tested" and alone["summary"].startswith("no frozen filter family the plan tests")
+
+
+def test_the_plan_must_cover_every_claim_and_comparison_a_check_needs():
+    ev = evidence({("cifar10", "vit"): ORDERED}, plans={k: v for k, v in PLANS.items() if k != "1"})
+    with pytest.raises(PipelineError, match="has no entry for claim '1'"):
+        check_claims(CLAIMS, ev)
+    plans = dict(PLANS, **{"8": type(PLANS["8"])("8", {}, {})})
+    ev = evidence({("cifar10", "swin"): ORDERED}, plans=plans)
+    with pytest.raises(PipelineError, match="claim '8' has no comparison 'impulse_default'"):
+        check_claims(CLAIMS, ev)
 
 
 def test_claim_8_swin_impulse_gains_and_mimetic_no_gain_margin():
@@ -174,7 +245,8 @@ def test_claim_8_swin_impulse_gains_and_mimetic_no_gain_margin():
     assert c["verdict"] == "supported"
     assert [(x["label"], x["needs"]) for x in c["comparisons"]] == [("cifar10, swin", "> 0"),
                                                                     ("cifar10, swin", "< +0.5")]
-    assert any("'no gain' = mimetic at most 0.5 points above default" in e for e in c["evidence"])
+    assert any(e.startswith("plan, mimetic_default: mimetic − default < +0.5; 'no gain' = at most 0.5 above")
+               for e in c["evidence"])
     gaining = dict(swin, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: 2.8, 2: 3.1}))
     assert judged(evidence({("cifar10", "swin"): gaining}), "8")["verdict"] == "contradicted"
 
@@ -239,7 +311,7 @@ def test_claim_9_without_alpha_01_tests_the_ordering_only():
 
 def test_headline_is_per_dataset_and_variant():
     ev = evidence({("cifar10", "vit"): ORDERED, ("cifar10", "swin"): ORDERED})
-    rows = [(d, v, c.paired.a, c.paired.b, c.verdict) for d, v, c in claims.headline(ev)]
+    rows = [(d, v, c.estimate.a, c.estimate.b, c.verdict) for d, v, c in claims.headline(ev)]
     assert rows == [("cifar10", "vit", "impulse", "default", "supported"),
                     ("cifar10", "vit", "impulse", "mimetic", "supported"),
                     ("cifar10", "swin", "impulse", "default", "supported"),

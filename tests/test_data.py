@@ -163,13 +163,20 @@ def test_shard_sampler_has_no_padding():
         assert sorted(sum(shards, [])) == list(range(n))
 
 
-def test_subsets_are_fixed_stratified_and_seed_independent(data_fmnist_like):
+def test_the_training_subset_is_drawn_per_seed_and_the_validation_subset_is_fixed(data_fmnist_like):
     a = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=0)
+    again = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=0)
     b = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=7)
-    assert (a.train_size, a.val_size) == (50, 20)
-    assert a.train.dataset.indices == b.train.dataset.indices
-    labels = torch.arange(200)[a.train.dataset.indices] % 10
-    assert torch.bincount(labels).tolist() == [5] * 10
+    assert (a.train_size, a.val_size, a.test_size) == (50, 20, 51)  # test: the whole eval split
+    assert a.train.dataset.indices == again.train.dataset.indices  # every arm of a seed: the same images
+    assert a.train.dataset.indices != b.train.dataset.indices and a.val.dataset.indices == b.val.dataset.indices
+    for loaders in (a, b):
+        labels = torch.arange(200)[loaders.train.dataset.indices] % 10
+        assert torch.bincount(labels).tolist() == [5] * 10
+    seen = torch.cat([_pixels(x)[:, 0, 0, 0] for x, _ in a.test])  # pixel value = the image's index
+    assert sorted(seen.tolist()) == list(range(51))
+    whole = _loaders(data_fmnist_like)
+    assert whole.test is whole.val and whole.test_size == 51
     order = stratified_order(torch.tensor([0] * 90 + [1] * 10))
     assert torch.bincount(torch.tensor([0] * 90 + [1] * 10)[order[:20]]).tolist() == [10, 10]
 

@@ -124,6 +124,11 @@ def test_which_path_a_run_takes(workdir):
                                 augment=Augment(backend="tensor"))
     val = torch.cat([b[0] for b in on_device.val]), torch.cat([b[0] for b in tensor_path.val])
     assert torch.allclose(*val, atol=1e-5)  # evaluation: the tensor back-end's resize, crop and normalisation
+    assert on_device.test is on_device.val and on_device.test_size == 32  # val keeps the whole split: one loader
+    subset = build_run_loaders(DataConfig(val_subset=12), "fashion_mnist", 8, 1, 0, recipe, Dist())
+    labels = torch.cat([y for _, y in subset.test]).cpu()
+    assert subset.test is not subset.val and subset.test_size == 32 and subset.val_size == 12
+    assert torch.equal(labels, torch.cat([y for _, y in tensor_path.test]))  # every test image, in the split's order
 
 
 def test_training_on_the_device_reaches_the_dataloader_paths_accuracy(workdir):

@@ -80,6 +80,22 @@ def test_non_finite_loss_stops_with_the_epoch_and_the_knobs(tmp_path):
         fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "n.pt", attempt="x")
 
 
+def test_the_final_model_is_scored_image_by_image_on_the_test_loader(tmp_path):
+    loaders = tiny_loaders()
+    loaders.test = DataLoader(TensorDataset(*loaders.train.dataset.tensors), batch_size=16)  # 64 images
+    summary = fit(tiny_model(), loaders, recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt", attempt="a")
+    correct = summary["test_correct"]
+    assert correct.dtype == bool and summary["test_size"] == 64 == len(correct)
+    assert summary["test_top1"] == pytest.approx(correct.mean()) and summary["test_time_s"] >= 0
+    model = tiny_model()
+    fit(model, tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "d.pt", attempt="a")
+    with torch.no_grad():
+        x, y = loaders.train.dataset.tensors
+        assert (model.eval()(x).argmax(-1) == y).numpy().tolist() == correct.tolist()  # same seed, same model
+    assert "test_top1" not in fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(),
+                                  checkpoint=tmp_path / "e.pt", attempt="a")
+
+
 def test_mixup_changes_training_and_ema_changes_what_is_evaluated(tmp_path):
     def run(name, **kw):
         return fit(tiny_model(), tiny_loaders(), recipe(epochs=2, **kw), seed=0, d=Dist(),

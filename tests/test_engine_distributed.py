@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from training_fixtures import dies_in_epoch
 
 from pipeline.config import TrainConfig
+from pipeline.data.load.loaders import ShardSampler
 from pipeline.training import engine
 
 WORLD = 2
@@ -97,10 +98,23 @@ def killed_and_resumed(d: engine.Dist, options: dict) -> dict:
             "had_checkpoint": had_checkpoint, "bn": (bn.running_mean.sum() + bn.running_var.sum()).item()}
 
 
+def test_images(n: int = 33) -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 1, 4, 4, generator=g)
+    return TensorDataset(x, (x.flatten(1).sum(1) > 0).long())
+
+
+def scores(d: engine.Dist, options: dict) -> list[bool]:
+    """Per-image correctness of a fixed model on 33 test images, each rank scoring its shard."""
+    data = test_images()
+    loader = DataLoader(data, batch_size=4, sampler=ShardSampler(len(data), d.rank, d.world_size))
+    return engine.score(model(), loader, d).tolist()
+
+
 def everything(d: engine.Dist, options: dict) -> dict:
     """One spawn for all the tests of this module (starting 2 processes costs more than what they run)."""
     return {"draws": draws(d, options), "eager": killed_and_resumed(d, {"compile": False}),
-            "compiled": killed_and_resumed(d, {"compile": True})}
+            "compiled": killed_and_resumed(d, {"compile": True}), "scores": scores(d, options)}
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +138,14 @@ def test_ddp_ema_mixup_run_resumes_after_a_kill_with_identical_metrics(ranks, co
     assert runs[0]["resumed"] == runs[0]["whole"] and runs[1]["resumed"] == runs[1]["whole"]
     assert runs[0]["whole"] == runs[1]["whole"]  # metrics are summed over the ranks
     assert runs[0]["bn"] == runs[1]["bn"]  # BatchNorm statistics averaged before each evaluation
+
+
+def test_every_rank_gets_every_test_images_score_once(ranks):
+    """33 images over 2 ranks (17 + 16): the gathered correctness is the single process's, on both ranks."""
+    one = engine.Dist(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    data = test_images()
+    alone = engine.score(model(), DataLoader(data, batch_size=4, sampler=ShardSampler(len(data), 0, 1)), one)
+    with torch.no_grad():
+        expected = (model().eval()(data.tensors[0]).argmax(-1) == data.tensors[1]).tolist()
+    assert alone.tolist() == expected and len(expected) == 33
+    assert ranks[0]["scores"] == ranks[1]["scores"] == expected

@@ -91,9 +91,27 @@ def test_markdown_reads_top_down_from_the_question(built):
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
     for c in claims:  # every claim with its four-word verdict and its one line of evidence
         assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
-    order = ["## What was run", "## Headline", "## The claims in detail", "## Tables",
-             "## Figures", "## How to reproduce", "## Appendix: every run"]
+    order = ["## What was run", "## Headline", "## Method: how the verdicts are reached", "## The claims in detail",
+             "## Tables", "## Figures", "## How to reproduce", "## Appendix: every run"]
     assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
+
+
+def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage_inputs):
+    text = built[1].read_text()
+    method = text.split("## Method: how the verdicts are reached")[1].split("## The claims in detail")[0]
+    assert "Holm's step-down" in method and "two one-sided tests (TOST)" in method and "α = 0.025" in method
+    assert "| 6 | vit_convmixer | ViT impulse − ConvMixer learned > -2 | +0 | 6 | 0.025 | welch | 2 / 2 (seeds /" \
+           " filter_study.seeds) |" in method
+    assert "| 5a | random | random − learned inside ±2 | +0 | 5a | 0.025 | paired |" in method
+    assert "Claim 7 (structural) thresholds: peak_min 0.9, flat_factor 2" in method
+    paper = stage_inputs / "paper"
+    shutil.copytree(PAPER, paper)
+    plan = paper / "plan.yaml"
+    plan.write_text(plan.read_text().replace("margin: 2.0, effect: 0.0,\n", "margin: 3.0, effect: 0.0,\n", 1))
+    results = stage_inputs / "results"
+    write_aggregate(aggregate(results, paper, experiment()), results / "tables", results / "summary.json")
+    changed = report(stage_inputs)[0].read_text()
+    assert "| 5a | random | random − learned inside ±3 |" in changed
 
 
 def test_what_was_run_comes_from_the_runs_and_cites_the_data(built):

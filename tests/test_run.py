@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from training_fixtures import dies_in_epoch, tiny_run
@@ -22,8 +23,27 @@ def test_a_finished_run_writes_its_outs_and_removes_its_checkpoint(workdir):
     m = metrics(r)
     assert m["epochs"] == 2 and m["top1"] == summary["top1"] and m["arm"] == "none" and m["params"] > 0
     assert m["config_digest"] and m["git_rev"] and m["torch"] == torch.__version__
-    assert {p.name for p in r.out.iterdir()} == {"metrics.json", "config.json", "model.pt", "live"}
+    assert {p.name for p in r.out.iterdir()} == {"metrics.json", "config.json", "model.pt", "live",
+                                                 "test_correct.npz"}
     assert not r.checkpoint.exists() and not (workdir / "scratch").exists()
+
+
+def correctness(r: run.Run) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(r.out / "test_correct.npz") as f:
+        return f["index"], f["correct"]
+
+
+def test_a_run_scores_its_final_model_on_every_test_image(workdir):
+    """The final model scores the whole test split (32 images) whatever subset the per-epoch curves use."""
+    r = tiny_run()
+    run.execute(r, DataConfig())  # val_subset 0: the curves are on the whole split too
+    whole, (index, correct) = metrics(r), correctness(r)
+    assert index.tolist() == list(range(32)) and correct.dtype == bool
+    assert whole["test_size"] == 32 and whole["test_top1"] == pytest.approx(correct.mean())
+    assert whole["test_top1"] == pytest.approx(whole["history"][-1]["val_top1"])
+    run.execute(r, DataConfig(val_subset=12))  # the same training: validation draws no random numbers
+    part = metrics(r)
+    assert (part["val_size"], part["test_size"]) == (12, 32) and np.array_equal(correctness(r)[1], correct)
 
 
 def test_a_finished_run_run_again_trains_again(workdir, capsys):

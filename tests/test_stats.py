@@ -1,5 +1,5 @@
-"""Seed statistics: the paired t interval (scipy's), the three comparison verdicts with their margins, and the
-power estimate (seed pairs that would decide an inconclusive comparison), checked by hand and against scipy."""
+"""Estimates, tests and power of the verdicts, checked by hand and against scipy and statsmodels: the interval over
+seeds and test images, Welch's for unpaired arms, the one-sided tests and TOST, Holm, and power as a plan."""
 
 from __future__ import annotations
 
@@ -8,125 +8,212 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import ttost_paired
 
 from pipeline.analysis.stats import (
-    CONTRADICTED,
-    INCONCLUSIVE,
-    MAX_PAIRS,
-    SUPPORTED,
+    PAIRED,
+    SEEDS,
+    WELCH,
     Criterion,
-    Paired,
+    Estimate,
+    detectable_effect,
+    holm,
+    paired_contrast,
     paired_difference,
-    pairs_needed,
+    seeds_for,
+    unpaired_difference,
 )
 from pipeline.errors import PipelineError
 
 
-def paired(mean: float, std: float, n: int, confidence: float = 0.95) -> Paired:
-    """A Paired with the t interval scipy gives for n differences of exactly this mean and sample std."""
-    z = np.arange(n, dtype=float)
-    x = mean + std * (z - z.mean()) / z.std(ddof=1)
-    ci = sps.ttest_1samp(x, 0.0).confidence_interval(confidence)
-    return Paired("a", "b", n, mean, std, float(ci.low), float(ci.high), confidence, tuple(range(n)))
+def estimate(mean: float, se: float, df: float = 4.0, images: int = 0) -> Estimate:
+    """An Estimate with this mean, standard error and degrees of freedom (its 95% t interval)."""
+    half = sps.t.ppf(0.975, df) * se
+    return Estimate("a", "b", SEEDS, 5, 5, images, mean, se, df, mean - half, mean + half, 0.95,
+                    (se * math.sqrt(5),), 0.0, (0.0,), tuple(range(5)))
 
 
-def test_paired_interval_is_scipys_paired_t_interval():
+# --- intervals ---------------------------------------------------------------------------------------------------
+
+def test_per_seed_values_give_scipys_paired_t_interval():
     a, b = {0: 84.5, 1: 85.2, 2: 84.9, 3: 85.6}, {0: 82.1, 1: 82.5, 2: 83.0, 3: 82.2, 4: 90.0}
-    p = paired_difference(a, b, confidence=0.9, labels=("impulse", "mimetic"))
+    e = paired_difference(a, b, confidence=0.9, labels=("impulse", "mimetic"))
     ref = sps.ttest_rel([a[s] for s in range(4)], [b[s] for s in range(4)]).confidence_interval(0.9)
-    assert p.n == 4 and p.seeds == (0, 1, 2, 3)  # seed 4 has no partner
-    assert p.low == pytest.approx(ref.low) and p.high == pytest.approx(ref.high)
-    assert p.mean == pytest.approx(np.mean([2.4, 2.7, 1.9, 3.4]))
-    assert Criterion("greater").verdict(p.low, p.high) == SUPPORTED
+    assert e.kind == SEEDS and e.n == 4 and e.seeds == (0, 1, 2, 3)  # seed 4 has no partner
+    assert (e.low, e.high) == pytest.approx((ref.low, ref.high)) and e.df == 3
 
 
-def test_n3_interval_is_the_wide_t_interval_not_a_normal_one():
-    p = paired_difference({0: 3.0, 1: 1.0, 2: 5.0}, {0: 0.0, 1: 0.0, 2: 0.0}, confidence=0.95)
-    half = sps.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)  # mean 3, sd 2, t with 2 degrees of freedom = 4.30
-    assert (p.low, p.high) == pytest.approx((3 - half, 3 + half))
-    assert p.low < 0 < 3 - 1.96 * 2 / math.sqrt(3)  # a z interval would (wrongly) clear 0
+def test_crossed_interval_by_hand():
+    """Two seeds × four images, differences (points) x = [[100, 0, 0, 0], [100, 100, 0, 0]].
+
+    d = (25, 50): var 312.5, over n = 2: 156.25. z = (100, 50, 0, 0): var 2291.67, over N = 4: 572.92.
+    se = √729.17 = 27.00 with the seeds' n − 1 = 1 degree of freedom; D = 37.5.
+    """
+    a = {0: np.array([1, 1, 0, 1], bool), 1: np.array([1, 1, 1, 0], bool)}
+    b = {0: np.array([0, 1, 0, 1], bool), 1: np.array([0, 0, 1, 0], bool)}
+    e = paired_difference(a, b, confidence=0.95)
+    assert e.kind == PAIRED and e.images == 4 and e.mean == pytest.approx(37.5)
+    se2 = 312.5 / 2 + (2291.0 + 2 / 3) / 4
+    assert e.se == pytest.approx(math.sqrt(se2)) and math.sqrt(se2) == pytest.approx(27.00, abs=0.01) and e.df == 1
+    assert e.high - e.mean == pytest.approx(sps.t.ppf(0.975, 1) * math.sqrt(se2))
 
 
-def test_identical_differences_give_a_point_interval():
-    p = paired_difference({0: 3.0, 1: 4.0}, {0: 1.0, 1: 2.0}, confidence=0.95)
-    assert (p.mean, p.std, p.low, p.high) == (2.0, 0.0, 2.0, 2.0)
+def test_without_an_image_term_the_crossed_interval_is_scipys_paired_t():
+    """Every image has the same seed-averaged difference (z_i = 50 for all i), so only the seeds remain:
+    d = (75, 25, 25, 75) points, and the interval is scipy's paired t with 3 degrees of freedom."""
+    rows = [[1, 1, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0], [0, 1, 1, 1]]
+    a = {s: np.array(r, bool) for s, r in enumerate(rows)}
+    b = {s: np.zeros(4, bool) for s in range(4)}
+    e = paired_difference(a, b, confidence=0.95)
+    ref = sps.ttest_rel([75.0, 25.0, 25.0, 75.0], [0.0] * 4).confidence_interval(0.95)
+    assert e.kind == PAIRED and e.images == 4 and e.df == pytest.approx(3)
+    assert (e.low, e.high) == pytest.approx((ref.low, ref.high))
 
 
-def test_one_pair_has_no_interval_and_is_inconclusive():
-    p = paired_difference({0: 90.0}, {0: 80.0}, confidence=0.95)
-    assert p.n == 1 and math.isnan(p.low) and not p.enough
-    assert Criterion("greater").verdict(p.low, p.high) == INCONCLUSIVE
-    power = pairs_needed(p, Criterion("greater"))
-    assert power.pairs is None and "too few seed pairs" in power.text
+def test_the_image_term_widens_the_seed_interval():
+    rng = np.random.default_rng(1)
+    hard = rng.random(500) < 0.3  # images that arm a gets right and b wrong, on every seed
+    a = {s: (rng.random(500) < 0.8) | hard for s in range(5)}
+    b = {s: (rng.random(500) < 0.8) & ~hard for s in range(5)}
+    crossed = paired_difference(a, b, confidence=0.95)
+    seeds = paired_difference(a, b, confidence=0.95, images=False)
+    assert seeds.kind == SEEDS and crossed.kind == PAIRED and crossed.mean == pytest.approx(seeds.mean)
+    assert crossed.high - crossed.low > seeds.high - seeds.low and crossed.image_sd > 10
+
+
+def test_welch_uses_every_run_and_is_scipys_without_images():
+    vit, conv = {0: 80.1, 1: 81.0, 2: 79.5, 3: 80.7, 4: 80.2}, {0: 81.5, 1: 82.4, 2: 81.9, 3: 82.0}
+    e = unpaired_difference(vit, conv, confidence=0.95)
+    ref = sps.ttest_ind(list(vit.values()), list(conv.values()), equal_var=False).confidence_interval(0.95)
+    assert e.kind == WELCH and (e.n, e.n_b) == (5, 4)  # no seed dropped
+    assert (e.low, e.high) == pytest.approx((ref.low, ref.high))
+
+
+def test_welch_with_images_adds_the_image_term_by_hand():
+    """Runs of a: [[1,1,0,0], [1,1,1,0]] (accuracy 50, 75), of b: [[1,0,0,0], [0,1,0,0], [1,1,0,0]] (25, 25, 50).
+
+    s_a² = 312.5, s_b² = 208.33; per image, a's mean (100, 100, 50, 0) minus b's (66.7, 66.7, 0, 0) is
+    (33.3, 33.3, 50, 0), var 439.8. se² = 312.5/2 + 208.33/3 + 439.8/4, with Welch's degrees of freedom of the two
+    seed terms.
+    """
+    a = {0: np.array([1, 1, 0, 0], bool), 1: np.array([1, 1, 1, 0], bool)}
+    b = {0: np.array([1, 0, 0, 0], bool), 5: np.array([0, 1, 0, 0], bool), 7: np.array([1, 1, 0, 0], bool)}
+    e = unpaired_difference(a, b, confidence=0.95)
+    terms = [312.5 / 2, (625 / 3) / 3, np.var([100 / 3, 100 / 3, 50, 0], ddof=1) / 4]
+    assert np.var([100 / 3, 100 / 3, 50, 0], ddof=1) == pytest.approx(439.81, abs=0.01)
+    assert e.mean == pytest.approx(62.5 - 100 / 3) and e.se == pytest.approx(math.sqrt(sum(terms)))
+    df = (terms[0] + terms[1]) ** 2 / (terms[0] ** 2 / 1 + terms[1] ** 2 / 2)
+    assert e.df == pytest.approx(df) and e.images == 4
+
+
+def test_a_contrast_of_four_arms_is_the_difference_of_gains_seed_by_seed():
+    big_i, big_b = {0: 90.0, 1: 91.0, 2: 90.5}, {0: 85.0, 1: 85.5, 2: 85.0}
+    small_i, small_b = {0: 88.0, 1: 88.0, 2: 88.5}, {0: 85.0, 1: 84.0, 2: 85.5}
+    e = paired_contrast([big_i, big_b, small_i, small_b], [1, -1, -1, 1], confidence=0.95, labels=("big", "small"))
+    gains = [(big_i[s] - big_b[s]) - (small_i[s] - small_b[s]) for s in range(3)]  # 2, 1.5, 2.5
+    ref = sps.ttest_1samp(gains, 0.0).confidence_interval(0.95)
+    assert e.mean == pytest.approx(2.0) and (e.low, e.high) == pytest.approx((ref.low, ref.high))
+
+
+def test_one_pair_has_no_interval_and_identical_differences_a_point():
+    one = paired_difference({0: 90.0}, {0: 80.0}, confidence=0.95)
+    assert one.n == 1 and math.isnan(one.low) and not one.enough and math.isnan(Criterion("greater").p_supported(one))
+    same = paired_difference({0: 3.0, 1: 4.0}, {0: 1.0, 1: 2.0}, confidence=0.95)
+    assert (same.mean, same.se, same.low, same.high) == (2.0, 0.0, 2.0, 2.0)
+    assert Criterion("greater").p_supported(same) == 0.0
 
 
 def test_a_confidence_outside_0_1_is_a_user_error():
-    with pytest.raises(PipelineError, match="report.confidence = 95"):
+    with pytest.raises(PipelineError, match="confidence 95"):
         paired_difference({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.5}, confidence=95)
 
 
-@pytest.mark.parametrize("test, low, high, verdict", [
-    (Criterion("greater"), 0.1, 3.0, SUPPORTED),
-    (Criterion("greater"), -3.0, -0.1, CONTRADICTED),
-    (Criterion("greater"), -0.1, 3.0, INCONCLUSIVE),
-    (Criterion("greater"), 0.0, 3.0, INCONCLUSIVE),  # touching the boundary does not clear it
-    (Criterion("less"), -3.0, -0.1, SUPPORTED),
-    (Criterion("less"), 0.1, 3.0, CONTRADICTED),
-    (Criterion("not_worse", 2.0), -1.5, 0.5, SUPPORTED),  # at most 2 points below
-    (Criterion("not_worse", 2.0), -3.0, -2.5, CONTRADICTED),  # more than 2 below beyond noise
-    (Criterion("not_worse", 2.0), -2.5, 0.0, INCONCLUSIVE),
-    (Criterion("not_better", 0.5), -2.0, 0.4, SUPPORTED),  # "no gain": at most 0.5 above
-    (Criterion("not_better", 0.5), 0.6, 2.0, CONTRADICTED),
-    (Criterion("not_better", 0.5), 0.0, 1.0, INCONCLUSIVE),
-    (Criterion("equivalent", 2.0), -1.0, 1.5, SUPPORTED),
-    (Criterion("equivalent", 2.0), 2.5, 3.0, CONTRADICTED),
-    (Criterion("equivalent", 2.0), -3.0, -2.1, CONTRADICTED),
-    (Criterion("equivalent", 2.0), 1.0, 3.0, INCONCLUSIVE),
-    (Criterion("greater"), math.nan, math.nan, INCONCLUSIVE),
+# --- tests -------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("criterion, mean, se, supported, reversed_", [
+    (Criterion("greater"), 2.0, 0.5, True, False),
+    (Criterion("greater"), -2.0, 0.5, False, True),
+    (Criterion("greater"), 0.5, 0.5, False, False),
+    (Criterion("less"), -2.0, 0.5, True, False),
+    (Criterion("less", 2.0), -1.0, 0.2, False, True),  # "clearly worse": more than 2 below
+    (Criterion("not_worse", 2.0), -0.5, 0.4, True, False),
+    (Criterion("not_worse", 2.0), -3.5, 0.4, False, True),
+    (Criterion("not_better", 0.5), -1.0, 0.4, True, False),
+    (Criterion("not_better", 0.5), 2.0, 0.4, False, True),
+    (Criterion("equivalent", 2.0), 0.3, 0.4, True, False),
+    (Criterion("equivalent", 2.0), 3.5, 0.4, False, True),
+    (Criterion("equivalent", 2.0), -3.5, 0.4, False, True),
+    (Criterion("equivalent", 2.0), 1.5, 0.4, False, False),
 ])
-def test_verdict_of_an_interval_against_its_boundary(test, low, high, verdict):
-    assert test.verdict(low, high) == verdict
+def test_one_sided_tests_read_the_printed_interval(criterion, mean, se, supported, reversed_):
+    """At α = 0.025 a test rejects exactly when the 95% interval clears its boundary."""
+    e = estimate(mean, se)
+    assert (criterion.p_supported(e) < 0.025) == supported
+    assert (criterion.p_reverse(e) < 0.025) == reversed_
+    lo_edge, hi_edge = ((-criterion.margin, criterion.margin) if criterion.direction == "equivalent" else
+                        (criterion.edge, criterion.edge))
+    inside = {"greater": e.low > hi_edge, "not_worse": e.low > hi_edge, "less": e.high < lo_edge,
+              "not_better": e.high < lo_edge, "equivalent": lo_edge < e.low and e.high < hi_edge}
+    assert inside[criterion.direction] == supported
 
 
-def test_margins_read_in_the_evidence_and_unknown_directions_are_refused():
+def test_equivalence_is_statsmodels_two_one_sided_tests():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(80, 1, 6), rng.normal(80.4, 1, 6)
+    e = paired_difference(dict(enumerate(a)), dict(enumerate(b)), confidence=0.95)
+    p, _, _ = ttost_paired(a, b, -2.0, 2.0)
+    assert Criterion("equivalent", 2.0).p_supported(e) == pytest.approx(p)
+
+
+def test_boundaries_and_needs_read_in_words():
     assert Criterion("not_worse", 2.0).need == "> -2" and Criterion("equivalent", 1.5).need == "inside ±1.5"
+    assert Criterion("greater").need == "> 0" and Criterion("less", 2.0).need == "< -2"
+    assert Criterion("not_better", 0.5).boundary == "+0.5" and Criterion("greater").boundary == "0"
     with pytest.raises(ValueError, match="direction 'above'"):
         Criterion("above")
 
 
-def test_power_estimate_by_hand():
-    """The issue's mimetic - default: +3.05, 95% CI [-2.79, +8.89] with 3 pairs, i.e. sd 2.35: inconclusive.
-
-    t_{0.975, n-1} * 2.35 / sqrt(n) is 3.74 at n = 4 and 2.92 at n = 5, the first below 3.05: 5 pairs.
-    """
-    sd = (8.89 - 3.05) * math.sqrt(3) / sps.t.ppf(0.975, 2)
-    p = Paired("mimetic", "default", 3, 3.05, sd, -2.79, 8.89, 0.95, (0, 1, 2))
-    power = pairs_needed(p, Criterion("greater"))
-    assert (power.pairs, power.reaches) == (5, SUPPORTED)
-    assert "5 seed pairs would make it supported" in power.text
+def test_holm_by_hand_and_missing_p_values_are_never_rejected():
+    """p = (0.005, 0.011, 0.04) at 0.025: 0.005 <= 0.025/3, 0.011 <= 0.025/2, 0.04 > 0.025."""
+    reject, adjusted = holm([0.011, 0.005, 0.04], 0.025)
+    assert reject == [True, True, False] and adjusted == pytest.approx([0.022, 0.015, 0.04])
+    assert holm([0.01, 0.012, 0.02], 0.025)[0] == [False, False, False]  # each alone would be "contradicted"
+    assert holm([math.nan, 0.001], 0.025)[0] == [False, True]
 
 
-@pytest.mark.parametrize("mean, std, test", [
-    (1.2, 2.0, Criterion("greater")),
-    (-0.8, 1.5, Criterion("greater")),  # wrong side: the estimate is for a contradiction
-    (-1.0, 1.0, Criterion("not_worse", 2.0)),
-    (0.5, 1.0, Criterion("equivalent", 2.0)),
-    (0.3, 0.4, Criterion("not_better", 0.5)),
-])
-def test_power_estimate_is_where_scipys_interval_first_clears_the_boundary(mean, std, test):
-    p = paired(mean, std, 2)
-    assert test.verdict(p.low, p.high) == INCONCLUSIVE
-    power = pairs_needed(p, test)
-    assert power.pairs is not None and 2 < power.pairs <= MAX_PAIRS
-    at, before = paired(mean, std, power.pairs), paired(mean, std, power.pairs - 1)
-    assert test.verdict(at.low, at.high) == power.reaches != INCONCLUSIVE
-    assert test.verdict(before.low, before.high) == INCONCLUSIVE
+def test_holm_is_statsmodels_multipletests():
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 5, 24):
+        p = rng.uniform(0, 0.05, m) ** rng.uniform(0.5, 2)
+        reject, adjusted = holm(list(p), 0.025)
+        ref = multipletests(p, alpha=0.025, method="holm")
+        assert reject == list(ref[0]) and adjusted == pytest.approx(list(ref[1]))
 
 
-def test_power_estimate_says_when_no_feasible_number_decides():
-    wrong = pairs_needed(paired(-1.0, 1.0, 3), Criterion("greater"))
-    assert wrong.reaches == CONTRADICTED and "would not support the claim" in wrong.text
-    on = pairs_needed(paired(0.0, 1.0, 3), Criterion("greater"))
-    assert on.pairs is None and "lies on the boundary" in on.text
-    close = pairs_needed(paired(0.05, 5.0, 3), Criterion("greater"))
-    assert close.pairs is None and f"more than {MAX_PAIRS} seed pairs" in close.text
+# --- power as a plan ---------------------------------------------------------------------------------------------
+
+def test_detectable_effect_is_statsmodels_noncentral_t_times_the_sd():
+    e = estimate(0.3, 1.0)  # seed sd √5, no images
+    d = TTestPower().solve_power(nobs=5, alpha=0.025, power=0.8, alternative="larger")
+    assert detectable_effect(e, Criterion("greater"), 5, 0.025, 0.8) == pytest.approx(d * math.sqrt(5))
+    assert d == pytest.approx(1.68, abs=0.01)  # 80% power at n = 5 needs 1.68 sd of a seed's difference
+    wider = detectable_effect(e, Criterion("equivalent", 2.0), 5, 0.025, 0.8)  # TOST: each side at 90%
+    assert wider > d * math.sqrt(5)
+
+
+def test_seeds_for_a_new_experiment_is_where_power_first_reaches_80_percent():
+    e = estimate(0.3, 1.0)  # sd √5 per seed
+    n = seeds_for(e, Criterion("greater"), 2.0, 0.025, 0.8)
+    power = [TTestPower().power(effect_size=2.0 / math.sqrt(5), nobs=k, alpha=0.025, alternative="larger")
+             for k in (n - 1, n)]
+    assert power[0] < 0.8 <= power[1]
+    assert seeds_for(e, Criterion("greater"), -1.0, 0.025, 0.8) is None  # the effect is not on the claimed side
+
+
+def test_the_image_term_can_make_any_number_of_seeds_too_few():
+    e = Estimate("a", "b", PAIRED, 5, 5, 100, 0.2, 1.0, 20.0, -1.8, 2.2, 0.95, (1.0,), 30.0, (40.0,), (0,) * 5)
+    assert e.se_at(10 ** 6) == pytest.approx(3.0, rel=1e-3)  # 30 / √100 stays whatever the seeds
+    assert seeds_for(e, Criterion("greater"), 1.0, 0.025, 0.8) is None
+    assert e.se_at(5) == pytest.approx(math.sqrt(1 / 5 + (900 + 1600 / 5) / 100))

@@ -7,9 +7,10 @@ results/attention/<variant>/<arm>/measures.json for claim 7) and the published n
 
     results/tables/<name>.csv          every table's numbers (percent), one file per table
     results/tables/tables.json         the tables in reading order, as the report renders them
-    results/tables/claims.json         the headline comparisons and each claim of paper.md 2.10: its verdict
-                                       (supported / contradicted / inconclusive / not tested), one summary line,
-                                       the evidence and every comparison with its own verdict and power estimate
+    results/tables/claims.json         the analysis plan (paper/plan.yaml, resolved), the headline comparisons
+                                       and each claim of paper.md 2.10: its verdict (supported / contradicted /
+                                       inconclusive / not tested), one summary line, the evidence and every
+                                       comparison with its verdict, p-values and power
     results/tables/what_was_run.json   profile, models, datasets (with citation and licence), seeds, revisions,
                                        hardware, versions, wall times, missing runs
     results/summary.json               DVC metrics: {dataset: {variant: {arm: {top1_mean, top1_std, n}}},
@@ -33,12 +34,14 @@ import pandas as pd
 from pipeline import entry
 from pipeline.analysis import claims as claim_checks
 from pipeline.analysis import tables
+from pipeline.analysis.analysis_plan import load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import load_ci_alpha_runs, load_filter_runs, load_vit_runs, read_metrics
+from pipeline.analysis.runs import check_images, load_ci_alpha_runs, load_filter_runs, load_vit_runs, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.config import Params, digest
 from pipeline.data.registry import DATASETS
+from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside, write_text
 
 RESULTS, PAPER = Path("results"), Path("paper")
@@ -68,6 +71,11 @@ class Experiment:
     profile: str = ""
     params_digest: str = ""
 
+    def sizes(self) -> dict[str, int]:
+        """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
+        return {"seeds": len(self.seeds), "filter_study.seeds": len(self.filter_seeds),
+                "ci_alpha.seeds": len(self.ci_seeds)}
+
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
         study = params.filter_study
@@ -91,6 +99,7 @@ class Aggregate:
     tables: list[tables.Table]
     claims: list[dict]
     headline: list[dict]
+    plan: dict  #: the plan, resolved: {comparisons: [`analysis_plan.Rule.row`], thresholds: {claim: {...}}}
     summary: dict
     what_was_run: dict
 
@@ -110,8 +119,8 @@ def headline_rows(ev: claim_checks.Evidence) -> list[dict]:
     stats = tables.group_stats(ev.runs, ["dataset", "variant", "arm"])
     rows = []
     for d, v, check in claim_checks.headline(ev):
-        sa = tables.lookup(stats, dataset=d, variant=v, arm=check.paired.a)
-        sb = tables.lookup(stats, dataset=d, variant=v, arm=check.paired.b)
+        sa = tables.lookup(stats, dataset=d, variant=v, arm=check.estimate.a)
+        sb = tables.lookup(stats, dataset=d, variant=v, arm=check.estimate.b)
         rows.append({"dataset": d, "variant": v, **check.as_dict(), "a_mean": sa["mean"], "a_std": sa["std"],
                      "a_n": sa["n"], "b_mean": sb["mean"], "b_std": sb["std"], "b_n": sb["n"]})
     return rows
@@ -210,26 +219,52 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
             "cpu_count": _unique(frames, "cpu_count"), "world_size": _unique(frames, "world_size"),
             "versions": {k: _unique(frames, k) for k in ("python", "torch", "torchvision", "timm")},
             "epochs": _unique([runs], "epochs"), "train_size": _unique(frames, "train_size"),
-            "val_size": _unique(frames, "val_size"), "wall_time": wall, "confidence": exp.confidence}
+            "val_size": _unique(frames, "val_size"), "test_size": _unique(frames, "test_size"),
+            "wall_time": wall, "confidence": exp.confidence}
+
+
+def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment) -> None:
+    """The runs of one dataset that record per-image correctness were all scored on the same test images."""
+    for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets]):
+        named = [(f"results/train/{d}/{r.variant}/{r.arm}/seed{r.seed}", r.images)
+                 for r in runs[runs["dataset"] == d].itertuples()]
+        named += [(f"results/filter_study/{r.variant}/seed{r.seed}", r.images) for r in filters.itertuples()
+                  if d == exp.filter_dataset]
+        named += [(f"results/ci_alpha/{d}/alpha{r.alpha:g}/{r.arm}/seed{r.seed}", r.images)
+                  for r in ci[ci["dataset"] == d].itertuples()]
+        check_images(named)
+
+
+def check_confidence(plans: dict, exp: Experiment) -> None:
+    """params report.confidence is the level of the headline's intervals, which the plan's α also sets."""
+    level = plans["headline"].rule("method_baseline").confidence if "headline" in plans else exp.confidence
+    if not math.isclose(level, exp.confidence):
+        raise PipelineError(f"params report.confidence = {exp.confidence:g} but paper/plan.yaml's headline alpha"
+                            f" gives {level:g} (two-sided = 1 - 2 * one-sided alpha); change one to match the other")
 
 
 def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggregate:
-    """Read the experiment's runs and paper/, and build the tables, claims, metrics and what was run."""
+    """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run."""
     results = Path(results)
+    plans = load_plan(paper, exp.sizes())
+    check_confidence(plans, exp)
     runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds,
                                   {v: name for v, name, _ in exp.models})
     filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
                                                 exp.filter_seeds)
     ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,
                                         exp.ci_seeds)
+    check_test_images(runs, filters, ci, exp)
     published = load_published(paper)
-    ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, exp.confidence, exp.convergence_epochs,
+    ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci)
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head)
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing, exp)
-    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head,
+    plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
+            "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
+    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
                      summary_metrics(runs, filters, ci), ran | {"table_notes": table_notes(built, exp)})
 
 
@@ -255,8 +290,8 @@ def write_aggregate(agg: Aggregate, tables_dir: str | Path, summary_path: str | 
             t.data.to_csv(tmp / f"{t.name}.csv", index=False, float_format="%.4f")
         (tmp / "tables.json").write_text(_json([t.manifest() for t in agg.tables]))
         (tmp / "claims.json").write_text(_json({"confidence": agg.what_was_run["confidence"],
-                                                "verdicts": list(claim_checks.VERDICTS), "headline": agg.headline,
-                                                "claims": agg.claims}))
+                                                "verdicts": list(claim_checks.VERDICTS), "plan": agg.plan,
+                                                "headline": agg.headline, "claims": agg.claims}))
         (tmp / "what_was_run.json").write_text(_json(agg.what_was_run))
     write_text(Path(summary_path), _json(agg.summary))
 

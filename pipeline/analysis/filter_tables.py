@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from pipeline.analysis.published import select
-from pipeline.analysis.tables import NA, NP, Table, group_stats, lookup, mean_pm, num, published_cell
+from pipeline.analysis.tables import NA, NP, Table, final_top1, group_stats, lookup, mean_pm, num, published_cell
 
 
 def published_family(variant: str) -> str:
@@ -62,7 +62,7 @@ def filter_table(filters: pd.DataFrame, published: pd.DataFrame, variants: Seque
         data.append({"variant": variant, "frozen": meta.get("frozen"), "heads": meta.get("heads"), **s,
                      "delta_vs_learned": s["mean"] - learned, "published": value,
                      "ours_minus_published": s["mean"] - value})
-    caption = ("ConvMixer with learned or frozen depthwise filters: final validation top-1 (%), mean ± std over"
+    caption = (f"ConvMixer with learned or frozen depthwise filters: {final_top1(frame)} (%), mean ± std over"
                " seeds. Published: [CI] Fig. 4 is a bar chart (n/p); [SIA] quotes kernel 3, embedding 512 (dataset"
                " presumably CIFAR-10); the first published number is the one differenced (the settings differ, see"
                " paper/filter_study.csv)." + prop1_note(filters))
@@ -98,7 +98,7 @@ def gaussian_table(filters: pd.DataFrame, published: pd.DataFrame, sigmas: Seque
     cells = [[_gaussian_cell(frame, published, s, h) for h in heads] for s in sigmas]
     rows = [[f"{s:g}", *(_gaussian_text(c) for c in line)] for s, line in zip(sigmas, cells)]
     caption = ("Frozen Gaussian filters exp(-d²/(2σ)) (σ acts as a variance, as in the official code), `heads`"
-               " distinct filters: final validation top-1 (%), mean ± std over seeds; beside it the [CI] Table 6"
+               f" distinct filters: {final_top1(frame)} (%), mean ± std over seeds; beside it the [CI] Table 6"
                " cell (augmented CIFAR-10, 512 channels) and ours minus it. A dash: not run.")
     return Table("gaussian", "Gaussian filters: σ × heads ([CI] Table 6 layout)", caption,
                  ["σ \\ heads", *(str(h) for h in heads)], rows, pd.DataFrame([c for line in cells for c in line]),

@@ -8,10 +8,12 @@ figures stage's reports/figures/figures.json. The report reads top-down:
    and what was run (models, datasets with citation and licence, seeds, hardware, versions, wall times);
 2. the headline: the method against each baseline per dataset and variant (n, mean ± std, the paired
    difference and its interval, the verdict);
-3. each claim in detail: its evidence, every comparison with its verdict and, when inconclusive, the seed
-   pairs that would decide it;
-4. the tables (each beside the published numbers of paper/ where they exist), 5. the figures, one caption per
-   figure family before its figures, 6. how to reproduce, and an appendix with every run.
+3. the method: how intervals and verdicts are computed, and the analysis plan (paper/plan.yaml) in full, so a
+   change to the plan shows in the report;
+4. each claim in detail: its evidence, every comparison with its verdict, p-values and minimal detectable effect,
+   and for an inconclusive one the seeds a new experiment would need;
+5. the tables (each beside the published numbers of paper/ where they exist), 6. the figures, one caption per
+   figure family before its figures, 7. how to reproduce, and an appendix with every run.
 
 The content is built once as blocks (`pipeline.analysis.document`) and rendered to Markdown and, with fpdf2, to
 PDF (`pipeline.analysis.pdf`). reports/headline.md is the question, the claims at a glance and the headline table
@@ -97,7 +99,7 @@ def answer(comparisons: list[dict]) -> str:
     if all(v == "supported" for v in verdicts):
         return "Yes"
     if any(v == "contradicted" for v in verdicts):
-        return "No: a baseline did better beyond seed noise"
+        return "No: a baseline did better (after Holm's correction over the cell's comparisons)"
     return "Not clearly (inconclusive)"
 
 
@@ -107,6 +109,12 @@ def _versus(c: dict) -> str:
     if c["low"] is None:
         return f"{diff} from {c['n']} seed pair(s), too few for an interval"
     return f"{diff} [{num(c['low'], True)}, {num(c['high'], True)}], {c['verdict']}"
+
+
+def final(comparisons: list[dict]) -> str:
+    """What the headline's accuracies are: on the whole test split when the runs scored it."""
+    return "final top-1 on the whole test split" if any(c.get("images") for c in comparisons) else \
+        "final validation top-1"
 
 
 def answer_lines(inp: ReportInputs) -> list[str]:
@@ -120,8 +128,8 @@ def answer_lines(inp: ReportInputs) -> list[str]:
         a = comps[0]
         std = f" ± {num(a['a_std'])}" if a["a_std"] is not None else ""
         where = f"{dataset}, {variant}" if several else dataset
-        lines.append(f"**{where}: {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}{std} % final validation"
-                     f" top-1 (n = {a['a_n']} seeds); " + "; ".join(map(_versus, comps)) + ".")
+        lines.append(f"**{where}: {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}{std} % {final(comps)}"
+                     f" (n = {a['a_n']} seeds); " + "; ".join(map(_versus, comps)) + ".")
     return lines
 
 
@@ -129,10 +137,11 @@ def question_blocks(inp: ReportInputs) -> list[Block]:
     """The question and its answer per (dataset, variant), in a few lines."""
     arms = inp.ran.get("arms", [])
     method, baselines = (arms[0], arms[1:]) if arms else ("?", [])
+    comps = inp.claims.get("headline", [])
     blocks: list[Block] = [Paragraph(
         f"**The question: did the method under study, {method} init, beat its baselines ({', '.join(baselines)})?**"
-        f" Paired differences of final validation top-1 over seeds (same seed, different init), {level(inp)} t"
-        " interval, in points.")]
+        f" Paired differences of {final(comps)} (same seed, different init), with {level(inp)} intervals over"
+        f" {'seeds and test images' if any(c.get('images') for c in comps) else 'seeds'}, in points.")]
     lines = answer_lines(inp)
     if not lines:
         missing = len(inp.ran.get("missing", []))
@@ -150,10 +159,12 @@ def glance_table(inp: ReportInputs) -> TableBlock:
     counts: dict[str, int] = {}
     for c in claims:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    caption = (f"Verdicts from paired {level(inp)} t intervals over seeds: supported = every comparison the claim"
-               " needs lies on the claimed side; contradicted = one lies on the other side; inconclusive = one spans"
-               " the boundary (with the seed pairs that would decide it); not tested = this experiment lacks what"
-               " the claim is about. Here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    caption = (f"Verdicts by the analysis plan (paper/plan.yaml; see Method): supported = every comparison the claim"
+               f" needs passes its one-sided test (its {level(inp)} interval lies on the claimed side of 0 or of the"
+               " plan's margin); contradicted = one is reversed after Holm's correction over the claim's"
+               " comparisons; inconclusive = neither (the evidence gives the effect the planned seeds detect);"
+               " not tested = this experiment lacks what the claim is about. Here: "
+               + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
     return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Evidence"],
                       [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", c.get("summary", "")]
                        for c in claims], caption)
@@ -172,6 +183,14 @@ def _models(ran: dict) -> str:
     return "; ".join(out)
 
 
+def image_counts(ran: dict) -> str:
+    """'3000 / 1000 / 10000 training (per seed) / validation / test images' (test: when the runs scored it)."""
+    keys = ("train_size", "val_size", "test_size") if ran.get("test_size") else ("train_size", "val_size")
+    sizes = " / ".join(", ".join(ran.get(k, [])) or NA for k in keys)
+    return f"{sizes} training (drawn per seed) / validation / test images" if len(keys) == 3 else \
+        f"{sizes} training / validation images"
+
+
 def run_blocks(inp: ReportInputs) -> list[Block]:
     """What was run, from the runs' metrics.json (via the aggregate's what_was_run.json)."""
     p = inp.ran
@@ -182,8 +201,7 @@ def run_blocks(inp: ReportInputs) -> list[Block]:
         f"Profile **{p.get('profile')}**; params digest `{p.get('params_digest')}`; code: git revision"
         f" {', '.join(p.get('git_rev', [])) or 'unknown'} (as the runs record it).",
         f"ViT grid: {_models(p)}; on {', '.join(p.get('datasets', []))}; arms {', '.join(p.get('arms', []))}; seeds"
-        f" {p.get('seeds')}; epochs {', '.join(p.get('epochs', [])) or NA}; training / validation images"
-        f" {', '.join(p.get('train_size', [])) or NA} / {', '.join(p.get('val_size', [])) or NA}.",
+        f" {p.get('seeds')}; epochs {', '.join(p.get('epochs', [])) or NA}; {image_counts(p)}.",
         f"Filter study: ConvMixer on {fs.get('dataset')}; variants {', '.join(fs.get('variants', []))}; Gaussian σ"
         f" {fs.get('sigmas')} × heads {fs.get('heads')}; seeds {fs.get('seeds')}.",
     ]
@@ -217,6 +235,56 @@ def headline_blocks(inp: ReportInputs) -> list[Block]:
     """The method against each baseline, per (dataset, variant)."""
     chosen = [_table_block(t) for t in inp.tables if t["section"] == "headline"]
     return [Heading("Headline"), *chosen] if chosen else []
+
+
+def method_blocks(inp: ReportInputs) -> list[Block]:
+    """How the intervals and verdicts are computed, and the analysis plan in full (claims.json's `plan`)."""
+    plan = inp.claims.get("plan") or {}
+    rows = plan.get("comparisons", [])
+    if not rows:
+        return []
+    tests = inp.ran.get("test_size") or []
+    alphas = sorted({r["alpha"] for r in rows})
+    scored = (f"Each final model is scored on the whole test split ({', '.join(tests)} images; per-image correctness"
+              " in test_correct.npz beside metrics.json); the per-epoch curves use data.val_subset." if tests else
+              "These runs record no per-image correctness: their intervals are over seeds only.")
+    text = [
+        f"**Intervals.** A comparison a − b is estimated over seeds and test images. {scored} With d_s seed s's"
+        " difference and z_i the seed-averaged difference on image i, the variance is var(d_s)/n + var(z_i)/N (a"
+        " crossed seeds × images decomposition that counts the seed × image term twice, so it errs conservative),"
+        " with a t quantile on the seeds' n − 1 degrees of freedom (the image term, estimated from thousands of"
+        " images, is treated as known; Welch–Satterthwaite degrees of freedom undercovered at 3 seeds in"
+        " bench/bench_verdicts.py). Unpaired arms (claim 6: a ViT and a ConvMixer share only a seed number) use"
+        " every run of each arm: Welch's interval with the image term added. Training accuracy (claim 4) has no"
+        " fixed test set and is over seeds only. Each seed draws its own training subset, the same for every arm"
+        " of that seed, so pairing by seed cancels it while the seeds sample it.",
+        f"**Tests.** Each comparison is a one-sided test at α = {', '.join(f'{a:g}' for a in alphas)}, read from"
+        f" the printed {level(inp)} interval; '≈' is two one-sided tests (TOST) at the plan's margin. Supported:"
+        " the test of the claimed side rejects. Contradicted: Holm's step-down over the p-values of the reverse"
+        " hypothesis within the claim's family (the claim, unless the plan names another) rejects at family-wise"
+        " α. A claim is supported when every comparison is (intersection–union), contradicted when any is,"
+        " inconclusive otherwise.",
+        "**Power, as a plan.** Each comparison reports the minimal detectable effect at 80% power for the planned"
+        " n (noncentral t, statsmodels), and an inconclusive one the seeds per arm a new experiment would need at"
+        " the plan's smallest effect of interest, assuming this run's variance components. These plan a new,"
+        " separately pre-registered experiment: adding seeds to this one until an interval clears would inflate"
+        " the false-supported rate.",
+        "**Calibration.** `python bench/bench_verdicts.py` simulates each claim's comparison structure at its"
+        " planned n, with the truth on its boundaries, through this code, and reports its false-supported and"
+        " false-contradicted rates and the coverage of its intervals.",
+    ]
+    table_rows = [[r["claim"], r["comparison"], r["needs"], f"{r['effect']:+g}", r["family"], f"{r['alpha']:g}",
+                   r["interval"], f"{r['n']} ({r['n_from']})"] for r in rows]
+    notes = [f"Claim {r['claim']}, {r['comparison']}: {r['note']}" for r in rows if r.get("note")]
+    notes += [f"Claim {c} (structural) thresholds: " + ", ".join(f"{k} {v:g}" for k, v in t.items())
+              for c, t in plan.get("thresholds", {}).items()]
+    return [Heading("Method: how the verdicts are reached"), *map(Paragraph, text),
+            TableBlock("The analysis plan (paper/plan.yaml)", ["Claim", "Comparison", "Needs (points)",
+                                                                "Effect of interest", "Family", "α (one-sided)",
+                                                                "Interval", "Planned n"], table_rows,
+                       "Needs: the condition on a − b; effect of interest: the true a − b a new experiment is powered"
+                       " for; planned n: runs per arm (a / b for Welch), read from params where named."),
+            Bullets(notes)]
 
 
 def claim_blocks(inp: ReportInputs) -> list[Block]:
@@ -292,7 +360,8 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
 def build_report(inp: ReportInputs, report_dir: Path) -> list[Block]:
     """All blocks of the report, in reading order (page 1: the question, the claims at a glance, what was run)."""
     appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
-    return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *claim_blocks(inp),
+    return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *method_blocks(inp),
+            *claim_blocks(inp),
             *table_blocks(inp), *figure_blocks(inp, report_dir), *reproduce_blocks(inp),
             *([Heading("Appendix: every run"), *appendix] if appendix else [])]
 
@@ -305,8 +374,7 @@ def run_line(inp: ReportInputs) -> str:
     if not p.get("runs", {}).get("vit"):
         return f"**What was run:** nothing yet; params.yaml plans {planned}."
     wall = sum(v for k, v in p.get("wall_time", {}).items() if k.endswith("_total_s"))
-    sizes = " / ".join(", ".join(p.get(k, [])) for k in ("train_size", "val_size"))
-    return (f"**What was run:** {planned}; {sizes} training / validation images; {', '.join(p.get('epochs', []))}"
+    return (f"**What was run:** {planned}; {image_counts(p)}; {', '.join(p.get('epochs', []))}"
             f" epochs; {_minutes(wall)} of training in total (the runs' wall times) on"
             f" {', '.join(p.get('hardware', []))}.")
 

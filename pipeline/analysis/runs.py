@@ -13,6 +13,12 @@ inits may still be there):
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
+
+Final accuracy. A run that scored its final model on the whole test split records `test_top1` in metrics.json
+and per-image correctness in `test_correct.npz` beside it (the image indices and a boolean per image). Then
+`top1` here is that test top-1 and `correct` the per-image array (ordered by image index), which the intervals use
+(`pipeline.analysis.stats`); `val_top1` keeps the last epoch's validation top-1 on `data.val_subset`. Older runs
+have `correct` None and `top1` their validation top-1.
 """
 
 from __future__ import annotations
@@ -22,14 +28,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from pipeline.errors import PipelineError
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
-              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "world_size", "git_rev", "python",
-              "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
+              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "world_size", "git_rev",
+              "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
 #: what a ViT-family run records about its model (pipeline.training.builders): timm name, family, heads
 MODEL_FIELDS = ("model", "family", "num_heads")
 #: how a timm model name maps to a family, for runs that predate the recorded `family` field
@@ -37,6 +44,10 @@ FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"
 #: extra fields of a filter-study run
 FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
                  "prop1_rhs")
+#: per-image correctness of the final model on the whole test split, beside metrics.json
+CORRECT = "test_correct.npz"
+#: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
+SCORED = ("val_top1", "correct", "images")
 
 
 def read_metrics(path: Path) -> dict:
@@ -52,8 +63,45 @@ def family_of(model: str) -> str:
     return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
 
 
-def _row(metrics: dict, fields: Sequence[str]) -> dict:
-    return {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
+def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """(image indices, correctness as booleans), ordered by index, of a run's CORRECT file; None without one."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as f:
+            index, correct = np.asarray(f["index"]), np.asarray(f["correct"], dtype=bool)
+    except (OSError, ValueError, KeyError) as exc:
+        raise PipelineError(f"{path}: not a per-image correctness file ({exc}); re-run its stage (dvc repro -f"
+                            " <stage>)") from None
+    if index.shape != correct.shape or index.ndim != 1 or len(np.unique(index)) != len(index):
+        raise PipelineError(f"{path}: index and correct must be 1-D, of one length, each image once; re-run its"
+                            " stage (dvc repro -f <stage>)")
+    order = np.argsort(index)
+    return index[order], correct[order]
+
+
+def _row(metrics: dict, fields: Sequence[str], folder: Path | None = None) -> dict:
+    """One run's fields, `top1` the test top-1 when recorded, and its per-image correctness (see above)."""
+    row = {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
+    scored = read_correct(folder / CORRECT) if folder is not None else None
+    row |= {"val_top1": row.get("top1", math.nan), "correct": None, "images": None}
+    if scored is not None:
+        row |= {"top1": float(scored[1].mean()), "images": scored[0], "correct": scored[1]}
+    return row
+
+
+def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
+    """Every run with per-image correctness among (name, image indices) was scored on the same images; a
+    PipelineError names two that differ."""
+    first = None
+    for name, images in runs:
+        if images is None:
+            continue
+        if first is None:
+            first = (name, images)
+        elif not np.array_equal(first[1], images):
+            raise PipelineError(f"{name} and {first[0]} were scored on different test images; re-run the older one"
+                                " so every run of a comparison scores the whole test split")
 
 
 def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
@@ -76,10 +124,11 @@ def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Seq
                         m = read_metrics(path)
                         model = m.get("model") or models.get(variant, "")
                         rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
-                                    | _row(m, fields) | {"model": model, "family": m.get("family") or family_of(model)})
+                                    | _row(m, fields, path.parent)
+                                    | {"model": model, "family": m.get("family") or family_of(model)})
                     else:
                         missing.append(str(path))
-    return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, "history"]), missing
+    return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, *SCORED, "history"]), missing
 
 
 def match_recorded(paths: Iterable[Path], key: str, values: Sequence[float],
@@ -107,7 +156,7 @@ def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[in
         for h in heads:
             paths = study_root.glob(f"gaussian-*-h{h}/seed{seed}/metrics.json")
             for sigma, (path, m) in match_recorded(paths, "sigma", sigmas, heads=h).items():
-                found[(sigma, int(h), seed)] = m | {"variant": path.parent.parent.name}
+                found[(sigma, int(h), seed)] = m | {"variant": path.parent.parent.name, "folder": path.parent}
     expected = {(float(s), int(h), seed) for s in sigmas for h in heads for seed in seeds}
     missing = [f"{study_root}/gaussian-{s:g}-h{h}/seed{seed} (sigma {s}, heads {h})"
                for s, h, seed in sorted(expected - found.keys())]
@@ -127,13 +176,14 @@ def load_filter_runs(study_root: str | Path, filters: Sequence[str], sigmas: Seq
         for seed in seeds:
             path = study_root / variant / f"seed{seed}" / "metrics.json"
             if path.is_file():
-                rows.append({"variant": variant, "seed": seed} | _row(read_metrics(path), RUN_FIELDS + FILTER_FIELDS))
+                rows.append({"variant": variant, "seed": seed}
+                            | _row(read_metrics(path), RUN_FIELDS + FILTER_FIELDS, path.parent))
             else:
                 missing.append(str(path))
     found, gaussian_missing = _gaussian_runs(study_root, sigmas, heads, seeds)
     for (_, _, seed), m in sorted(found.items()):
-        rows.append({"variant": m["variant"], "seed": seed} | _row(m, RUN_FIELDS + FILTER_FIELDS))
-    columns = ["variant", "seed", *RUN_FIELDS, *FILTER_FIELDS, "history"]
+        rows.append({"variant": m["variant"], "seed": seed} | _row(m, RUN_FIELDS + FILTER_FIELDS, m["folder"]))
+    columns = ["variant", "seed", *RUN_FIELDS, *FILTER_FIELDS, *SCORED, "history"]
     return pd.DataFrame(rows, columns=columns), missing + gaussian_missing
 
 
@@ -155,10 +205,10 @@ def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Seq
                 for alpha in alphas:
                     if float(alpha) in found:
                         rows.append({"dataset": dataset, "alpha": float(alpha), "arm": arm, "seed": seed}
-                                    | _row(found[float(alpha)][1], fields))
+                                    | _row(found[float(alpha)][1], fields, found[float(alpha)][0].parent))
                     else:
                         missing.append(f"{ci_root}/{dataset}/alpha{alpha}/{arm}/seed{seed} (alpha {alpha})")
-    return pd.DataFrame(rows, columns=["dataset", "alpha", "arm", "seed", *fields, "history"]), missing
+    return pd.DataFrame(rows, columns=["dataset", "alpha", "arm", "seed", *fields, *SCORED, "history"]), missing
 
 
 def at_epoch(history: list[dict], epoch: int, key: str) -> float:
@@ -179,3 +229,13 @@ def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **m
     for column, value in match.items():
         rows = rows[rows[column] == value]
     return {int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}
+
+
+def per_seed_scores(runs: pd.DataFrame, **match) -> dict[int, float | np.ndarray]:
+    """{seed: per-image correctness (booleans)} of the runs matching `match`, or {seed: final top-1 in points}
+    for a run without per-image correctness; what `pipeline.analysis.stats` takes as a run's scores."""
+    rows = runs
+    for column, value in match.items():
+        rows = rows[rows[column] == value]
+    correct = rows["correct"] if "correct" in rows else [None] * len(rows)
+    return {int(s): c if c is not None else 100.0 * float(v) for s, c, v in zip(rows["seed"], correct, rows["top1"])}

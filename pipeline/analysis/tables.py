@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeline.analysis.published import select
 from pipeline.analysis.runs import at_epoch
-from pipeline.analysis.stats import Paired, mean_std
+from pipeline.analysis.stats import Estimate, mean_std
 
 NA = "–"  #: a cell this run has no number for
 NP = "n/p"  #: a cell the papers do not publish
@@ -58,7 +58,7 @@ def mean_pm(mean: float, std: float, n: int | None = None) -> str:
     return f"{text} (n={n})" if n is not None else text
 
 
-def interval(p: Paired) -> str:
+def interval(p: Estimate) -> str:
     """'[-2.10, +3.94]', or NA with fewer than two pairs."""
     return f"[{num(p.low, True)}, {num(p.high, True)}]" if p.enough else NA
 
@@ -123,6 +123,15 @@ def cell_label(dataset: str, variant: str, several: bool) -> str:
     return f"{dataset}, {variant}" if several else dataset
 
 
+def final_top1(frame: pd.DataFrame) -> str:
+    """What a frame's `top1` is (`pipeline.analysis.runs`): test top-1 where the runs scored the whole test split."""
+    scored = [c is not None for c in frame["correct"]] if "correct" in frame else []
+    if scored and all(scored):
+        return "final top-1 on the whole test split"
+    return "final top-1 (on the whole test split where a run scored it, else validation)" if any(scored) else \
+        "final validation top-1"
+
+
 def vit_table(runs: pd.DataFrame, arms: Sequence[str]) -> Table | None:
     """[NeurIPS] Table 1 layout: arms × (dataset, variant), final val top-1 mean ± std over seeds, best in bold,
     Δ vs default."""
@@ -142,7 +151,8 @@ def vit_table(runs: pd.DataFrame, arms: Sequence[str]) -> Table | None:
              for a in deltas]
     data = stats.assign(delta_vs_default=[m - base.get((d, v), math.nan)
                                           for d, v, m in zip(stats["dataset"], stats["variant"], stats["mean"])])
-    caption = ("Final validation top-1 (%), mean ± sample std over seeds, n = seeds run; best per column in bold."
+    caption = (f"{final_top1(runs).capitalize()} (%), mean ± sample std over seeds, n = seeds run; best per column in"
+               " bold."
                + (" Δ rows: difference of means to the default arm, in points." if deltas else
                   " No `default` arm in this experiment, so no Δ rows.")
                + (" Columns: dataset, model variant (params `models`)." if several else ""))
@@ -336,7 +346,7 @@ def ci_alpha_table(ci: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str
                 data.append({"dataset": dataset, "arm": arm, "alpha": float(alpha), **{k: s[k] for k in
                              ("n", "mean", "std")}, "published": value, "ours_minus_published": diff})
             rows.append(line)
-    caption = ("[CI]'s M′_I attention, Z = α·LN(x) + (1 − α)·PE: final validation top-1 (%), mean ± std over seeds"
+    caption = (f"[CI]'s M′_I attention, Z = α·LN(x) + (1 − α)·PE: {final_top1(ci)} (%), mean ± std over seeds"
                " (n); beside it the published cell of [CI] Tables 3-8 (paper/ci_alpha.csv; Simple ViT on"
                " CIFAR-10/100, SVHN, Tiny-ImageNet; n/p where the paper has no such cell) and ours minus it, in"
                " points. The paper's Δ rows are relative % and are not repeated here.")
@@ -375,13 +385,16 @@ def headline_table(comparisons: list[dict]) -> Table:
     rows = [[cell_label(c["dataset"], c["variant"], several), f"{c['a']} > {c['b']}",
              mean_pm(c["a_mean"], c["a_std"], c["a_n"]), mean_pm(c["b_mean"], c["b_std"], c["b_n"]), str(c["n"]),
              num(c["mean"], True), f"[{num(c['low'], True)}, {num(c['high'], True)}]" if c["low"] is not None else NA,
-             c["verdict"] + (f" ({c['pairs_needed']} pairs would decide)" if c.get("pairs_needed") else "")]
-            for c in comparisons]
+             c["verdict"]] for c in comparisons]
     level = f"{100 * comparisons[0]['confidence']:g}%" if comparisons else "95%"
-    caption = ("Final validation top-1 (%): each arm's mean ± std over its seeds, and the paired difference over the"
-               f" seeds both ran (same seed = same data order and augmentation) with its {level} t interval."
-               " supported = the interval lies above 0; contradicted = below 0; inconclusive = it includes 0 (with"
-               " the seed pairs that would decide it at the observed mean and spread).")
+    images = {c["images"] for c in comparisons if c.get("images")}
+    over = (f"seeds and the {', '.join(f'{n:,}' for n in sorted(images))} test images" if images else
+            "seeds only (these runs record no per-image correctness)")
+    what = "Final top-1 (%) on the whole test split" if images else "Final validation top-1 (%)"
+    caption = (f"{what}: each arm's mean ± std over its seeds, and the paired"
+               f" difference over the seeds both ran (same seed = same training subset, data order and"
+               f" augmentation) with its {level} interval over {over}. supported = the interval lies above 0;"
+               " contradicted = below 0 (Holm over the cell's comparisons); inconclusive = neither.")
     data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",

@@ -318,6 +318,30 @@ def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> d
     return {"val_loss": loss_sum / n, "val_top1": top1 / n, "val_top5": top5 / n}
 
 
+@torch.no_grad()
+def score(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> np.ndarray:
+    """Per-image top-1 correctness over the whole (sharded, unpadded) evaluation set, as booleans in the dataset's
+    order, on every rank: each rank scores its shard (the sampler's order) and a sum over ranks counts every
+    image once (the intervals of `pipeline.analysis.stats` sample the test images through it)."""
+    model.eval()
+    n = len(loader.dataset)
+    hits, seen = (torch.zeros(n, dtype=torch.int32, device=d.device) for _ in range(2))
+    order, start = torch.as_tensor(list(loader.sampler), dtype=torch.int64, device=d.device), 0
+    for images, targets in loader:
+        images, targets = images.to(d.device, non_blocking=True), targets.to(d.device, non_blocking=True)
+        with autocast():
+            logits = model(images).float()
+        index = order[start:start + len(targets)]
+        hits[index], seen[index], start = (logits.argmax(-1) == targets).int(), 1, start + len(targets)
+    if d.world_size > 1:
+        dist.all_reduce(hits)
+        dist.all_reduce(seen)
+    if not bool((seen == 1).all()):
+        raise RuntimeError(f"scoring counted the {n} test images {seen.min().item()}-{seen.max().item()} times;"
+                           " the eval sampler must give every image to exactly one rank")
+    return hits.bool().cpu().numpy()
+
+
 def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str) -> None:
     """Everything a resumed run needs, written atomically (a kill mid-write leaves the previous one).
 
@@ -432,7 +456,9 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
     `pipeline.training.run`): a checkpoint of another attempt is ignored and overwritten. The caller removes the
     checkpoint once the run's outputs are written, so a finished run is never "resumed".
 
-    Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history.
+    Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history;
+    with `loaders.test`, the final model's `test_top1`, `test_size`, per-image `test_correct` (`score`) and the
+    seconds scoring took.
     """
     steps = len(loaders.train)
     if steps == 0:
@@ -464,7 +490,13 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
         if d.world_size > 1:
             dist.barrier()
     logger.close()
-    return summarize(history, time.perf_counter() - wall)
+    summary = summarize(history, time.perf_counter() - wall)
+    if getattr(loaders, "test", None) is not None:
+        start = time.perf_counter()
+        correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
+        summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
+                    "test_time_s": time.perf_counter() - start}
+    return summary
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:

@@ -10,7 +10,8 @@ of it under torchrun):
 3. trains with the shared engine (`pipeline.training.engine.fit`), checkpointing every epoch to
    `scratch/<kind>/<key>/last.pt` (not a DVC out; see DESIGN.md);
 4. on rank 0 writes `results/<kind>/<key>/` all or nothing: metrics.json (the one results schema `aggregate`
-   reads), config.json, model.pt and dvclive's live/;
+   reads), test_correct.npz (the final model's per-image correctness on the whole test split: `index`, the
+   images' positions in the split, and `correct`, booleans), config.json, model.pt and dvclive's live/;
 5. removes the checkpoint. A checkpoint belongs to one attempt of one (config, code): its key is the digest of
    the run's config, of the code its stage depends on (the stage module's import closure, `pipeline.closure`:
    the same files as its deps in dvc.yaml) and of the library versions, so a killed run resumes only into the
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -149,7 +151,12 @@ def write_outputs(out: Path, summary: dict, config: dict, model: nn.Module, reco
             shutil.move(str(live), tmp / "live")
         torch.save(model.state_dict(), tmp / "model.pt")
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
-        metrics = {k: v for k, v in summary.items() if k != "history"} | record | {"config_digest": digest(config)}
+        if summary.get("test_correct") is not None:
+            correct = summary["test_correct"]
+            np.savez_compressed(tmp / "test_correct.npz", index=np.arange(len(correct), dtype=np.int32),
+                                correct=correct)
+        metrics = ({k: v for k, v in summary.items() if k not in ("history", "test_correct")} | record
+                   | {"config_digest": digest(config)})
         metrics["history"] = summary["history"]
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
 

@@ -89,6 +89,8 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
     if setting is False or (setting == "auto" and device.type != "cuda"):
         return False
     splits = [loaders.train.dataset, loaders.val.dataset]
+    if loaders.test is not None and loaders.test is not loaders.val:
+        splits.append(loaders.test.dataset)
     reason = unsupported(augment)
     if any(tensor_images(s) is None for s in splits):
         reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
@@ -295,17 +297,22 @@ class DeviceBatches:
 
 
 def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device: torch.device) -> Loaders:
-    """`loaders` (from `build_loaders`) with both splits copied to `device` and batched there.
+    """`loaders` (from `build_loaders`) with their splits copied to `device` and batched there.
 
-    Same samplers, batch size and drop-last as the DataLoaders they replace.
+    Same samplers, batch size and drop-last as the DataLoaders they replace; the test split is the val one when
+    `build_loaders` made them the same.
     """
     options = {"img_size": img_size, "in_chans": loaders.in_chans, "mean": loaders.mean, "std": loaders.std,
                "augment": augment, "device": device}
+    roles = [("train", DeviceAugment(**options)), ("val", EvalOnDevice(**options))]
+    if loaders.test is not None and loaders.test is not loaders.val:
+        roles.append(("test", roles[1][1]))
     built = {}
-    for role, transform in (("train", DeviceAugment(**options)), ("val", EvalOnDevice(**options))):
+    for role, transform in roles:
         loader = getattr(loaders, role)
         images, labels = (t.to(device) for t in tensor_split(loader.dataset))
         built[role] = DeviceBatches(images, labels, sampler=loader.sampler, batch_size=loader.batch_size,
                                     drop_last=loader.drop_last, transform=transform, dataset=loader.dataset)
+    test = built.get("test", built["val"] if loaders.test is loaders.val else None)
     return Loaders(built["train"], built["val"], loaders.num_classes, loaders.train_size, loaders.val_size,
-                   loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device")
+                   loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device", test, loaders.test_size)

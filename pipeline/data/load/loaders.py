@@ -14,9 +14,12 @@ Contract with the trainer:
   given rank and world size explicitly, so it works without a process group.
 - The eval loader gives rank r the images r, r + w, r + 2w, ...: all ranks together see every image exactly
   once (torch's `DistributedSampler` pads with repeats instead), so sum correct counts over ranks.
-- `train_subset` / `val_subset` take the first n images of a fixed, class-stratified shuffle of the split,
-  seeded by a constant (`SUBSET_SEED`): every arm and seed trains and evaluates on the same images, and the
-  classes are balanced to within one image.
+- `train_subset` takes the first n images of a class-stratified shuffle of the train split seeded by the run
+  seed: every arm of a seed (and the filter study's ConvMixer of that seed) trains on the same images, so pairing
+  by seed cancels the subset, while the seeds sample it. `val_subset` takes the first n of a fixed shuffle
+  (`SUBSET_SEED`): the per-epoch curves of every run are on the same images. Classes are balanced to within one.
+- `test` is the whole eval split (the val loader itself when `val_subset` keeps all of it), sharded like val: the
+  final model is scored on every test image (`pipeline.training.engine.score`).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from pipeline.data.store import load_split, read_manifest
 from pipeline.data.upstream import torchvision_class
 from pipeline.errors import PipelineError
 
-#: Seed of the fixed shuffle that `train_subset` / `val_subset` take their first n images from.
+#: Seed of the fixed shuffle that `val_subset` takes its first n images from (`train_subset`: the run seed's).
 SUBSET_SEED = 0
 #: Run seed s shuffles epoch e with generator seed s * SEED_STRIDE + e: distinct for every (s, e) with
 #: e < SEED_STRIDE (torch's DistributedSampler alone uses s + e, so seed 1 epoch 0 would repeat seed 0 epoch 1).
@@ -93,6 +96,8 @@ class Loaders:
     mean: tuple  #: normalisation used, adapted to in_chans
     std: tuple
     backend: str  #: 'tensor' or 'pil' (see pipeline.data.load.transforms)
+    test: DataLoader | None = None  #: the whole eval split, for the final model's per-image scores
+    test_size: int = 0
 
 
 class ShardSampler(Sampler[int]):
@@ -158,11 +163,12 @@ def dataset_labels(dataset) -> torch.Tensor:
     raise TypeError(f"cannot read the labels of {type(dataset).__name__}")
 
 
-def take_subset(dataset, n: int):
-    """The first `n` images of the split's fixed stratified shuffle (the whole split when n is 0 or >= size)."""
+def take_subset(dataset, n: int, seed: int = SUBSET_SEED):
+    """The first `n` images of the split's stratified shuffle seeded by `seed` (the whole split when n is 0 or
+    >= size)."""
     if n <= 0 or n >= len(dataset):
         return dataset
-    return Subset(dataset, stratified_order(dataset_labels(dataset))[:n].tolist())
+    return Subset(dataset, stratified_order(dataset_labels(dataset), seed)[:n].tolist())
 
 
 def open_split(manifest: dict, directory: Path, split: str, transform=None):
@@ -193,11 +199,12 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
         in_chans: model input channels (None: the dataset's own, `dataset_meta(root, name).channels`); gray
             and RGB data convert either way.
         batch_size: per process.
-        seed: run seed; with the epoch it fixes the train order.
+        seed: run seed; it draws the training subset and, with the epoch, fixes the train order.
         augment: the recipe's augmentation (`Augment.from_train(params.train)`).
         rank, world_size: this process's place among the data-parallel processes.
         workers: DataLoader worker processes.
-        train_subset, val_subset: use the first n images of a fixed stratified shuffle (0 = all).
+        train_subset, val_subset: use the first n images of a stratified shuffle, the run seed's for train and a
+            fixed one for val (0 = all).
         normalization: 'dataset' (the registry's mean/std) or 'imagenet' (ImageNet's, as the [NeurIPS]
             small-dataset recipe normalises every dataset, paper.md section 3.1) (params `data.normalization`).
         pin_memory: DataLoader's, for copies to a GPU.
@@ -222,7 +229,9 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
             transform, collates[role] = None, TensorBatchTransform(training=role == "train", **options)
         else:
             transform, collates[role] = pil_transform(training=role == "train", **options), None
-        sets[role] = take_subset(open_split(manifest, directory, split, transform), subset)
+        sets[role] = take_subset(open_split(manifest, directory, split, transform), subset,
+                                 seed if role == "train" else SUBSET_SEED)
+    whole = sets["val"].dataset if isinstance(sets["val"], Subset) else None  # the eval split, for `test`
     if len(sets["train"]) < batch_size * world_size:
         raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
                             f"{len(sets['train'])} training images of {name}; lower it or raise data.train_subset")
@@ -233,7 +242,12 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     train = DataLoader(sets["train"], sampler=train_sampler(sets["train"], seed=seed, rank=rank,
                        world_size=world_size, aug_repeats=augment.aug_repeats),
                        drop_last=True, collate_fn=collates["train"], persistent_workers=False, **common)
-    val = DataLoader(sets["val"], sampler=ShardSampler(len(sets["val"]), rank, world_size), drop_last=False,
-                     collate_fn=collates["val"], persistent_workers=workers > 0, **common)
+
+    def evaluation(split) -> DataLoader:
+        return DataLoader(split, sampler=ShardSampler(len(split), rank, world_size), drop_last=False,
+                          collate_fn=collates["val"], persistent_workers=workers > 0, **common)
+
+    val = evaluation(sets["val"])
+    test = evaluation(whole) if whole is not None else val
     return Loaders(train, val, meta.num_classes, len(sets["train"]), len(sets["val"]),
-                   manifest["classes"], in_chans, mean, std, backend)
+                   manifest["classes"], in_chans, mean, std, backend, test, len(test.dataset))

@@ -1,0 +1,188 @@
+"""paper/plan.yaml, the analysis plan: each claim's comparisons, margins, effects of interest, families, α, the
+interval kind and the planned n (the format is documented at the top of that file).
+
+The plan is read once, checked (one PipelineError per bad entry, naming the claim, the comparison and the fix)
+and resolved against the experiment: a planned n given as a params key (``seeds``) becomes the length of that
+seed list. The claims (`pipeline.analysis.claims`) take their tests from it and the report prints it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.analysis.stats import DIRECTIONS, PAIRED, SEEDS, WELCH, Criterion
+from pipeline.errors import PipelineError
+
+PLAN = "plan.yaml"
+INTERVALS = (PAIRED, WELCH, SEEDS)
+#: what `defaults` and a claim may set for its comparisons
+SHARED = ("alpha", "power", "interval", "n", "family")
+RULE_KEYS = ("a", "b", "direction", "margin", "effect", "note", "extra", *SHARED)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One planned comparison, a − b, and how it is tested (see paper/plan.yaml)."""
+
+    claim: str
+    name: str
+    a: str
+    b: str
+    criterion: Criterion
+    effect: float  #: smallest effect of interest: the true a − b, in points
+    family: str
+    alpha: float  #: one-sided
+    power: float
+    interval: str
+    n: tuple  #: planned runs per arm (welch: of a, of b)
+    n_from: str  #: where n was read: a params key or 'plan'
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def confidence(self) -> float:
+        """The two-sided level whose interval reads the one-sided tests at alpha."""
+        return 1 - 2 * self.alpha
+
+    @property
+    def planned(self) -> int | tuple[int, int]:
+        """n as `stats.detectable_effect` takes it."""
+        return self.n if self.interval == WELCH else self.n[0]
+
+    def row(self) -> dict:
+        """The method section's row for this comparison."""
+        n = " / ".join(map(str, self.n))
+        return {"claim": self.claim, "comparison": self.name, "a": self.a, "b": self.b,
+                "needs": f"{self.a} − {self.b} {self.criterion.need}", "effect": self.effect, "family": self.family,
+                "alpha": self.alpha, "interval": self.interval, "n": n, "n_from": self.n_from, "note": self.note}
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """A claim's entry: its comparisons by name and, for structural claims, thresholds."""
+
+    claim: str
+    rules: dict
+    thresholds: dict
+
+    def rule(self, name: str) -> Rule:
+        """The comparison `name`; a PipelineError naming the fix when the plan lacks it."""
+        if name not in self.rules:
+            raise PipelineError(f"paper/{PLAN}: claim {self.claim!r} has no comparison {name!r}, which its check"
+                                f" needs; add it under claims.{self.claim}.comparisons")
+        return self.rules[name]
+
+
+def _planned_n(value, sizes: Mapping[str, int], where: str) -> tuple[tuple, str]:
+    """(n per arm, where it was read) from a number, a params key, or a list of two (welch)."""
+    values = value if isinstance(value, list) else [value]
+    out, source = [], []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | str):
+            raise PipelineError(f"{where}: n = {value!r}; give a number of seeds or a params key ({', '.join(sizes)})")
+        if isinstance(v, str):
+            if v not in sizes:
+                raise PipelineError(f"{where}: n = {v!r} is not a params key the plan can read; use one of"
+                                    f" {', '.join(sizes)}, or a number")
+            out.append(sizes[v])
+            source.append(v)
+        else:
+            out.append(v)
+            source.append("plan")
+    return tuple(out), " / ".join(source)
+
+
+def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, int]) -> Rule:
+    where = f"paper/{PLAN}, claim {claim!r}, comparison {name!r}"
+    if not isinstance(spec, dict):
+        raise PipelineError(f"{where}: expected a mapping of {', '.join(RULE_KEYS)}")
+    unknown = sorted(set(spec) - set(RULE_KEYS))
+    if unknown:
+        raise PipelineError(f"{where}: unknown key {unknown[0]!r}; allowed are {', '.join(RULE_KEYS)}")
+    missing = [k for k in ("a", "b", "direction", "effect") if k not in spec]
+    if missing:
+        raise PipelineError(f"{where}: missing {', '.join(missing)}")
+    s = shared | spec
+    if s["direction"] not in DIRECTIONS:
+        raise PipelineError(f"{where}: direction {s['direction']!r}; use one of {', '.join(DIRECTIONS)}")
+    try:
+        margin, effect, alpha, power = (float(s.get("margin", 0.0)), float(s["effect"]), float(s["alpha"]),
+                                        float(s["power"]))
+    except (TypeError, ValueError):
+        raise PipelineError(f"{where}: margin, effect, alpha and power must be numbers") from None
+    if not (margin >= 0 and 0 < alpha < 0.5 and 0 < power < 1):
+        raise PipelineError(f"{where}: needs margin >= 0, 0 < alpha < 0.5 (one-sided) and 0 < power < 1; got"
+                            f" margin {margin:g}, alpha {alpha:g}, power {power:g}")
+    criterion = Criterion(s["direction"], margin)
+    if not criterion.distance(effect) > 0:
+        raise PipelineError(f"{where}: effect {effect:+g} does not lie on the claimed side ({criterion.need}); the"
+                            " smallest effect of interest is a true difference the claim holds at")
+    if s["interval"] not in INTERVALS:
+        raise PipelineError(f"{where}: interval {s['interval']!r}; use one of {', '.join(INTERVALS)}")
+    n, n_from = _planned_n(s["n"], sizes, where)
+    if len(n) != (2 if s["interval"] == WELCH else 1):
+        raise PipelineError(f"{where}: n = {s['n']!r}; a {s['interval']} interval plans "
+                            + ("two numbers, [n of a, n of b]" if s["interval"] == WELCH else "one number"))
+    return Rule(claim, name, str(s["a"]), str(s["b"]), criterion, effect, str(s.get("family", claim)), alpha, power,
+                s["interval"], n, n_from, str(s.get("note", "")), dict(s.get("extra") or {}))
+
+
+def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, ClaimPlan]:
+    """paper/plan.yaml, checked and resolved: claim id -> its plan.
+
+    Args:
+        paper_dir: the folder of claims.yaml and plan.yaml.
+        sizes: the params keys a planned n may name, with the length of their seed lists, e.g.
+            {'seeds': 5, 'filter_study.seeds': 4, 'ci_alpha.seeds': 3}.
+    """
+    path = Path(paper_dir) / PLAN
+    if not path.is_file():
+        raise PipelineError(f"{path}: not found; it is the analysis plan the claims are judged by")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path}: not valid YAML ({exc})") from None
+    defaults = raw.get("defaults") or {}
+    unknown = sorted(set(defaults) - set(SHARED))
+    if unknown:
+        raise PipelineError(f"{path}: defaults has unknown key {unknown[0]!r}; allowed are {', '.join(SHARED)}")
+    plans = {}
+    for claim, entry in (raw.get("claims") or {}).items():
+        claim, entry = str(claim), entry or {}
+        extra = sorted(set(entry) - {*SHARED, "comparisons", "thresholds"})
+        if extra:
+            raise PipelineError(f"{path}: claim {claim!r} has unknown key {extra[0]!r}; allowed are"
+                                f" {', '.join(SHARED)}, comparisons, thresholds")
+        shared = defaults | {k: entry[k] for k in SHARED if k in entry}
+        rules = {str(name): _rule(claim, str(name), spec, shared, sizes)
+                 for name, spec in (entry.get("comparisons") or {}).items()}
+        families: dict[str, set] = {}
+        for r in rules.values():
+            families.setdefault(r.family, set()).add(r.alpha)
+        mixed = [f for f, alphas in families.items() if len(alphas) > 1]
+        if mixed:
+            raise PipelineError(f"{path}: claim {claim!r}, family {mixed[0]!r} mixes alpha levels; Holm runs at one"
+                                " family-wise alpha, so give its comparisons the same alpha")
+        plans[claim] = ClaimPlan(claim, rules, dict(entry.get("thresholds") or {}))
+    return plans
+
+
+def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
+    """A claim's plan; a PipelineError when plan.yaml has no entry for it."""
+    if claim not in plans:
+        raise PipelineError(f"paper/{PLAN} has no entry for claim {claim!r}: add one under `claims` (the format is"
+                            " at the top of the file)")
+    return plans[claim]
+
+
+def threshold(plan: ClaimPlan, key: str) -> float:
+    """A structural claim's threshold, as a number."""
+    value = plan.thresholds.get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise PipelineError(f"paper/{PLAN}: claim {plan.claim!r} needs thresholds.{key} (a number)")
+    return float(value)
