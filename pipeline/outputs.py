@@ -15,6 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 PARTIAL = ".partial"
+#: a run's per-image correctness on the whole test split, beside its metrics.json (written by
+#: pipeline.training.run, read by pipeline.analysis.runs)
+TEST_CORRECT = "test_correct.npz"
 
 
 @contextmanager

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.errors import PipelineError
+from pipeline.outputs import TEST_CORRECT
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
@@ -45,7 +46,6 @@ FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"
 FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
                  "prop1_rhs")
 #: per-image correctness of the final model on the whole test split, beside metrics.json
-CORRECT = "test_correct.npz"
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
 SCORED = ("val_top1", "correct", "images")
 
@@ -64,7 +64,7 @@ def family_of(model: str) -> str:
 
 
 def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
-    """(image indices, correctness as booleans), ordered by index, of a run's CORRECT file; None without one."""
+    """(image indices, correctness as booleans), ordered by index, of a run's TEST_CORRECT file; None without one."""
     if not path.is_file():
         return None
     try:
@@ -83,7 +83,7 @@ def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
 def _row(metrics: dict, fields: Sequence[str], folder: Path | None = None) -> dict:
     """One run's fields, `top1` the test top-1 when recorded, and its per-image correctness (see above)."""
     row = {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
-    scored = read_correct(folder / CORRECT) if folder is not None else None
+    scored = read_correct(folder / TEST_CORRECT) if folder is not None else None
     row |= {"val_top1": row.get("top1", math.nan), "correct": None, "images": None}
     if scored is not None:
         row |= {"top1": float(scored[1].mean()), "images": scored[0], "correct": scored[1]}

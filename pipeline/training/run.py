@@ -43,7 +43,7 @@ from pipeline.data.load.loaders import Loaders, build_loaders
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.errors import PipelineError
-from pipeline.outputs import folder_aside
+from pipeline.outputs import TEST_CORRECT, folder_aside
 from pipeline.training import launch
 from pipeline.training.engine import Dist, fit, setup_distributed, teardown_distributed
 
@@ -153,7 +153,7 @@ def write_outputs(out: Path, summary: dict, config: dict, model: nn.Module, reco
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
         if summary.get("test_correct") is not None:
             correct = summary["test_correct"]
-            np.savez_compressed(tmp / "test_correct.npz", index=np.arange(len(correct), dtype=np.int32),
+            np.savez_compressed(tmp / TEST_CORRECT, index=np.arange(len(correct), dtype=np.int32),
                                 correct=correct)
         metrics = ({k: v for k, v in summary.items() if k not in ("history", "test_correct")} | record
                    | {"config_digest": digest(config)})
