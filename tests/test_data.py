@@ -153,7 +153,7 @@ def test_two_ranks_split_each_train_epoch(data_fmnist_like):
     samplers = [_loaders(data_fmnist_like, rank=r, world_size=2).train.sampler for r in (0, 1)]
     for s in samplers:
         s.set_epoch(2)
-    shards = [list(s) for s in samplers]
+    shards = [[index for index, _ in s] for s in samplers]  # (index, augmentation seed) pairs
     assert sorted(shards[0] + shards[1]) == list(range(200))
 
 
@@ -168,10 +168,11 @@ def test_the_training_subset_is_drawn_per_seed_and_the_validation_subset_is_fixe
     again = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=0)
     b = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=7)
     assert (a.train_size, a.val_size, a.test_size) == (50, 20, 51)  # test: the whole eval split
-    assert a.train.dataset.indices == again.train.dataset.indices  # every arm of a seed: the same images
-    assert a.train.dataset.indices != b.train.dataset.indices and a.val.dataset.indices == b.val.dataset.indices
-    for loaders in (a, b):
-        labels = torch.arange(200)[loaders.train.dataset.indices] % 10
+    train = {name: loaders.train.dataset.dataset.indices for name, loaders in (("a", a), ("again", again), ("b", b))}
+    assert train["a"] == train["again"]  # every arm of a seed: the same images (SeededImages(Subset))
+    assert train["a"] != train["b"] and a.val.dataset.indices == b.val.dataset.indices
+    for indices in (train["a"], train["b"]):
+        labels = torch.arange(200)[indices] % 10
         assert torch.bincount(labels).tolist() == [5] * 10
     seen = torch.cat([_pixels(x)[:, 0, 0, 0] for x, _ in a.test])  # pixel value = the image's index
     assert sorted(seen.tolist()) == list(range(51))
@@ -182,12 +183,12 @@ def test_the_training_subset_is_drawn_per_seed_and_the_validation_subset_is_fixe
 
 
 def test_repeated_augmentation_sampler(data_fmnist_like):
-    sampler = _loaders(data_fmnist_like, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler
+    sampler = _loaders(data_fmnist_like, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler.sampler
     sampler.set_epoch(1)
     first = list(sampler)
     sampler.set_epoch(1)
     assert list(sampler) == first and first[0] == first[1] == first[2]
-    other = _loaders(data_fmnist_like, seed=1, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler
+    other = _loaders(data_fmnist_like, seed=1, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler.sampler
     other.set_epoch(1)
     assert list(other) != first
 

@@ -15,10 +15,10 @@ from scipy import stats
 from torchvision.transforms import RandomResizedCrop
 from training_fixtures import tiny_run
 
-from pipeline.config import DataConfig, TrainConfig
+from pipeline.config import DataConfig, Resources, TrainConfig
 from pipeline.data.load.device import DeviceAugment, RandAugment, apply_op, choose
 from pipeline.data.load.loaders import build_loaders
-from pipeline.data.load.transforms import Augment
+from pipeline.data.load.transforms import Augment, sample_crops
 from pipeline.errors import PipelineError
 from pipeline.training import run
 from pipeline.training.engine import Dist, reseed
@@ -36,12 +36,10 @@ def smooth_images(n: int, channels: int = 3, size: int = 32, seed: int = 0) -> t
 
 
 def test_crop_boxes_follow_torchvisions_distribution():
-    """Area fraction and aspect ratio of the crops: kornia's draws against torchvision's (the PIL path's)."""
-    aug = DeviceAugment(img_size=32, in_chans=3, mean=(0.5,) * 3, std=(0.25,) * 3, augment=Augment(), device=CPU)
+    """Area fraction and aspect ratio of the crops the device path draws (on the images' device) against
+    torchvision's (the PIL path's)."""
     torch.manual_seed(0)
-    aug(smooth_images(3000))
-    src = aug.crop._params["src"]  # (N, 4, 2) corners of each crop box, pixel-centre coordinates
-    w, h = src[:, 1, 0] - src[:, 0, 0] + 1, src[:, 2, 1] - src[:, 1, 1] + 1
+    _, _, h, w = sample_crops(3000, 32, 32, (0.08, 1.0), (3 / 4, 4 / 3), device=CPU)
     pil = [RandomResizedCrop.get_params(torch.zeros(3, 32, 32), [0.08, 1.0], [3 / 4, 4 / 3]) for _ in range(3000)]
     ph, pw = torch.tensor([p[2] for p in pil]).float(), torch.tensor([p[3] for p in pil]).float()
     assert stats.ks_2samp((w * h / 1024).numpy(), (pw * ph / 1024).numpy()).pvalue > 1e-3
@@ -113,8 +111,9 @@ def test_which_path_a_run_takes(workdir):
     assert choose(True, loaders, Augment(), CPU) and not choose(False, loaders, Augment(), CPU)
     with pytest.raises(PipelineError, match="color_jitter"):
         choose(True, loaders, Augment(color_jitter=0.4), CPU)
-    recipe = TrainConfig(batch_size=16, data_on_device=True)
-    on_device = build_run_loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist())
+    recipe = TrainConfig(batch_size=16)
+    on_device = build_run_loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist(),
+                                  Resources(data_on_device=True))
     assert on_device.backend == "device" and len(on_device.train) == len(loaders.train)
     on_device.train.sampler.set_epoch(0)
     loaders.train.sampler.set_epoch(0)
@@ -135,6 +134,6 @@ def test_training_on_the_device_reaches_the_dataloader_paths_accuracy(workdir):
     results = {}
     for on_device in (False, True):
         r = tiny_run(epochs=8)
-        r.recipe = dataclasses.replace(r.recipe, data_on_device=on_device, scale=[0.5, 1.0], hflip=0.5, reprob=0.25)
-        results[on_device] = run.execute(r, DataConfig())["top1"]
+        r.recipe = dataclasses.replace(r.recipe, scale=[0.5, 1.0], hflip=0.5, reprob=0.25)
+        results[on_device] = run.execute(r, DataConfig(), Resources(data_on_device=on_device))["top1"]
     assert results[False] > 0.6 and abs(results[True] - results[False]) <= 0.1, results  # chance: 1/3

@@ -144,7 +144,7 @@ def completion(env: dict, job_ids: list[str]) -> dict[str, dict]:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, tmp_path):
-    settings = {"train.threads": 1, "slurm.gpus": False, "slurm.time": 30}
+    settings = {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30}
     repo = copy_repo(tmp_path / "slurm", "smoke", settings)
     cells = {c.name for c in repro.plan([], load_params(repo / "params.yaml"), repo) if c.request.training}
     assert len(cells) >= 3
