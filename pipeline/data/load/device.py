@@ -153,7 +153,7 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
     if name == "PosterizeIncreasing":
         return KE.posterize(x, value.long())
     if name == "SolarizeIncreasing":  # PIL: invert values >= threshold (0..256)
-        return KE.solarize(x, thresholds=value / 255, additions=0.0)
+        return KE.solarize(x, thresholds=value / 255)
     if name == "SolarizeAdd":  # PIL lut: values below 128 get `add`, capped at 255 (kornia's adds to all)
         return torch.where(x < 128 / 255, (x + value.view(-1, 1, 1, 1) / 255).clamp(max=1), x)
     if name == "ColorIncreasing":
