@@ -12,6 +12,7 @@ marked `slurm` and `slow`; skipped, saying why, where the daemons cannot run.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -173,6 +174,55 @@ def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, tmp_pat
     assert reference and reference == {k: v for k, v in run_metrics(repo).items() if k in reference}
 
 
+def job_field(env: dict, job: str, name: str) -> str | None:
+    """One field of `scontrol show job` (JobState, Restarts, TimeLimit, ...), or None once SLURM forgot the job."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True).stdout
+    return next((f.split("=", 1)[1] for f in out.split() if f.startswith(f"{name}=")), None)
+
+
+def wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {seconds:.0f} s for {what}")
+        time.sleep(0.5)
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(600)
+def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):
+    """The runner submits one smoke cell; once it has checkpointed, the test shortens the job's time limit
+    (`scontrol update`) so that SLURM's time-limit signal comes now rather than after minutes of training. SLURM
+    signals the job, submitit requeues it (same job id), and the second run of the cell resumes from its
+    checkpoint. Nothing here sets the cell's environment: what its metrics.json records of SLURM (job id, nodes,
+    restarts) is what SLURM gave the job."""
+    cell = "train@fashion_mnist-vit-impulse-0"
+    repo = copy_repo(tmp_path / "requeue", "smoke", {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30,
+                                                     "slurm.signal_s": 90, "train.epochs": 40})
+    runner = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell], cwd=repo,
+                              env=cluster, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        job = next(m[1] for line in runner.stdout if (m := re.search(rf"start  {re.escape(cell)}  \(SLURM job (\d+)",
+                                                                      line)))
+        checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
+        wait_for(checkpoint.exists, 240, "the cell's first checkpoint")
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=2"], env=cluster, check=True)  # ends now
+        wait_for(lambda: job_field(cluster, job, "Restarts") == "1", 120, "SLURM to requeue the job")
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], env=cluster, check=True)
+        rest = runner.communicate(timeout=300)[0]
+    finally:
+        runner.kill()
+    assert runner.returncode == 0 and f"done   {cell}  ran" in rest, rest
+    log = (repo / f"scratch/slurm/{job}/{job}_0_log.out").read_text()
+    assert log.count(f"Running stage '{cell}'") == 2 and "Requeued job" in log, log[-3000:]
+    resumed = re.search(r"resuming from \S+last.pt at epoch (\d+)", log)
+    assert resumed and 2 <= int(resumed[1]) <= 40, log[-3000:]
+    metrics = json.loads((repo / "results/train/fashion_mnist/vit/impulse/seed0/metrics.json").read_text())
+    assert metrics["slurm"] == {"job_id": job, "nodes": 1, "nodelist": "localhost", "restarts": 1}
+    assert metrics["epochs"] == 40 and [r["epoch"] for r in metrics["history"]] == list(range(40))
+    assert "up to date" in sh(repo, "dvc", "status", cell)
+
+
 def test_a_multi_node_cell_starts_torchrun_on_every_node_of_its_allocation(monkeypatch):
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", "1234")
@@ -198,9 +248,11 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
                                                                           workers=4, gpu=True))
     script = _make_sbatch_string(command="true", folder=tmp_path, **options)
     for line in ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", "--cpus-per-task=24", "--time=90",
-                 "--partition=gpu", "--account=lab", "--job-name=train@cifar10-vit-impulse-0"]:
+                 "--partition=gpu", "--account=lab", "--job-name=train@cifar10-vit-impulse-0",
+                 "--signal=B:USR2@90"]:  # the time-limit signal to the batch shell, which is the job's Python
         assert f"#SBATCH {line}" in script
     assert "srun" not in script.split("# command")[1]  # the stage runs once; its torchrun fans out (launch.py)
+    assert executor.executor._submitit_command_str.startswith("exec ")  # the batch shell becomes the job's Python
     cpu_only = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(gpus=False, cpus_per_task=3))
     options = cpu_only.parameters("x", Request(True, nproc=1, gpu=True))
     assert "gpus_per_node" not in options and options["cpus_per_task"] == 3

@@ -24,6 +24,7 @@ with SLURM_JOB_ID, its nodes and the GPUs SLURM gave it) with only the overrides
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -189,14 +190,18 @@ class SlurmExecutor:
 
     def __init__(self, root: Path, folder: Path, slurm: SlurmConfig):
         self.root, self.slurm = root, slurm
-        self.executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=slurm.requeues)
+        # The job runs its command on its batch shell, not in a job step, so SLURM's time-limit signal must go to
+        # the batch shell (B:) and the shell must be the Python process that handles it (exec): submitit's default
+        # signals job steps only, which such a job has none of.
+        self.executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=slurm.requeues,
+                                               python=f"exec {shlex.quote(sys.executable)}")
 
     def parameters(self, stage: str, request: Request) -> dict:
         """sbatch options of one cell: nodes, one task per node, CPUs, GPUs, time, partition, account."""
         cpus = self.slurm.cpus_per_task or request.nproc * (request.threads + request.workers)
         options = {"job_name": stage, "nodes": request.nnodes, "ntasks_per_node": 1, "cpus_per_task": cpus,
                    "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True,
-                   "signal_delay_s": self.slurm.signal_s}
+                   "additional_parameters": {"signal": f"B:USR2@{self.slurm.signal_s}"}}
         if request.gpu and self.slurm.gpus:
             options["gpus_per_node"] = request.nproc
         if self.slurm.partition:
