@@ -128,6 +128,14 @@ def test_workers_give_the_same_order(data_fmnist_like):
     assert [y.tolist() for _, y in _epoch(alone.train, 2)] == [y.tolist() for _, y in _epoch(pooled.train, 2)]
 
 
+def test_train_workers_persist_across_epochs(data_fmnist_like):
+    loader = _loaders(data_fmnist_like, workers=1).train
+    first = _epoch(loader, 0)
+    workers = loader._iterator
+    assert loader.persistent_workers and _epoch(loader, 1) and loader._iterator is workers  # no re-fork per epoch
+    assert [y.tolist() for _, y in _epoch(loader, 0)] == [y.tolist() for _, y in first]
+
+
 def test_the_order_depends_only_on_seed_and_epoch(data_fmnist_like):
     a, b = _loaders(data_fmnist_like), _loaders(data_fmnist_like)
     for epoch in range(3):  # a has a history, b resumes at epoch 3

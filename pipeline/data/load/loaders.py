@@ -48,7 +48,6 @@ from pipeline.data.load.transforms import (
 from pipeline.data.meta import meta_from_manifest
 from pipeline.data.registry import DATASETS, IMAGENET_MEAN, IMAGENET_STD
 from pipeline.data.store import load_split, read_manifest
-from pipeline.data.upstream import torchvision_class
 from pipeline.errors import PipelineError
 
 #: Seed of the fixed shuffle that `val_subset` takes its first n images from (`train_subset`: the run seed's).
@@ -224,9 +223,6 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
     fmt, expected = manifest["format"], manifest["splits"][split]["images"]
     if fmt == "tensors":
         dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)
-    elif fmt == "torchvision":  # Food-101, Flowers-102, Pets: all select their split with `split=`
-        cls = torchvision_class(DATASETS[manifest["dataset"]], md5=manifest.get("md5"))  # checksums as fetched
-        dataset = cls(str(directory), split=split, transform=transform)
     else:  # the user's images, each loaded with the channels the manifest records
         dataset = tvd.ImageFolder(str(Path(manifest["path"]) / manifest["splits"][split]["dir"]),
                                   transform=transform, loader=FolderLoader(manifest["channels"]))
