@@ -18,7 +18,7 @@ STAMP  := $(VENV)/.installed
 OTHER  := $(VENV)/.installed-cu126
 endif
 
-.PHONY: repro test lint env system-deps clean-venv
+.PHONY: repro test lint env system-deps clean-venv bench-gpu
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
@@ -28,6 +28,12 @@ repro: env system-deps
 
 test: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+
+# What awaits a GPU (README, "GPUs"): the CUDA-only tests, then throughput of both data paths at 64 and 512
+# images per GPU, added to bench/throughput.yaml (which `python -m pipeline check` reads).
+bench-gpu: env
+	$(BIN)/python -m pytest -m gpu tests
+	$(BIN)/python bench/bench_gpu.py --yaml bench/throughput.yaml
 
 lint: env
 	$(BIN)/ruff check .

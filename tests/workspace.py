@@ -72,8 +72,8 @@ def copy_repo(dest: Path, profile: str | None = "smoke", params: dict | None = N
     return dest
 
 
-#: what differs between two identical runs: timings, and the git revision of two separately made copies
-UNSTABLE = {"images_per_s", "epoch_time_s", "wall_time_s", "git_rev"}
+#: what differs between two identical runs: timings, the git revision of two separately made copies, the SLURM job
+UNSTABLE = {"images_per_s", "epoch_time_s", "wall_time_s", "git_rev", "slurm"}
 
 
 def _stable(value):

@@ -178,8 +178,8 @@ def check_compile(device: torch.device) -> None:
     """inductor compiles C++ on CPU: say so before the first step rather than with a compiler traceback."""
     compilers = (os.environ.get("CXX", ""), "g++", "c++", "clang++")
     if device.type == "cpu" and not any(c and shutil.which(c) for c in compilers):
-        raise PipelineError("train.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
-                            " found); install one (apt-get install g++) or set train.compile: false")
+        raise PipelineError("resources.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
+                            " found); install one (apt-get install g++) or set resources.compile: false")
 
 
 @dataclass
@@ -297,7 +297,7 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
 def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
     """Copy a window of steps' (loss, correct, n) to the host in one transfer; stop at the first non-finite loss.
 
-    A non-finite loss is found up to `train.sync_every` steps late; the steps in between changed nothing that
+    A non-finite loss is found up to `resources.sync_every` steps late; the steps in between changed nothing that
     lasts (the run stops here, before its epoch's checkpoint).
     """
     losses = torch.stack([w[0] for w in window]).double()

@@ -86,7 +86,7 @@ def unsupported(augment: Augment) -> str:
 
 
 def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) -> bool:
-    """Whether `train.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
+    """Whether `resources.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
 
     'auto' does on a GPU when both splits are stored as tensors, the recipe runs there and they take at most
     MEMORY_SHARE of the free memory; True does wherever it can (also on CPU) and says why not otherwise.
@@ -101,7 +101,7 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
         reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
     if setting is True:
         if reason:
-            raise PipelineError(f"train.data_on_device = true: {reason}; set train.data_on_device: auto or false")
+            raise PipelineError(f"resources.data_on_device = true: {reason}; set resources.data_on_device: auto or false")
         return True
     size = sum(len(s) * tensor_images(s).images[0].numel() for s in splits) if not reason else 0
     return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
@@ -164,7 +164,7 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
         return KE.adjust_contrast(x, value)
     if name == "SharpnessIncreasing":
         return KE.sharpness(x, value)
-    raise PipelineError(f"RandAugment op {name!r} has no device implementation; use train.data_on_device: false")
+    raise PipelineError(f"RandAugment op {name!r} has no device implementation; use resources.data_on_device: false")
 
 
 class RandAugment(nn.Module):
