@@ -128,6 +128,19 @@ def test_workers_give_the_same_order(data_fmnist_like):
     assert [y.tolist() for _, y in _epoch(alone.train, 2)] == [y.tolist() for _, y in _epoch(pooled.train, 2)]
 
 
+@pytest.mark.parametrize("backend", ["tensor", "pil"])
+def test_the_augmentation_does_not_depend_on_the_workers_or_touch_the_global_rngs(data_fmnist_like, backend):
+    augment = dataclasses.replace(LIGHT, scale=(0.3, 1.0), hflip=0.5, reprob=0.5, backend=backend)
+    alone, pooled = (_loaders(data_fmnist_like, augment=augment, workers=w).train for w in (0, 2))
+    torch.manual_seed(123)
+    after_seed = torch.rand(1)
+    first = _epoch(alone, 1)  # reseeds with 123 and draws every image's augmentation in this process
+    assert torch.equal(torch.rand(1), after_seed)  # the model's draws (dropout, mixup) are left as they were
+    again = _epoch(pooled, 1)
+    assert all(torch.equal(x1, x2) and torch.equal(y1, y2) for (x1, y1), (x2, y2) in zip(first, again))
+    assert not torch.equal(first[0][0], _epoch(alone, 2)[0][0])  # another epoch, other draws
+
+
 def test_train_workers_persist_across_epochs(data_fmnist_like):
     loader = _loaders(data_fmnist_like, workers=1).train
     first = _epoch(loader, 0)

@@ -83,6 +83,9 @@ class SeededImages(Dataset):
 
     def __init__(self, dataset):
         self.dataset = dataset
+        base = dataset.dataset if isinstance(dataset, Subset) else dataset
+        #: uint8 tensors without a per-image transform: the tensor back-end augments whole batches in collate_fn
+        self.batched = isinstance(base, TensorImages) and base.transform is None
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -93,12 +96,8 @@ class SeededImages(Dataset):
             return self.dataset[index]
 
     def __getitems__(self, items: list[tuple[int, int]]):
-        batch = getattr(self.dataset, "__getitems__", None)
-        if batch is None:
-            return [self[item] for item in items]
-        images = batch([index for index, _ in items])
-        if isinstance(images, ImageBatch):  # the tensor back-end augments the batch in collate_fn
-            return images._replace(seed=items[0][1])
+        if self.batched:
+            return self.dataset.__getitems__([index for index, _ in items])._replace(seed=items[0][1])
         return [self[item] for item in items]
 
 
