@@ -322,3 +322,13 @@ def test_evaluation_every_k_epochs_and_always_the_last(tmp_path, capsys):
     for line in lines:  # the epoch line: ETA, the share of the epoch spent waiting for data, peak memory
         assert re.search(r"data wait \d+%  peak mem \d+\.\d\d GiB  ETA \d", line), line
     assert lines[-1].endswith("ETA 0 s")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("amp", ["auto", "fp16"])  # auto: bf16 from compute capability 8.0, else fp16 + scaler
+def test_the_engine_trains_compiled_on_cuda(tmp_path, amp):
+    d = engine.setup_distributed("cuda")
+    summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=2, amp=amp), seed=0, d=d, checkpoint=tmp_path / "c.pt",
+                  attempt="x", resources=Resources(device="cuda", compile=True))
+    assert all(torch.isfinite(torch.tensor([r["train_loss"], r["val_loss"]])).all() for r in summary["history"])
