@@ -56,3 +56,13 @@ def test_a_cuda_run_on_a_machine_without_cuda_stops_at_once(workdir):
                            "resources.device=cuda", "check"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "CUDA cannot run here" in proc.stderr and "resources.device" in proc.stderr
     assert time.monotonic() - start < 60  # seconds of imports, no training
+
+
+def test_auto_says_so_when_a_gpu_machine_trains_on_the_cpu(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(engine, "driver_version", lambda: (535, 104))
+    monkeypatch.setattr(launch, "driver_version", lambda: (535, 104))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert engine.setup_distributed("auto").device.type == "cpu"
+    assert "training on the CPU, because CUDA cannot run here: torch is built for CUDA 13.0, which needs NVIDIA" \
+           " driver >= 580.0; this machine has 535.104" in capsys.readouterr().out

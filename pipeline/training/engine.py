@@ -53,7 +53,7 @@ from torch.nn.parallel import DistributedDataParallel
 from pipeline.config import DEFAULT_RESOURCES, Resources, TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.outputs import atomic_path
-from pipeline.training.launch import require_cuda
+from pipeline.training.launch import cuda_unusable, driver_version, require_cuda
 
 
 @dataclass
@@ -77,6 +77,10 @@ def setup_distributed(device: str = "auto", threads: int = 1) -> Dist:
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if use_cuda:
         require_cuda(local_rank + 1)  # resources.device: cuda never trains on the CPU: it says why it cannot run
+    elif device == "auto" and driver_version() and rank == 0:  # a GPU machine whose GPUs this torch cannot use
+        print(f"resources.device = 'auto': training on the CPU, because CUDA cannot run here: {cuda_unusable()}",
+              flush=True)
+    if use_cuda:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
         cuda_speedups()

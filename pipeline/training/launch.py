@@ -98,8 +98,8 @@ def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: l
     return ""
 
 
-def require_cuda(needed: int = 1) -> None:
-    """Stop, saying why, unless this torch can train on `needed` visible GPUs (resources.device: cuda)."""
+def cuda_unusable(needed: int = 1) -> str:
+    """Why this torch cannot train on `needed` visible GPUs here ('' when it can)."""
     import torch
 
     with warnings.catch_warnings(record=True) as caught:  # torch's own word on a failed CUDA start, if any
@@ -111,6 +111,12 @@ def require_cuda(needed: int = 1) -> None:
                           needed)
     if not reason and not available:
         reason = "; ".join(str(w.message) for w in caught) or "torch.cuda.is_available() is False"
+    return reason
+
+
+def require_cuda(needed: int = 1) -> None:
+    """Stop, saying why, unless this torch can train on `needed` visible GPUs (resources.device: cuda)."""
+    reason = cuda_unusable(needed)
     if reason:
         raise PipelineError(f"resources.device = 'cuda' but CUDA cannot run here: {reason} (or set resources.device:"
                             " auto or cpu to train on the CPU)")
