@@ -1,14 +1,24 @@
 # The two commands of the README:  `make repro`  (the pipeline)  and  `make test`  (the test suite).
 # Both create .venv from requirements.lock on first use and reuse it afterwards (a stamp file records
 # which lock it was built from, so a changed lock reinstalls and an unchanged one costs nothing).
+# `make repro CUDA=12` (or CUDA=12 in the environment) installs requirements-cu126.lock instead: the same torch and
+# torchvision built for CUDA 12.6, for NVIDIA drivers older than 580 and for V100s (sm_70); switching rebuilds .venv.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
 FMNIST := /usr/share/datasets/fashion-mnist
+ifeq ($(CUDA),12)
+LOCK   := requirements-cu126.lock
+STAMP  := $(VENV)/.installed-cu126
+OTHER  := $(VENV)/.installed
+else
+LOCK   := requirements.lock
+STAMP  := $(VENV)/.installed
+OTHER  := $(VENV)/.installed-cu126
+endif
 
-.PHONY: repro test lint env system-deps clean-venv
+.PHONY: repro test lint env system-deps clean-venv bench-gpu
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
@@ -19,14 +29,21 @@ repro: env system-deps
 test: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
 
+# What awaits a GPU (README, "GPUs"): the CUDA-only tests, then throughput of both data paths at 64 and 512
+# images per GPU, added to bench/throughput.yaml (which `python -m pipeline check` reads).
+bench-gpu: env
+	$(BIN)/python -m pytest -m gpu tests
+	$(BIN)/python bench/bench_gpu.py --yaml bench/throughput.yaml
+
 lint: env
 	$(BIN)/ruff check .
 
 env: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): $(LOCK) pyproject.toml
+	@if [ -e $(OTHER) ]; then echo "rebuilding .venv from $(LOCK)"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -qq --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install -qq --disable-pip-version-check -r $(LOCK)
 	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -45,3 +62,13 @@ system-deps:
 
 clean-venv:
 	rm -rf $(VENV)
+
+# requirements.lock's pins with torch/torchvision as PyTorch's +cu126 builds and without the CUDA 13 libraries
+# (torch's metadata pins the CUDA 12.6 ones); remade whenever requirements.lock changes (tests/test_locks.py).
+CUDA13_ONLY := ^(cuda-bindings|cuda-pathfinder|cuda-toolkit|nvidia-(cu|nccl|nvjit|nvshmem|nvtx|cufile))
+requirements-cu126.lock: requirements.lock
+	@{ echo "# The CUDA 12.6 build of requirements.lock's stack, for NVIDIA drivers >= 525 and V100 (sm_70) GPUs, which"; \
+	   echo "# its CUDA 13 wheels cannot use (driver >= 580, no sm_70 kernels): \`make repro CUDA=12\`. Made by"; \
+	   echo "# \`make requirements-cu126.lock\` (see the Makefile); do not edit."; \
+	   echo "--extra-index-url https://download.pytorch.org/whl/cu126"; \
+	   grep -vE '$(CUDA13_ONLY)' requirements.lock | sed -E 's/^(torch|torchvision)==([0-9.]+)$$/\1==\2+cu126/'; } > $@

@@ -1,7 +1,8 @@
 """GPU throughput of the training engine: images/s and MFU for ViT-T/S/B at 224 px, eager vs compiled, with the
-device-resident data path and the DataLoader path, on one GPU or (under torchrun) on all visible GPUs.
+device-resident data path and the DataLoader path, at the paper's 64 images per GPU and at 512 (paper-small's
+cell on one GPU, `resources.nproc: 1`), on one GPU or (under torchrun) on all visible GPUs.
 
-    .venv/bin/python bench/bench_gpu.py                                     # one GPU, every model/mode/path
+    .venv/bin/python bench/bench_gpu.py                                     # one GPU, every model/mode/path/batch
     torchrun --standalone --nproc_per_node=gpu bench/bench_gpu.py           # all visible GPUs (DDP)
     .venv/bin/python bench/bench_gpu.py --models vit_base_patch16_224 --modes compiled --paths device \\
         --yaml bench/throughput.yaml                                        # add the measured rows to the table
@@ -17,7 +18,8 @@ from a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the pa
   process).
 
 Each measurement trains one warm-up epoch (compilation, cuDNN autotuning, worker start) and then times one epoch
-of `--steps` steps. Images/s is over all processes; the row written for bench/throughput.yaml (what
+of `--steps` steps, and prints the share of it the host waited for batches and the peak GPU memory. Images/s is
+over all processes; the row written for bench/throughput.yaml (what
 `python -m pipeline check` divides a grid's images by) is per GPU. MFU = model FLOPs per image (forward +
 backward, counted by `torch.utils.flop_counter.FlopCounterMode` on one training step) x images/s, over the GPUs'
 peak dense bf16 throughput (PEAK_TFLOPS, from NVIDIA's datasheets; `--peak-tflops` for another device).
@@ -38,7 +40,7 @@ import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline.config import TrainConfig, yaml_load
+from pipeline.config import Resources, TrainConfig, yaml_load
 from pipeline.data.load.device import device_loaders
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
@@ -48,6 +50,7 @@ from pipeline.training.engine import (
     amp_dtype,
     autocast_context,
     build_parts,
+    peak_memory_gib,
     setup_distributed,
     teardown_distributed,
     train_one_epoch,
@@ -109,22 +112,24 @@ def peak_tflops(device: torch.device, override: float | None) -> tuple[str, floa
     return name, next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
 
-def measure(name: str, mode: str, path: str, args, root: Path, d: Dist) -> dict:
-    """One (model, mode, path): a warm-up epoch, then a timed one; images/s over all processes."""
-    recipe = TrainConfig(**PAPER_RECIPE, epochs=2, batch_size=args.batch * d.world_size, compile=mode == "compiled",
-                         amp=args.amp, device=d.device.type, workers=args.workers, sync_every=args.sync_every)
+def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Dist) -> dict:
+    """One (model, mode, path, batch per process): a warm-up epoch, then a timed one; images/s over all processes."""
+    recipe = TrainConfig(**PAPER_RECIPE, epochs=2, batch_size=batch * d.world_size, amp=args.amp)
+    resources = Resources(compile=mode == "compiled", device=d.device.type, workers=args.workers,
+                          sync_every=args.sync_every, nproc=d.world_size)
     augment = Augment.from_train(recipe)
-    loaders = build_loaders("cifar10", root, img_size=args.img, in_chans=3, batch_size=args.batch, seed=0,
+    loaders = build_loaders("cifar10", root, img_size=args.img, in_chans=3, batch_size=batch, seed=0,
                             augment=augment, rank=d.rank, world_size=d.world_size, workers=args.workers,
                             pin_memory=d.device.type == "cuda")
     if path == "device":
         loaders = device_loaders(loaders, img_size=args.img, augment=augment, device=d.device)
     flops = flops_per_image(make_model(name, args), args.img, args.amp, d.device)
-    parts = build_parts(make_model(name, args), recipe, 10, len(loaders.train), d)
+    parts = build_parts(make_model(name, args), recipe, 10, len(loaders.train), d, resources)
     rows = []
     for epoch in range(2):
         loaders.train.sampler.set_epoch(epoch)
-        rows.append(train_one_epoch(parts, loaders.train, recipe, epoch, d, lambda n: None))
+        peak_memory_gib(d.device)  # resets the GPU's peak: the timed epoch's own
+        rows.append(train_one_epoch(parts, loaders.train, recipe, epoch, d, lambda n: None, resources))
     if d.device.type == "cuda":
         torch.cuda.synchronize()
     device_name, peak = peak_tflops(d.device, args.peak_tflops)
@@ -132,7 +137,8 @@ def measure(name: str, mode: str, path: str, args, root: Path, d: Dist) -> dict:
     mfu = rate * flops / (peak * 1e12 * d.world_size) if peak else None
     return {"model": name, "mode": mode, "path": path, "images_per_s": rate, "per_device": rate / d.world_size,
             "gflops_per_image": flops / 1e9, "mfu": mfu, "device": device_name, "world_size": d.world_size,
-            "batch_per_device": args.batch, "amp": args.amp}
+            "batch_per_device": batch, "amp": args.amp, "data_wait": rows[-1]["data_wait"],
+            "peak_memory_gib": peak_memory_gib(d.device)}
 
 
 def throughput_row(result: dict, args) -> dict:
@@ -158,14 +164,25 @@ def append_rows(path: Path, rows: list[dict]) -> None:
     yaml_load(path.read_text())  # still one valid YAML list
 
 
+def report(result: dict, d: Dist, args) -> None:
+    """One measurement's line."""
+    mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "n/a"
+    print(f"{result['model']:24s} {result['mode']:8s} {result['path']:6s} batch {result['batch_per_device']:4d}"
+          f" {result['images_per_s']:9.1f} img/s ({result['per_device']:.1f} per device)"
+          f"  {result['gflops_per_image']:.2f} GFLOP/img  MFU {mfu}  data wait {result['data_wait']:.0%}"
+          f"  peak {result['peak_memory_gib']:.2f} GiB  [{result['device']} x{d.world_size}, {args.amp}]",
+          flush=True)
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=list(MODELS))
     p.add_argument("--modes", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled"])
     p.add_argument("--paths", nargs="+", default=["device", "loader"], choices=["device", "loader"])
     p.add_argument("--img", type=int, default=224)
-    p.add_argument("--batch", type=int, default=256, help="images per process")
-    p.add_argument("--steps", type=int, default=50, help="timed steps (one epoch)")
+    p.add_argument("--batch", type=int, nargs="+", default=[64, 512],
+                   help="images per process (64: the paper's per GPU; 512: paper-small's cell on one GPU)")
+    p.add_argument("--steps", type=int, default=50, help="timed steps (one epoch) at the largest batch")
     p.add_argument("--amp", default="bf16", choices=["auto", "bf16", "fp16", "off"])
     p.add_argument("--sync-every", type=int, default=32)
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers per process (default: cores)")
@@ -175,7 +192,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true", help="the CPU test configuration (2-block ViT, 32 px)")
     args = p.parse_args(argv)
     if args.tiny:
-        args.img, args.batch, args.steps = 32, 8, 2
+        args.img, args.batch, args.steps = 32, [8], 2
     return args
 
 
@@ -188,18 +205,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             # every rank builds the same synthetic set in its own temporary directory
-            synthetic_cifar(Path(tmp), args.batch * d.world_size * args.steps)
+            synthetic_cifar(Path(tmp), max(args.batch) * d.world_size * args.steps)
             for name in args.models:
                 for mode in args.modes:
-                    for path in args.paths:
-                        result = measure(name, mode, path, args, Path(tmp), d)
-                        results.append(result)
-                        if d.master:
-                            mfu = f"{result['mfu']:.3f}" if result["mfu"] is not None else "n/a"
-                            print(f"{name:24s} {mode:8s} {path:6s} {result['images_per_s']:9.1f} img/s"
-                                  f" ({result['per_device']:.1f} per device)  {result['gflops_per_image']:.2f}"
-                                  f" GFLOP/img  MFU {mfu}  [{result['device']} x{d.world_size}, {args.amp}]",
-                                  flush=True)
+                    for batch in args.batch:
+                        for path in args.paths:
+                            result = measure(name, mode, path, batch, args, Path(tmp), d)
+                            results.append(result)
+                            if d.master:
+                                report(result, d, args)
         if d.master and args.yaml:
             append_rows(args.yaml, [throughput_row(r, args) for r in results])
             print(f"appended {len(results)} row(s) to {args.yaml}")

@@ -7,7 +7,7 @@ The loader is `pipeline.data.build_loaders` exactly as the train stage builds it
 default (5000 training images, batch 128, RandomResizedCrop scale (0.8, 1) + flip, workers 0), timed over
 whole epochs. The training step is the CPU default's model (a 6-layer ViT, dim 96, patch 4 at 28 px, 1
 channel, 10 classes), AdamW lr 1e-3, forward + backward + step on a batch of 128. Both run in this process
-with the same torch thread count (the train stage's `train.threads`, 2). The loader must deliver at least
+with the same torch thread count (the train stage's `resources.threads`). The loader must deliver at least
 `--min-ratio` (3) times the images a training step consumes; the script exits 1 otherwise.
 
 Fashion-MNIST is read from `<root>/fashion_mnist` when fetched, else fetched from Debian's mirror into a
@@ -90,7 +90,7 @@ def data_root(root: Path, scratch: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", default="data", help="params data.root")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (the CPU default's train.threads)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (a train stage's resources.threads)")
     parser.add_argument("--epochs", type=int, default=5, help="timed loader epochs")
     parser.add_argument("--steps", type=int, default=5, help="training steps per timed block")
     parser.add_argument("--repeats", type=int, default=3, help="timed blocks of training steps")

@@ -10,7 +10,7 @@ against the mean stage time of the serial run.
 
     .venv/bin/python bench/bench_repro.py                            # the CPU default (params.yaml as it is)
     .venv/bin/python bench/bench_repro.py --profile smoke            # every stage, seconds each
-    .venv/bin/python bench/bench_repro.py --set train.threads=1      # written into both copies' params.yaml
+    .venv/bin/python bench/bench_repro.py --set resources.threads=1  # written into both copies' params.yaml
 
 The serial run goes first unless --runner-first. Wall times on a shared machine are noisy: the load average before
 and after is printed beside them.
@@ -89,9 +89,9 @@ def main() -> int:
     params = parse_sets(args.sets)
     serial = copy_repo(work / "serial", args.profile, params)
     runner = copy_repo(work / "runner", args.profile, params)
-    threads = yaml_load((serial / "params.yaml").read_text())["train"]["threads"]
+    threads = yaml_load((serial / "params.yaml").read_text())["resources"]["threads"]
     runner_cmd = [sys.executable, "-m", "pipeline", "repro", *(["-j", str(args.jobs)] if args.jobs else [])]
-    print(f"bench_repro: profile {args.profile or '(params.yaml)'}, train.threads {threads}, params set {params},"
+    print(f"bench_repro: profile {args.profile or '(params.yaml)'}, resources.threads {threads}, params set {params},"
           f" {len(os.sched_getaffinity(0))} cores, load average {os.getloadavg()[0]:.2f}; copies in {work}",
           flush=True)
 

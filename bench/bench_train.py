@@ -17,7 +17,7 @@ import timm
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from pipeline.config import TrainConfig
+from pipeline.config import Resources, TrainConfig
 from pipeline.training.engine import Dist, build_parts, train_one_epoch
 
 
@@ -46,10 +46,10 @@ def bare_loop(model, batches, device, autocast_dtype):
     return len(batches) * batches[0][0].shape[0] / (time.perf_counter() - start)
 
 
-def engine_loop(model, loader, recipe, d):
-    parts = build_parts(model, recipe, 10, len(loader), d)
+def engine_loop(model, loader, recipe, d, resources):
+    parts = build_parts(model, recipe, 10, len(loader), d, resources)
     loader.sampler.set_epoch(0)
-    stats = train_one_epoch(parts, loader, recipe, 0, d, lambda n: None)
+    stats = train_one_epoch(parts, loader, recipe, 0, d, lambda n: None, resources)
     if d.device.type == "cuda":
         torch.cuda.synchronize()
     return stats["images_per_s"]
@@ -77,8 +77,8 @@ def main():
     loader = DataLoader(data, batch_size=args.batch, drop_last=True,
                         sampler=DistributedSampler(data, num_replicas=1, rank=0, shuffle=False))
     batches = list(loader)
-    recipe = TrainConfig(batch_size=args.batch, smoothing=0.0, amp=args.amp, compile=args.compile, warmup_epochs=0,
-                         device=args.device)
+    recipe = TrainConfig(batch_size=args.batch, smoothing=0.0, amp=args.amp, warmup_epochs=0)
+    resources = Resources(compile=args.compile, device=args.device, threads=args.threads)
     d = Dist(device=device)
     dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
     torch.manual_seed(0)
@@ -86,11 +86,11 @@ def main():
     if args.compile:
         ref_model = torch.compile(ref_model)
     bare_loop(ref_model, batches[:2], device, dtype)  # warm-up (and compile) both
-    engine_loop(eng_model, loader, recipe, d)
+    engine_loop(eng_model, loader, recipe, d, resources)
     bare, eng = [], []
     for _ in range(args.repeats):
         bare.append(bare_loop(ref_model, batches, device, dtype))
-        eng.append(engine_loop(make_model(args), loader, recipe, d))
+        eng.append(engine_loop(make_model(args), loader, recipe, d, resources))
     b, e = max(bare), max(eng)
     print(f"model {args.model} img {args.img} batch {args.batch} device {args.device} amp {args.amp} "
           f"compile {args.compile} threads {args.threads}")

@@ -8,8 +8,10 @@ patch size that does not divide the image, an unknown optimizer or scheduler, a 
 larger than the training set stop here, in seconds, with the params key and the fix.
 
 The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset) by the
-throughput of a matching entry of bench/throughput.yaml (measured with bench/bench_train.py, or derived from the
-paper's stated hours; each entry names its source). `make repro` runs this before it reproduces anything.
+throughput of the entry of bench/throughput.yaml for the model and for the device the runs will use (this machine's
+first GPU, or its CPU; measured with bench/bench_gpu.py or bench/bench_train.py, or derived from the paper's stated
+hours; each entry names its source). `make repro` runs this before it reproduces anything, so a GPU profile
+(`resources.device: cuda`) on a machine where CUDA cannot run stops here, in seconds, saying why.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from pathlib import Path
 
 import torch
 from timm.optim import create_optimizer_v2
-from timm.scheduler import create_scheduler_v2
 
 from pipeline.config import ModelConfig, Params, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
@@ -31,6 +32,8 @@ from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
 from pipeline.method.mixed_attention import mix_attention_input
 from pipeline.training import builders, filter_study
+from pipeline.training.engine import create_schedule
+from pipeline.training.launch import require_devices, visible_devices
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
 
@@ -41,21 +44,38 @@ def train_runs(params: Params) -> list[str]:
             for s in params.seeds]
 
 
-def throughput(m: ModelConfig, table: list[dict]) -> dict | None:
-    """The entry of bench/throughput.yaml for this model (name, image size, width), if any."""
+def run_device(params: Params) -> str:
+    """The device the training runs will use here: the first visible GPU's name, or 'cpu'."""
+    if params.resources.device == "cpu" or not visible_devices() or not torch.cuda.is_available():
+        return "cpu"
+    return torch.cuda.get_device_name(0)
+
+
+def on_device(row: dict, device: str) -> bool:
+    """Whether a throughput row was measured on `device` (its short name, e.g. 'V100', within the GPU's name;
+    'cpu...' rows for the CPU)."""
+    return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
+
+
+def throughput(m: ModelConfig, table: list[dict], device: str) -> dict | None:
+    """The entry of bench/throughput.yaml for this model (name, image size, width) on `device`, if any."""
     for row in table:
-        if row["model"] == m.name and row["img_size"] == (m.img_size or 224) and row["embed_dim"] == m.embed_dim:
+        if (row["model"] == m.name and row["img_size"] == (m.img_size or 224) and row["embed_dim"] == m.embed_dim
+                and on_device(row, device)):
             return row
     return None
 
 
 def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int, epochs: int, params: Params,
-                  table: list[dict]) -> list[str]:
+                  table: list[dict], device: str) -> list[str]:
     """Lines estimating one grid's training compute: `runs` runs per dataset of `epochs` epochs of `model`."""
-    row = throughput(model, table)
+    row = throughput(model, table, device)
     if row is None:
-        return [f"compute estimate of {label}: no throughput figure for {model.name} at this size; measure one"
-                " with bench/bench_train.py and add it to bench/throughput.yaml"]
+        others = sorted({r["device"] for r in table if r["model"] == model.name
+                         and r["img_size"] == (model.img_size or 224)})
+        return [f"compute estimate of {label}: no throughput figure for {model.name} at this size on {device}"
+                + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
+                + "; measure it with bench/bench_gpu.py --yaml bench/throughput.yaml (GPU) or bench/bench_train.py"]
     total = 0.0
     lines = [f"compute estimate of {label} at {row['images_per_s']} images/s per {row['device']} ({row['source']}):"]
     for dataset in datasets:
@@ -66,36 +86,30 @@ def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int
         hours = n * epochs / row["images_per_s"] / 3600
         total += hours * runs
         lines.append(f"  {dataset}: {runs} runs x {n * epochs:,} images = {hours:.2f} h each")
-    unit = "GPU-hours" if row["device"] != "cpu-2core" else "hours on this 2-core CPU"
+    unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on the {row['device']} CPU"
     return [*lines, f"  total: {total:.1f} {unit} (training only)"]
 
 
-def estimate_lines(params: Params) -> list[str]:
-    """The compute estimate of every grid: each model variant of the ViT grid, and [CI]'s alpha grid."""
+def estimate_lines(params: Params, device: str | None = None) -> list[str]:
+    """The compute estimate of every grid (each model variant of the ViT grid, and [CI]'s alpha grid) on `device`
+    (default: the one the runs will use here)."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
-    lines = []
+    device, lines = device or run_device(params), []
     for variant, model in params.models.items():
         lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
-                               params.train.epochs, params, table)
+                               params.train.epochs, params, table, device)
     ci = params.ci_alpha
     if ci.datasets:
         lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
-                               len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table)
+                               len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table,
+                               device)
     return lines
 
 
 def check_devices(params: Params) -> None:
-    """More GPUs asked for than this machine has, or CUDA asked for without one: stop before any stage runs."""
-    from pipeline.errors import PipelineError
-    from pipeline.training.launch import visible_devices
-
-    recipe = params.train
-    devices = visible_devices()
-    if recipe.device == "cuda" and not devices:
-        raise PipelineError("train.device = 'cuda' but this machine has no GPU; set train.device: auto or cpu")
-    if devices and recipe.device != "cpu" and recipe.nproc > len(devices):
-        raise PipelineError(f"train.nproc = {recipe.nproc} but this machine has {len(devices)} GPU(s); lower"
-                            " train.nproc (or set train.device: cpu for CPU processes)")
+    """CUDA asked for where it cannot run, or more GPUs than this machine has: stop before any stage runs."""
+    res = params.resources
+    require_devices(res.nproc, res.device, visible_devices())
 
 
 def planned_meta(params: Params, dataset: str) -> DatasetMeta:
@@ -124,8 +138,7 @@ def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset:
         except (ValueError, KeyError) as exc:
             raise PipelineError(f"opt = {recipe.opt!r}: {exc}; see timm.optim.list_optimizers()") from None
         try:
-            create_scheduler_v2(optimizer, sched=recipe.sched, num_epochs=recipe.epochs, updates_per_epoch=1,
-                                warmup_epochs=recipe.warmup_epochs, step_on_epochs=False)
+            create_schedule(optimizer, recipe, steps=1)
         except (ValueError, KeyError) as exc:
             raise PipelineError(f"sched = {recipe.sched!r}: {exc}; e.g. cosine, step, plateau, poly") from None
         try:
@@ -174,11 +187,13 @@ def check_builds(params: Params) -> int:
 
 
 def add_arguments(parser) -> None:
-    del parser  # no options beyond the global ones
+    parser.add_argument("--device", default=None, help="estimate the compute on this device (a name of"
+                        " bench/throughput.yaml, e.g. V100) instead of this machine's, and skip the GPU check")
 
 
 def main(params: Params, args) -> int:
-    check_devices(params)
+    if args.device is None:
+        check_devices(params)
     built = check_builds(params)
     runs = train_runs(params)
     print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
@@ -193,6 +208,6 @@ def main(params: Params, args) -> int:
     n_ci = len(ci.datasets) * len(ci.alphas) * len(ci.arms) * len(ci.seeds)
     print(f"[CI] alpha-grid runs: {n_ci}" + (f" = {len(ci.datasets)} dataset(s) x {len(ci.alphas)} alpha(s) x"
                                             f" {len(ci.arms)} arm(s) x {len(ci.seeds)} seed(s)" if n_ci else " (off)"))
-    for line in estimate_lines(params):
+    for line in estimate_lines(params, args.device):
         print(line)
     return 0

@@ -20,7 +20,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ruamel.yaml import YAML, YAMLError
 
@@ -35,7 +35,7 @@ from pipeline.vocabulary import (
     parse_study_variant,
 )
 
-__all__ = ["INIT_METHODS", "Params", "TrainConfig", "ModelConfig", "load_params", "from_mapping", "digest"]
+__all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params", "from_mapping", "digest"]
 
 #: A model variant's name appears in stage names (`train@<dataset>-<variant>-<arm>-<seed>`) and paths.
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
@@ -56,6 +56,22 @@ def _within(key: str, value, low: float, high: float, *, open_low: bool = False,
     if not (ok_low and ok_high):
         interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
         raise PipelineError(f"{key} = {value!r}: must lie in {interval}")
+
+
+def check_augmentation(key: str, *, scale: list, ratio: list, hflip: float, reprob: float, remode: str,
+                       crop_pct: float, aug_repeats: float) -> None:
+    """The augmentation fields of a `train` section (also what `pipeline.data.load.transforms.Augment` takes)."""
+    for name, pair in (("scale", scale), ("ratio", ratio)):
+        if (len(pair) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+                or not 0 < pair[0] <= pair[1]):
+            raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
+    if scale[1] > 1:
+        raise PipelineError(f"{key}.scale = {scale!r}: a crop cannot cover more than the image (high <= 1)")
+    for name, value in (("hflip", hflip), ("reprob", reprob)):
+        _within(f"{key}.{name}", value, 0, 1)
+    _choice(f"{key}.remode", remode, ("pixel", "rand", "const"))
+    _within(f"{key}.crop_pct", crop_pct, 0, 1, open_low=True)
+    _within(f"{key}.aug_repeats", aug_repeats, 0, float("inf"))
 
 
 @dataclass
@@ -189,51 +205,87 @@ class TrainConfig:
     ema: bool = False
     ema_decay: float = 0.9999
     #: 'auto': bf16 on a GPU with native bf16 (compute capability >= 8.0), fp16 + scaler on older GPUs, off on
-    #: CPU; 'bf16' runs on CPU too; 'fp16' needs CUDA
+    #: CPU; 'bf16' runs on CPU too; 'fp16' needs CUDA. A results knob: the precision changes the numbers by more
+    #: than their last bits, and a checkpoint's gradient-scaler state belongs to it
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
-    compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
-    channels_last: bool = False
-    sync_every: int = 32  #: training steps between reads of the loss to the host (the NaN guard's delay)
-    #: keep an in-memory dataset on the device and augment whole batches there (`pipeline.data.load.device`);
-    #: 'auto': on a GPU when the dataset is stored as tensors and fits; true also on CPU; false: DataLoader
-    data_on_device: Literal["auto", True, False] = "auto"
+    eval_every: int = 1  #: evaluate every k epochs and always after the last (the history records those epochs)
+
+    #: keys that moved to `resources` (where and how fast a run goes), for the error that says so
+    MOVED: ClassVar[tuple] = ("compile", "channels_last", "sync_every", "data_on_device", "nproc", "nnodes",
+                              "rdzv_endpoint", "rdzv_id", "threads", "workers", "device")
+
+    def validate(self, key: str) -> None:
+        for name in ("epochs", "batch_size", "lr", "eval_every"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        for name in ("warmup_epochs", "cooldown_epochs", "weight_decay", "warmup_lr", "min_lr",
+                     "mixup", "cutmix", "opt_eps"):
+            _within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
+        _positive(f"{key}.clip_grad", self.clip_grad, allow_none=True)
+        _positive(f"{key}.layer_decay", self.layer_decay, allow_none=True)
+        for name in ("mixup_prob", "mixup_switch_prob"):
+            _within(f"{key}.{name}", getattr(self, name), 0, 1)
+        _within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
+        _within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
+        _within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
+        if self.warmup_epochs >= self.epochs - self.cooldown_epochs and self.warmup_epochs:
+            raise PipelineError(f"{key}.warmup_epochs = {self.warmup_epochs} is not below {key}.epochs -"
+                                f" {key}.cooldown_epochs = {self.epochs - self.cooldown_epochs}; the learning rate"
+                                " would never leave its warm-up")
+        if self.cooldown_epochs >= self.epochs:
+            raise PipelineError(f"{key}.cooldown_epochs = {self.cooldown_epochs} is not below {key}.epochs ="
+                                f" {self.epochs}; epochs counts the cooldown (timm's 300 + 10 is epochs: 310)")
+        check_augmentation(key, scale=self.scale, ratio=self.ratio, hflip=self.hflip, reprob=self.reprob,
+                           remode=self.remode, crop_pct=self.crop_pct, aug_repeats=self.aug_repeats)
+
+    def check_split(self, key: str, ranks: int) -> None:
+        """The global batch over `ranks` processes: whole, and even per process when mixup/cutmix pair images."""
+        if self.batch_size % ranks:
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} does not split over {ranks} processes"
+                                " (resources.nproc x resources.nnodes); make it a multiple of that")
+        if (self.mixup > 0 or self.cutmix > 0) and self.batch_size // ranks % 2:
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
+                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
+                                " multiple of 2 x resources.nproc x resources.nnodes")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Where and how fast a run goes, never what it computes (params.yaml `resources`).
+
+    No training stage lists this section as a DVC param, and no checkpoint key contains it: changing a knob re-runs
+    nothing, and a killed run resumes across the change. Each run records the values it ran with in its
+    metrics.json. Knobs that change numbers in their last bits (float reduction order): threads, compile,
+    channels_last, nproc/nnodes (DDP's all-reduce). Knobs that change the random draws: nproc/nnodes (each rank
+    draws its own mixup pairs, drop-path masks) and data_on_device (kornia's augmentation on the device instead of
+    timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers and sync_every change nothing.
+    """
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"  #: 'cuda' stops at once where CUDA cannot run
     nproc: int = 1  #: processes (GPUs) per node, launched by torchrun
     nnodes: int = 1
     rdzv_endpoint: str = ""  #: host:port of the c10d rendezvous for multi-node runs
     rdzv_id: str = ""  #: c10d rendezvous id; '' = derived from the run's command, so concurrent runs never meet
     threads: int = 1  #: torch threads per process on CPU
-    workers: int = 0  #: data-loader workers per process
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    workers: int = 0  #: data-loader workers per process (persistent; each image's draws are seeded by its place)
+    compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
+    channels_last: bool = False
+    sync_every: int = 32  #: training steps between reads of the loss to the host (the NaN guard's delay)
+    #: keep a dataset stored as tensors on the device and augment whole batches there (`pipeline.data.load.device`);
+    #: 'auto': on a GPU when it fits; true also on CPU; false: DataLoader
+    data_on_device: Literal["auto", True, False] = "auto"
 
-    def validate(self, key: str) -> None:
-        for name in ("epochs", "batch_size", "nproc", "nnodes", "threads", "lr", "sync_every"):
-            _positive(f"{key}.{name}", getattr(self, name))
-        for name in ("warmup_epochs", "cooldown_epochs", "workers", "weight_decay", "warmup_lr", "min_lr",
-                     "mixup", "cutmix", "aug_repeats", "opt_eps"):
-            _within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
-        _positive(f"{key}.clip_grad", self.clip_grad, allow_none=True)
-        _positive(f"{key}.layer_decay", self.layer_decay, allow_none=True)
-        for name in ("mixup_prob", "mixup_switch_prob", "reprob", "hflip"):
-            _within(f"{key}.{name}", getattr(self, name), 0, 1)
-        _within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
-        _within(f"{key}.crop_pct", self.crop_pct, 0, 1, open_low=True)
-        _within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
-        _within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
-        if self.warmup_epochs >= self.epochs and self.warmup_epochs:
-            raise PipelineError(f"{key}.warmup_epochs = {self.warmup_epochs} is not below {key}.epochs ="
-                                f" {self.epochs}; the learning rate would never leave its warm-up")
-        for name in ("scale", "ratio"):
-            pair = getattr(self, name)
-            if (len(pair) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
-                    or not 0 < pair[0] <= pair[1]):
-                raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
-        if self.scale[1] > 1:
-            raise PipelineError(f"{key}.scale = {self.scale!r}: a crop cannot cover more than the image (high <= 1)")
-        ranks = self.nproc * self.nnodes
-        if (self.mixup > 0 or self.cutmix > 0) and (self.batch_size % ranks or self.batch_size // ranks % 2):
-            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
-                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
-                                " multiple of 2 x train.nproc x train.nnodes")
+    def __post_init__(self):
+        for name in ("nproc", "nnodes", "threads", "sync_every"):
+            _positive(f"resources.{name}", getattr(self, name))
+        _within("resources.workers", self.workers, 0, float("inf"))
+
+    @property
+    def ranks(self) -> int:
+        return self.nproc * self.nnodes
+
+
+#: One process on the machine's default device: what library calls that are not given resources use.
+DEFAULT_RESOURCES = Resources()
 
 
 @dataclass
@@ -348,19 +400,25 @@ def _default_models() -> dict:
 class SlurmConfig:
     """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.scale.repro).
 
-    Nodes and GPUs come from `train` (train.nnodes; train.nproc GPUs per node). No stage reads this section for
-    its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.
+    Nodes and GPUs come from `resources` (resources.nnodes; resources.nproc GPUs per node). No stage reads this
+    section for its result, so changing it re-runs nothing but `aggregate`, which reads the whole of params.yaml.
+    A cell still running `signal_s` before its time limit is requeued (submitit's `max_num_timeout`, up to
+    `requeues` times) and resumes from its last epoch's checkpoint.
     """
 
     partition: str = ""  #: sbatch --partition; '' = the cluster's default
     account: str = ""  #: sbatch --account; '' = your default account
-    time: int = 240  #: minutes per cell (sbatch --time); SLURM ends a cell past it and the runner reports it
-    cpus_per_task: int = 0  #: CPUs per node; 0 = train.nproc x (train.threads + train.workers)
-    gpus: bool = True  #: ask for train.nproc GPUs per node (false for a CPU partition; train.device cpu never asks)
+    time: int = 240  #: minutes per job (sbatch --time); a cell that needs longer is requeued and resumes
+    requeues: int = 3  #: times a cell is requeued at its time limit (then the runner reports it failed)
+    signal_s: int = 90  #: seconds before the limit that SLURM signals the job to requeue itself (sbatch --signal)
+    cpus_per_task: int = 0  #: CPUs per node; 0 = resources.nproc x (resources.threads + resources.workers)
+    gpus: bool = True  #: ask for resources.nproc GPUs per node (false for a CPU partition; device cpu never asks)
 
     def __post_init__(self):
         if self.time <= 0:
             raise PipelineError(f"slurm.time = {self.time}: give the minutes one cell may run (a positive integer)")
+        if self.requeues < 0 or self.signal_s < 0:
+            raise PipelineError(f"slurm.requeues = {self.requeues}, slurm.signal_s = {self.signal_s}: must be >= 0")
         if self.cpus_per_task < 0:
             raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
 
@@ -381,6 +439,7 @@ class Params:
     impulse: ImpulseConfig = field(default_factory=ImpulseConfig)
     random: RandomInitConfig = field(default_factory=RandomInitConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    resources: Resources = field(default_factory=Resources)
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
     ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
@@ -415,6 +474,7 @@ class Params:
                                     " (it appears in stage names, where '-' separates the fields)")
             model.validate(f"models.{variant}")
         self.train.validate("train")
+        self.train.check_split("train", self.resources.ranks)
         self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
         self.ci_recipe = self._recipe("ci_alpha.train", self.ci_alpha.train)
         if self.filter_study.enabled and self.filter_study.dataset not in self.datasets:
@@ -433,6 +493,7 @@ class Params:
         """`train` updated by a sub-experiment's overrides, validated under `key`."""
         recipe = from_mapping(TrainConfig, dataclasses.asdict(self.train) | overrides, key)
         recipe.validate(key)
+        recipe.check_split(key, self.resources.ranks)
         return recipe
 
     @property
@@ -498,6 +559,9 @@ def from_mapping(cls: type, data: Any, path: str = "") -> Any:
     kwargs = {}
     for key, value in data.items():
         name = f"{path}.{key}" if path else str(key)
+        if key not in fields and key in getattr(cls, "MOVED", ()):
+            raise PipelineError(f"{name}: moved to resources.{key} (where and how fast a run goes is not part of its"
+                                " recipe: it is neither a DVC param of a training cell nor part of its checkpoint key)")
         if key not in fields:
             raise PipelineError(f"{name}: unknown key; allowed keys here are {', '.join(fields)}")
         hint = hints[key]

@@ -28,6 +28,16 @@ def test_bench_gpu_measures_both_paths_and_writes_throughput_rows(tmp_path):
         assert abs(r["mfu"] - r["images_per_s"] * r["gflops_per_image"] / 500) < 1e-9
     rows = yaml_load(table.read_text())
     assert len(rows) == 3 and rows[0]["model"] == "other"
-    row = throughput(ModelConfig(name="vit_tiny_patch16_224", img_size=32), rows)
+    row = throughput(ModelConfig(name="vit_tiny_patch16_224", img_size=32), rows, "cpu")
     assert row["device"] == "cpu" and row["images_per_s"] >= 1 and "bench/bench_gpu.py" in row["source"]
+
+
+def test_check_takes_the_throughput_row_of_the_device_it_runs_on():
+    rows = [{"model": "m", "img_size": 224, "embed_dim": None, "device": d, "images_per_s": v, "source": "x"}
+            for d, v in (("cpu-2core", 1), ("V100", 174), ("H100", 2000))]
+    model = ModelConfig(name="m", img_size=224)
+    assert throughput(model, rows, "Tesla V100-SXM2-32GB")["images_per_s"] == 174
+    assert throughput(model, rows, "NVIDIA H100 80GB HBM3")["images_per_s"] == 2000
+    assert throughput(model, rows, "cpu")["images_per_s"] == 1
+    assert throughput(model, rows, "NVIDIA A100-SXM4-40GB") is None  # no guess from another device's figure
 

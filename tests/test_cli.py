@@ -45,10 +45,10 @@ def test_every_profile_applies_and_validates(params_file, name):
 
 def test_check_refuses_more_gpus_than_present(params_file, monkeypatch, capsys):
     monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
-    assert main(["--params", str(params_file), "--set", "train.nproc=3", "check"]) == 2
-    assert "train.nproc = 3" in capsys.readouterr().err
+    assert main(["--params", str(params_file), "--set", "resources.nproc=4", "check"]) == 2
+    assert "resources.nproc = 4" in capsys.readouterr().err
     monkeypatch.setenv("PIPELINE_DEVICES", "")
-    assert main(["--params", str(params_file), "--set", "train.device=cuda", "check"]) == 2
+    assert main(["--params", str(params_file), "--set", "resources.device=cuda", "check"]) == 2
 
 
 def test_profiles_apply_one_after_another(params_file):

@@ -128,6 +128,27 @@ def test_workers_give_the_same_order(data_fmnist_like):
     assert [y.tolist() for _, y in _epoch(alone.train, 2)] == [y.tolist() for _, y in _epoch(pooled.train, 2)]
 
 
+@pytest.mark.parametrize("backend", ["tensor", "pil"])
+def test_the_augmentation_does_not_depend_on_the_workers_or_touch_the_global_rngs(data_fmnist_like, backend):
+    augment = dataclasses.replace(LIGHT, scale=(0.3, 1.0), hflip=0.5, reprob=0.5, backend=backend)
+    alone, pooled = (_loaders(data_fmnist_like, augment=augment, workers=w).train for w in (0, 2))
+    torch.manual_seed(123)
+    after_seed = torch.rand(1)
+    first = _epoch(alone, 1)  # reseeds with 123 and draws every image's augmentation in this process
+    assert torch.equal(torch.rand(1), after_seed)  # the model's draws (dropout, mixup) are left as they were
+    again = _epoch(pooled, 1)
+    assert all(torch.equal(x1, x2) and torch.equal(y1, y2) for (x1, y1), (x2, y2) in zip(first, again))
+    assert not torch.equal(first[0][0], _epoch(alone, 2)[0][0])  # another epoch, other draws
+
+
+def test_train_workers_persist_across_epochs(data_fmnist_like):
+    loader = _loaders(data_fmnist_like, workers=1).train
+    first = _epoch(loader, 0)
+    workers = loader._iterator
+    assert loader.persistent_workers and _epoch(loader, 1) and loader._iterator is workers  # no re-fork per epoch
+    assert [y.tolist() for _, y in _epoch(loader, 0)] == [y.tolist() for _, y in first]
+
+
 def test_the_order_depends_only_on_seed_and_epoch(data_fmnist_like):
     a, b = _loaders(data_fmnist_like), _loaders(data_fmnist_like)
     for epoch in range(3):  # a has a history, b resumes at epoch 3
@@ -153,7 +174,7 @@ def test_two_ranks_split_each_train_epoch(data_fmnist_like):
     samplers = [_loaders(data_fmnist_like, rank=r, world_size=2).train.sampler for r in (0, 1)]
     for s in samplers:
         s.set_epoch(2)
-    shards = [list(s) for s in samplers]
+    shards = [[index for index, _ in s] for s in samplers]  # (index, augmentation seed) pairs
     assert sorted(shards[0] + shards[1]) == list(range(200))
 
 
@@ -168,10 +189,11 @@ def test_the_training_subset_is_drawn_per_seed_and_the_validation_subset_is_fixe
     again = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=0)
     b = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=7)
     assert (a.train_size, a.val_size, a.test_size) == (50, 20, 51)  # test: the whole eval split
-    assert a.train.dataset.indices == again.train.dataset.indices  # every arm of a seed: the same images
-    assert a.train.dataset.indices != b.train.dataset.indices and a.val.dataset.indices == b.val.dataset.indices
-    for loaders in (a, b):
-        labels = torch.arange(200)[loaders.train.dataset.indices] % 10
+    train = {name: loaders.train.dataset.dataset.indices for name, loaders in (("a", a), ("again", again), ("b", b))}
+    assert train["a"] == train["again"]  # every arm of a seed: the same images (SeededImages(Subset))
+    assert train["a"] != train["b"] and a.val.dataset.indices == b.val.dataset.indices
+    for indices in (train["a"], train["b"]):
+        labels = torch.arange(200)[indices] % 10
         assert torch.bincount(labels).tolist() == [5] * 10
     seen = torch.cat([_pixels(x)[:, 0, 0, 0] for x, _ in a.test])  # pixel value = the image's index
     assert sorted(seen.tolist()) == list(range(51))
@@ -182,12 +204,12 @@ def test_the_training_subset_is_drawn_per_seed_and_the_validation_subset_is_fixe
 
 
 def test_repeated_augmentation_sampler(data_fmnist_like):
-    sampler = _loaders(data_fmnist_like, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler
+    sampler = _loaders(data_fmnist_like, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler.sampler
     sampler.set_epoch(1)
     first = list(sampler)
     sampler.set_epoch(1)
     assert list(sampler) == first and first[0] == first[1] == first[2]
-    other = _loaders(data_fmnist_like, seed=1, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler
+    other = _loaders(data_fmnist_like, seed=1, augment=dataclasses.replace(LIGHT, aug_repeats=3)).train.sampler.sampler
     other.set_epoch(1)
     assert list(other) != first
 

@@ -98,6 +98,9 @@ def test_fetch_load_and_train_on_the_upstream_format(tmp_path, data_server, name
     assert not archives  # removed once extracted and verified
 
     info, manifest = DATASETS[name], read_manifest(out, name)
+    assert manifest["format"] == "tensors"  # the image-file datasets too: decoded and resized once, here
+    if not info.in_memory:
+        assert manifest["resized"].startswith("shorter side 256 px") and not any(p.is_dir() for p in out.iterdir())
     meta = dataset_meta(tmp_path, name)
     assert meta == DatasetMeta(name, mini.expect.num_classes, info.channels, info.native_size)
     assert {s: manifest["splits"][s]["images"] for s in mini.expect.sizes} == dict(mini.expect.sizes)
@@ -199,7 +202,7 @@ def test_downloads_off_and_nothing_local_says_what_to_do(tmp_path):
 
 def test_a_rerun_replaces_the_dataset_and_cleans_leftovers(tmp_path, data_server):
     mini = MINIATURES["tiny_imagenet"]()
-    (tmp_path / ".fetch-tiny_imagenet-killed").mkdir()  # what a killed run leaves
+    (tmp_path / "tiny_imagenet.partial").mkdir()  # what a killed run leaves
     for _ in range(2):
         fetch(mini, tmp_path, data_server)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny_imagenet"]

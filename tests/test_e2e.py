@@ -165,7 +165,7 @@ def test_queued_sweep_runs_both_experiments(repo, first_run):
 
 
 def test_two_processes_under_torchrun(repo, first_run):
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "train.nproc=2", "train", "fashion_mnist",
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "--set", "resources.nproc=2", "train", "fashion_mnist",
                            "vit", "default", "1"], cwd=repo, env=tool_env(), capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -181,9 +181,9 @@ def free_port() -> int:
 
 
 def test_two_node_rendezvous_on_loopback(repo, first_run):
-    cmd = [sys.executable, "-m", "pipeline", "--set", "train.nnodes=2", "--set",
-           f"train.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "train.rdzv_id=e2e", "train", "fashion_mnist",
-           "vit", "mimetic", "1"]
+    cmd = [sys.executable, "-m", "pipeline", "--set", "resources.nnodes=2",
+           "--set", f"resources.rdzv_endpoint=127.0.0.1:{free_port()}", "--set", "resources.rdzv_id=e2e", "train",
+           "fashion_mnist", "vit", "mimetic", "1"]
     nodes = [subprocess.Popen(cmd, cwd=repo, env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for _ in range(2)]
     outs = [n.communicate(timeout=300)[0] for n in nodes]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from training_fixtures import dies_in_epoch, tiny_run
 
-from pipeline.config import TrainConfig
+from pipeline.config import Resources, TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.training import engine, launch
 from pipeline.training.engine import Dist, fit
@@ -37,7 +38,7 @@ def tiny_model(seed=0):
 
 
 def recipe(**kw):
-    return TrainConfig(**({"epochs": 3, "batch_size": 16, "lr": 1e-2, "warmup_epochs": 1, "threads": 1} | kw))
+    return TrainConfig(**({"epochs": 3, "batch_size": 16, "lr": 1e-2, "warmup_epochs": 1} | kw))
 
 
 def strip(summary):
@@ -143,10 +144,10 @@ def plain_model(seed=0):
 
 
 def test_compiled_training_matches_eager_and_its_checkpoints_resume_either_way(tmp_path, monkeypatch):
-    """train.compile on CPU (inductor): the same losses as eager; checkpoints cross between the two."""
+    """resources.compile on CPU (inductor): the same losses as eager; checkpoints cross between the two."""
     def train(name, compiled, model=None, **kw):
-        return fit(model or plain_model(), tiny_loaders(), recipe(compile=compiled, **kw), seed=0, d=Dist(),
-                   checkpoint=tmp_path / f"{name}.pt", attempt="x")
+        return fit(model or plain_model(), tiny_loaders(), recipe(**kw), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"{name}.pt", attempt="x", resources=Resources(compile=compiled))
 
     eager, compiled = train("eager", False), train("compiled", True)
     assert [r["train_loss"] for r in compiled["history"]] == pytest.approx(
@@ -198,8 +199,9 @@ def test_channels_last_convmixer_trains_as_contiguous(tmp_path):
     def train(channels_last):
         model = build_convmixer("learned", dim=16, depth=2, kernel_size=3, patch_size=2, in_chans=3, num_classes=2,
                                 img_size=8, heads=None, generator=torch.Generator().manual_seed(0))
-        return fit(model, convmixer_loaders(), recipe(epochs=2, channels_last=channels_last), seed=0, d=Dist(),
-                   checkpoint=tmp_path / f"cl{channels_last}.pt", attempt="x")
+        return fit(model, convmixer_loaders(), recipe(epochs=2), seed=0, d=Dist(),
+                   checkpoint=tmp_path / f"cl{channels_last}.pt", attempt="x",
+                   resources=Resources(channels_last=channels_last))
 
     plain, cl = train(False), train(True)
     for key in ("train_loss", "val_loss"):
@@ -211,12 +213,12 @@ def test_the_step_reads_the_loss_back_once_per_window(tmp_path, monkeypatch):
     calls = []
     real = engine.read_back
     monkeypatch.setattr(engine, "read_back", lambda window, *a: calls.append(len(window)) or real(window, *a))
-    every = fit(tiny_model(), tiny_loaders(), recipe(epochs=1, sync_every=1), seed=0, d=Dist(),
-                checkpoint=tmp_path / "e.pt", attempt="x")
+    every = fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(),
+                checkpoint=tmp_path / "e.pt", attempt="x", resources=Resources(sync_every=1))
     assert calls == [1, 1, 1, 1]  # 64 images / 16 per batch
     calls.clear()
-    windowed = fit(tiny_model(), tiny_loaders(), recipe(epochs=1, sync_every=3), seed=0, d=Dist(),
-                   checkpoint=tmp_path / "w.pt", attempt="x")
+    windowed = fit(tiny_model(), tiny_loaders(), recipe(epochs=1), seed=0, d=Dist(),
+                   checkpoint=tmp_path / "w.pt", attempt="x", resources=Resources(sync_every=3))
     assert calls == [3, 1]
     assert strip(windowed) == strip(every)
 
@@ -227,8 +229,8 @@ def test_a_late_read_back_still_names_the_first_non_finite_step(tmp_path):
         loaders = tiny_loaders()
         loaders.train.dataset.tensors[0][5] = float("nan")  # one image poisons its batch's loss
         with pytest.raises(PipelineError, match="non-finite training loss") as err:
-            fit(tiny_model(), loaders, recipe(sync_every=sync_every), seed=0, d=Dist(),
-                checkpoint=tmp_path / f"n{sync_every}.pt", attempt="x")
+            fit(tiny_model(), loaders, recipe(), seed=0, d=Dist(), checkpoint=tmp_path / f"n{sync_every}.pt",
+                attempt="x", resources=Resources(sync_every=sync_every))
         return str(err.value)
 
     message = failing_step(1)
@@ -269,27 +271,64 @@ def test_a_per_run_rendezvous_id_by_default():
 
 
 def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
-    TrainConfig(batch_size=12, mixup=0.8, nproc=2).validate("train")  # 6 per process
+    TrainConfig(batch_size=12, mixup=0.8).check_split("train", 2)  # 6 per process
     with pytest.raises(PipelineError, match="even batch per process"):
-        TrainConfig(batch_size=6, mixup=0.8, nproc=2).validate("train")  # 3 per process
-    TrainConfig(batch_size=6, nproc=2).validate("train")  # without mixup an odd batch is fine
+        TrainConfig(batch_size=6, mixup=0.8).check_split("train", 2)  # 3 per process
+    TrainConfig(batch_size=6).check_split("train", 2)  # without mixup an odd batch is fine
+    with pytest.raises(PipelineError, match="does not split over 4 processes"):
+        TrainConfig(batch_size=6).check_split("train", 4)
     with pytest.raises(PipelineError, match="sync_every"):
-        TrainConfig(sync_every=0).validate("train")
+        Resources(sync_every=0)
 
 
-def test_a_run_with_loader_workers_resumes_to_the_same_result(workdir, monkeypatch):
-    """Workers > 0 draw the augmentation: they start afresh each epoch, seeded by the epoch's reseed, so the
-    resumed epochs draw what the uninterrupted run's drew (persistent workers would not)."""
+def test_a_run_resumes_across_a_change_of_workers_to_the_same_result(workdir, monkeypatch):
+    """resources.workers changes nothing a run computes: each image's draws are seeded by its place in the epoch, in
+    whichever process draws them. A run with no workers, killed in epoch 2 and resumed with 2 persistent workers,
+    ends where the uninterrupted run ends."""
     from pipeline.config import DataConfig
     from pipeline.training import run as runs
 
-    def workers_run():
+    def augmented_run():
         r = tiny_run(epochs=3)
-        r.recipe = dataclasses.replace(r.recipe, workers=2, scale=[0.3, 1.0], hflip=0.5, reprob=0.5)
+        r.recipe = dataclasses.replace(r.recipe, scale=[0.3, 1.0], hflip=0.5, reprob=0.5)
         return r
 
-    whole = runs.execute(workers_run(), DataConfig())
+    whole = runs.execute(augmented_run(), DataConfig(), Resources(workers=0))
     with dies_in_epoch(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
-        runs.execute(workers_run(), DataConfig())
-    resumed = runs.execute(workers_run(), DataConfig())
+        runs.execute(augmented_run(), DataConfig(), Resources(workers=0))
+    resumed = runs.execute(augmented_run(), DataConfig(), Resources(workers=2))
     assert strip(resumed) == strip(whole)
+
+
+def test_the_cooldown_follows_the_schedule_at_min_lr():
+    """timm's 300 + 10: epochs counts the cooldown; the cosine ends at epochs - cooldown, then min_lr."""
+    optimizer = torch.optim.SGD(tiny_model().parameters(), lr=1.0)
+    scheduler = engine.create_schedule(optimizer, recipe(epochs=12, cooldown_epochs=2, warmup_epochs=0, lr=1.0,
+                                                         min_lr=0.01), steps=1)
+    lrs = [scheduler._get_lr(epoch)[0] for epoch in range(12)]
+    assert lrs[0] == pytest.approx(1.0) and lrs[5] == pytest.approx(0.01 + 0.99 * 0.5)  # half way: cos(pi / 2)
+    assert lrs[9] > 0.01 and lrs[10] == lrs[11] == pytest.approx(0.01)
+    with pytest.raises(PipelineError, match="epochs counts the cooldown"):
+        TrainConfig(epochs=10, cooldown_epochs=10, warmup_epochs=0).validate("train")
+
+
+def test_evaluation_every_k_epochs_and_always_the_last(tmp_path, capsys):
+    summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=5, eval_every=2), seed=0, d=Dist(),
+                  checkpoint=tmp_path / "k.pt", attempt="x")
+    assert [("val_top1" in r) for r in summary["history"]] == [False, True, False, True, True]
+    assert summary["top1"] == summary["history"][-1]["val_top1"] and summary["best_epoch"] in (2, 4, 5)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "] epoch " in line]
+    assert "(no evaluation)" in lines[0] and "val top-1" in lines[1]
+    for line in lines:  # the epoch line: ETA, the share of the epoch spent waiting for data, peak memory
+        assert re.search(r"data wait \d+%  peak mem \d+\.\d\d GiB  ETA \d", line), line
+    assert lines[-1].endswith("ETA 0 s")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("amp", ["auto", "fp16"])  # auto: bf16 from compute capability 8.0, else fp16 + scaler
+def test_the_engine_trains_compiled_on_cuda(tmp_path, amp):
+    d = engine.setup_distributed("cuda")
+    summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=2, amp=amp), seed=0, d=d, checkpoint=tmp_path / "c.pt",
+                  attempt="x", resources=Resources(device="cuda", compile=True))
+    assert all(torch.isfinite(torch.tensor([r["train_loss"], r["val_loss"]])).all() for r in summary["history"])

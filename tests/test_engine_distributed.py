@@ -20,7 +20,7 @@ from timm.data import Mixup
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from training_fixtures import dies_in_epoch
 
-from pipeline.config import TrainConfig
+from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.loaders import ShardSampler
 from pipeline.training import engine
 
@@ -83,9 +83,9 @@ def loaders(d: engine.Dist) -> SimpleNamespace:
 
 def killed_and_resumed(d: engine.Dist, options: dict) -> dict:
     """An uninterrupted run, then a run killed in epoch 2 and started again, in this rank's working directory."""
-    recipe = TrainConfig(epochs=3, batch_size=16, lr=1e-2, warmup_epochs=1, threads=1, mixup=0.8, cutmix=1.0,
-                         ema=True, ema_decay=0.5, compile=options["compile"])
-    run = {"recipe": recipe, "seed": 0, "d": d, "attempt": "x"}
+    recipe = TrainConfig(epochs=3, batch_size=16, lr=1e-2, warmup_epochs=1, mixup=0.8, cutmix=1.0, ema=True,
+                         ema_decay=0.5)
+    run = {"recipe": recipe, "seed": 0, "d": d, "attempt": "x", "resources": Resources(compile=options["compile"])}
     whole = engine.fit(model(), loaders(d), checkpoint=Path("scratch/whole.pt"), **run)
     with pytest.MonkeyPatch.context() as patch, dies_in_epoch(patch, 1), contextlib.suppress(KeyboardInterrupt):
         engine.fit(model(), loaders(d), checkpoint=Path("scratch/killed.pt"), **run)

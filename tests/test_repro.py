@@ -78,7 +78,7 @@ def make_project(path: Path) -> Path:
     path.mkdir(parents=True)
     (path / "step.py").write_text(STEP)
     (path / "dvc.yaml").write_text(DVC_YAML)
-    (path / "params.yaml").write_text("train:\n  threads: 1\n  nproc: 1\n  device: cpu\n")
+    (path / "params.yaml").write_text("train: {}\nresources:\n  threads: 1\n  nproc: 1\n  device: cpu\n")
     (path / "in").mkdir()
     for name in ["source", *(f"cell-{i}" for i in range(N))]:
         (path / "in" / f"{name}.txt").write_text("v1\n")
@@ -253,13 +253,12 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
     assert is_clean(inside)
 
 
-def test_a_training_cell_asks_for_train_resources_and_its_sections_overrides(params_file):
-    params = load_params(params_file)
-    raw = {"train": {"nproc": 1}, "filter_study": {"train": {"nproc": 2, "epochs": 3}}}
-    assert repro.request_for(["model", "data.val_subset"], params, raw) == Request(training=False)
-    cell = repro.request_for(["train", "model"], params, raw)
-    assert cell.training and cell.nproc == params.train.nproc and cell.threads == params.train.threads
-    assert repro.request_for(["filter_study.train", "train"], params, raw).nproc == 2
+def test_a_training_cell_asks_for_the_resources_section(params_file):
+    params = load_params(params_file, ["resources.nproc=2", "resources.threads=3"])
+    assert repro.request_for(["model", "data.val_subset"], params) == Request(training=False)
+    cell = repro.request_for(["train", "model"], params)
+    assert cell.training and cell.nproc == 2 and cell.threads == 3 and cell.gpu
+    assert repro.request_for(["filter_study.train", "train"], params).nproc == 2
 
 
 def test_device_pool_and_default_layout(params_file):
@@ -270,8 +269,9 @@ def test_device_pool_and_default_layout(params_file):
     assert sorted(pool.take(3)) == ["4", "6", "7"]
     params = load_params(params_file)
     assert repro.default_jobs(params, ["0", "1", "2"]) == 3
+    assert repro.default_jobs(load_params(params_file, ["resources.nproc=2"]), list("01234567")) == 4
     cores = len(os.sched_getaffinity(0))
-    assert repro.default_jobs(params, []) == max(1, cores // params.train.threads)
+    assert repro.default_jobs(params, []) == max(1, cores // params.resources.threads)
 
 
 def test_visible_devices_respect_an_allocation(monkeypatch):
@@ -287,16 +287,17 @@ def test_visible_devices_respect_an_allocation(monkeypatch):
     assert launch.visible_devices() == ["0", "1"]
 
 
-def test_cells_that_cannot_fit_stop_before_anything_runs():
-    big = repro.Cell("train@x", [], Request(training=True, nproc=4, gpu=True), True)
-    with pytest.raises(PipelineError, match="train.nproc = 4 but this machine has 2 GPU"):
-        repro.check_fits([big], "local", ["0", "1"])
+def test_cells_that_cannot_fit_stop_before_anything_runs(params_file):
+    params = load_params(params_file, ["resources.nproc=4"])
+    big = repro.Cell("train@x", [], repro.request_for(["train"], params), True)
+    with pytest.raises(PipelineError, match="resources.nproc = 4 but this machine has 2 GPU"):
+        repro.check_fits([big], "local", ["0", "1"], params)
     nodes = repro.Cell("train@y", [], Request(training=True, nnodes=2), True)
     with pytest.raises(PipelineError, match="--executor slurm"):
-        repro.check_fits([nodes], "local", [])
-    repro.check_fits([big, nodes], "slurm", [])
+        repro.check_fits([nodes], "local", [], params)
+    repro.check_fits([big, nodes], "slurm", [], params)
 
 
 def test_repro_refuses_overrides_dvc_would_not_see(capsys):
-    assert cli(["--set", "train.threads=2", "repro"]) == 2
+    assert cli(["--set", "resources.threads=2", "repro"]) == 2
     assert "edit params.yaml" in capsys.readouterr().err

@@ -12,6 +12,7 @@ marked `slurm` and `slow`; skipped, saying why, where the daemons cannot run.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -144,7 +145,7 @@ def completion(env: dict, job_ids: list[str]) -> dict[str, dict]:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, tmp_path):
-    settings = {"train.threads": 1, "slurm.gpus": False, "slurm.time": 30}
+    settings = {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30}
     repo = copy_repo(tmp_path / "slurm", "smoke", settings)
     cells = {c.name for c in repro.plan([], load_params(repo / "params.yaml"), repo) if c.request.training}
     assert len(cells) >= 3
@@ -173,6 +174,75 @@ def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, tmp_pat
     assert reference and reference == {k: v for k, v in run_metrics(repo).items() if k in reference}
 
 
+def job_field(env: dict, job: str, name: str) -> str | None:
+    """One field of `scontrol show job` (JobState, Restarts, TimeLimit, ...), or None once SLURM forgot the job."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True).stdout
+    return next((f.split("=", 1)[1] for f in out.split() if f.startswith(f"{name}=")), None)
+
+
+def wait_for(condition, seconds: float, what: str, diagnose=lambda: "") -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {seconds:.0f} s for {what}; {diagnose()}")
+        time.sleep(0.5)
+
+
+def minutes(runtime: str) -> int:
+    """Whole minutes of SLURM's RunTime ([D-]HH:MM:SS)."""
+    days, _, clock = runtime.rpartition("-")
+    h, m, _ = (int(x) for x in clock.split(":"))
+    return (int(days or 0) * 24 + h) * 60 + m
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(900)
+def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):
+    """The runner submits one smoke cell; once it has checkpointed, the test moves the job's time limit to two
+    minutes past what it has run (`scontrol update`), so that SLURM's time-limit signal (`slurm.signal_s` = 90 s
+    before the limit; SLURM acts on limits every 30 s) comes now rather than after minutes of training. SLURM signals
+    the job, submitit requeues it (same job id), the test gives it its 30 minutes back, and the second run of the
+    cell resumes from its checkpoint. Nothing here sets the cell's environment: what its metrics.json records of
+    SLURM (job id, nodes, restarts) is what SLURM gave the job."""
+    cell = "train@fashion_mnist-vit-impulse-0"
+    epochs = 150  # longer than the 30 s SLURM may take to signal
+    repo = copy_repo(tmp_path / "requeue", "smoke", {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30,
+                                                     "slurm.signal_s": 90, "train.epochs": epochs})
+    runner = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell], cwd=repo,
+                              env=cluster, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        job = next(m[1] for line in runner.stdout if (m := re.search(rf"start  {re.escape(cell)}  \(SLURM job (\d+)",
+                                                                      line)))
+        log = repo / f"scratch/slurm/{job}/{job}_0_log.out"
+
+        def diagnose() -> str:
+            return (f"job state {job_field(cluster, job, 'JobState')}, restarts {job_field(cluster, job, 'Restarts')};"
+                    f" log: {log.read_text()[-1500:] if log.exists() else '(none)'}")
+
+        checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
+        wait_for(checkpoint.exists, 300, "the cell's first checkpoint", diagnose)
+        limit = minutes(job_field(cluster, job, "RunTime")) + 2
+        subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit}"], env=cluster, check=True)
+        wait_for(lambda: job_field(cluster, job, "Restarts") not in ("0", None) or not checkpoint.exists(), 150,
+                 "SLURM to requeue the job", diagnose)
+        assert job_field(cluster, job, "Restarts") == "1", f"the cell ended before its time limit; {diagnose()}"
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], env=cluster, check=True)
+        rest = runner.communicate(timeout=480)[0]
+    finally:
+        runner.kill()
+    assert runner.returncode == 0 and f"done   {cell}  ran" in rest, rest
+    text = log.read_text()
+    assert text.count(f"Running stage '{cell}'") >= 2 and "Requeued job" in text, text[-3000:]
+    resumed = re.search(r"resuming from \S+last.pt at epoch (\d+)", text)
+    assert resumed and 2 <= int(resumed[1]) <= epochs, text[-3000:]
+    metrics = json.loads((repo / "results/train/fashion_mnist/vit/impulse/seed0/metrics.json").read_text())
+    assert {k: v for k, v in metrics["slurm"].items() if k != "restarts"} == {"job_id": job, "nodes": 1,
+                                                                              "nodelist": "localhost"}
+    assert metrics["slurm"]["restarts"] >= 1
+    assert metrics["epochs"] == epochs and [r["epoch"] for r in metrics["history"]] == list(range(epochs))
+    assert "up to date" in sh(repo, "dvc", "status", cell)
+
+
 def test_a_multi_node_cell_starts_torchrun_on_every_node_of_its_allocation(monkeypatch):
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", "1234")
@@ -198,9 +268,11 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
                                                                           workers=4, gpu=True))
     script = _make_sbatch_string(command="true", folder=tmp_path, **options)
     for line in ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", "--cpus-per-task=24", "--time=90",
-                 "--partition=gpu", "--account=lab", "--job-name=train@cifar10-vit-impulse-0"]:
+                 "--partition=gpu", "--account=lab", "--job-name=train@cifar10-vit-impulse-0",
+                 "--signal=B:USR2@90"]:  # the time-limit signal to the batch shell, which is the job's Python
         assert f"#SBATCH {line}" in script
     assert "srun" not in script.split("# command")[1]  # the stage runs once; its torchrun fans out (launch.py)
+    assert executor.executor._submitit_command_str.startswith("exec ")  # the batch shell becomes the job's Python
     cpu_only = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(gpus=False, cpus_per_task=3))
     options = cpu_only.parameters("x", Request(True, nproc=1, gpu=True))
     assert "gpus_per_node" not in options and options["cpus_per_task"] == 3

@@ -18,7 +18,7 @@ def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.GELU(),
                                    torch.nn.Linear(16, meta.num_classes))
 
-    recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, threads=1, scale=[1.0, 1.0],
+    recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, scale=[1.0, 1.0],
                          ratio=[1.0, 1.0], hflip=0.0, smoothing=0.0)
     return run.Run(module="pipeline.training.train", kind="train", key=("fashion_mnist", "tiny", "seed0"),
                    dataset="fashion_mnist", seed=0,

@@ -1,6 +1,6 @@
 """A clean temporary copy of this working tree as its own git repository: what the runner's tests and bench use.
 
-`copy_repo(dest, profile="smoke", params={"train.threads": 1})` copies the tracked and untracked-not-ignored files
+`copy_repo(dest, profile="smoke", params={"resources.threads": 1})` copies the tracked and untracked-not-ignored files
 (so uncommitted edits are included, and data/, results/, .dvc/cache are not), applies the profile with
 `python -m pipeline profile`, writes the given parameter values into params.yaml itself (stage commands never get
 `--set`: DVC must see the values), and commits, so `dvc repro` starts from nothing, as in a fresh clone.
@@ -38,7 +38,7 @@ def sh(repo: Path, *cmd: str, check: bool = True, env: dict | None = None) -> st
 
 
 def set_params(params_file: Path, values: dict) -> None:
-    """Write `{"train.threads": 1, ...}` into params.yaml, keeping its comments."""
+    """Write `{"resources.threads": 1, ...}` into params.yaml, keeping its comments."""
     rt = YAML()
     doc = rt.load(params_file.read_text())
     for key, value in values.items():
@@ -72,8 +72,8 @@ def copy_repo(dest: Path, profile: str | None = "smoke", params: dict | None = N
     return dest
 
 
-#: what differs between two identical runs: timings, and the git revision of two separately made copies
-UNSTABLE = {"images_per_s", "epoch_time_s", "wall_time_s", "git_rev"}
+#: what differs between two identical runs: timings, the git revision of two separately made copies, the SLURM job
+UNSTABLE = {"images_per_s", "epoch_time_s", "wall_time_s", "git_rev", "slurm"}
 
 
 def _stable(value):

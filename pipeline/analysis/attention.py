@@ -194,7 +194,7 @@ def main(params: Params, args) -> int:
         raise PipelineError(f"variant {args.variant!r}: not a key of params `models` ({', '.join(params.models)})")
     if args.images <= 0:
         raise PipelineError(f"--images {args.images}: give a positive number of validation images")
-    torch.set_num_threads(params.train.threads)
+    torch.set_num_threads(params.resources.threads)
     dataset = params.datasets[0]
     model = builders.vit(params, args.variant, args.arm, dataset_meta(params.data.root, dataset), seed=0)
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))

@@ -399,7 +399,7 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    torch.set_num_threads(params.train.threads)
+    torch.set_num_threads(params.resources.threads)
     manifest = write_figures(params, Path(args.results), Path(args.out))
     for e in manifest["figures"]:
         print(f"[figures] {e['file']}: {e['title']}")

@@ -10,9 +10,9 @@ One source of truth for every stage that builds a model: the fetched dataset's m
 - `channels`: 1 or 3: the stored images' for tensor datasets, the registry's for torchvision's image trees
   (Food-101, Flowers-102, Pets: RGB), read from the images for `folder` and `imagenet`
   (`pipeline.data.fetch.userdata`: all grayscale -> 1, else 3).
-- `image_size`: the stored side for tensor datasets (checked against the registry); for variable-size sets a
-  typical side: the registry's `native_size` for torchvision's trees (Food-101 512, its images' longer side;
-  Flowers-102 and Pets 500), and for `folder` / `imagenet` the median shorter side of a sample of images.
+- `image_size`: the stored side for tensor datasets (checked against the registry; Food-101, Flowers-102 and Pets
+  are stored as 256-px squares, `pipeline.data.fetch.sources.resized_tree`), and for `folder` / `imagenet` a
+  typical side: the median shorter side of a sample of images.
 
 Before anything is fetched (`python -m pipeline check`), `pipeline.data.fetch.source_meta` gives the
 DatasetMeta that fetch will record: the registry's facts for registered datasets (fetch refuses data that does

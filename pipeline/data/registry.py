@@ -40,7 +40,7 @@ class DatasetInfo:
     source: str
     num_classes: int  #: 0 = read from the data (`folder`)
     channels: int
-    native_size: int  #: side of the stored images (typical side for variable-size sets)
+    native_size: int  #: side of the stored images (Food-101, Flowers-102, Pets: pre-resized squares, see fetch)
     train_split: str
     eval_split: str
     train_size: int  #: images in the train split; 0 = whatever the user's folder holds
@@ -83,15 +83,15 @@ DATASETS: dict[str, DatasetInfo] = {
             (0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713), "Coates, Ng, Lee 2011, AISTATS",
             "unspecified", True, "https://cs.stanford.edu/~acoates/stl10/"),
         DatasetInfo(
-            "food101", "torchvision:Food101", 101, 3, 512, "train", "test", 75750, 25250,
+            "food101", "torchvision:Food101", 101, 3, 256, "train", "test", 75750, 25250,
             IMAGENET_MEAN, IMAGENET_STD, "Bossard, Guillaumin, Van Gool 2014, ECCV", "research only", False,
             "https://data.vision.ee.ethz.ch/cvl/datasets_extra/food-101/"),
         DatasetInfo(
-            "flowers102", "torchvision:Flowers102", 102, 3, 500, "train", "test", 1020, 6149,
+            "flowers102", "torchvision:Flowers102", 102, 3, 256, "train", "test", 1020, 6149,
             IMAGENET_MEAN, IMAGENET_STD, "Nilsback, Zisserman 2008, ICVGIP", "unspecified", False,
             "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/"),
         DatasetInfo(
-            "pets", "torchvision:OxfordIIITPet", 37, 3, 500, "trainval", "test", 3680, 3669,
+            "pets", "torchvision:OxfordIIITPet", 37, 3, 256, "trainval", "test", 3680, 3669,
             IMAGENET_MEAN, IMAGENET_STD, "Parkhi et al. 2012, CVPR", "CC BY-SA 4.0", False,
             "https://www.robots.ox.ac.uk/~vgg/data/pets/"),
         DatasetInfo(

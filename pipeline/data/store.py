@@ -3,12 +3,10 @@
 The manifest is written last by `fetch`, so a directory without one is never taken for complete. It records
 the format the loaders open:
 
-- `tensors`: small datasets (registry `in_memory`) as one `<split>.pt` per split, holding `images` (uint8,
+- `tensors`: every registered dataset (the image-file ones, Food-101, Flowers-102 and Pets, pre-resized to 256-px
+  squares) as one `<split>.pt` per split, holding `images` (uint8,
   N x C x H x W) and `labels` (int64, N). Loaders memory-map them, so ranks on one machine share one copy and
   a batch is a single indexing operation instead of N image decodes.
-- `torchvision`: the tree a torchvision dataset class extracts (Food-101, Flowers-102, Pets), opened with
-  that class; `md5` lists the checksums that replaced torchvision's at fetch (empty for the real dataset;
-  the miniatures of the tests), which the class checks again when it opens the tree.
 - `imagefolder`: a path outside the repository (ImageNet-1K, `folder`), never copied; one ImageFolder tree
   per split.
 """

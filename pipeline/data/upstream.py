@@ -1,5 +1,5 @@
-"""The torchvision class of a registered dataset, shared by fetch (it downloads through it) and load (it opens the
-file datasets, Food-101, Flowers-102 and Pets, through it).
+"""The torchvision class of a registered dataset, through which fetch downloads and verifies it (the loaders read
+what fetch stored, never the torchvision tree).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Where `python -m pipeline repro` runs one stage's command: a process on this machine, or a SLURM job.
 
 Both executors take the same command (`python -m dvc --wait-for-lock repro --single-item <stage>`, built by
-`pipeline.scale.repro`) and return a `Job` the scheduler polls: `poll()` is None while it runs, then its exit status;
-`cancel()` stops it; `where` and `log` say where it ran and where its output went.
+`pipeline.scale.repro`) and the runner's overrides of the environment, and return a `Job` the scheduler polls:
+`poll()` is None while it runs, then its exit status; `cancel()` stops it; `where` and `log` say where it ran and
+where its output went. The command runs in the environment of the place it runs in (this machine's; a SLURM job's,
+with SLURM_JOB_ID, its nodes and the GPUs SLURM gave it) with only the overrides on top (`stage_env`).
 
 - `LocalExecutor`: `subprocess.Popen` in its own session (so Ctrl-C reaches the whole stage, DVC and its command,
   through the runner), stdout and stderr to one log file per stage.
@@ -12,14 +14,20 @@ Both executors take the same command (`python -m dvc --wait-for-lock repro --sin
   log and job id, while dask-jobqueue starts a pool of identical long-lived workers and ships Python tasks to them:
   that fits many small tasks, not one DVC stage per allocation. The job runs the command once, on the first node
   of its allocation (`use_srun=False`); a multi-node cell's own stage command starts torchrun on every node with
-  `srun` (`pipeline.training.launch`), so `dvc.lock` is written by one process.
+  `srun` (`pipeline.training.launch`), so `dvc.lock` is written by one process. At its time limit a job is
+  requeued, not lost: SLURM signals it `slurm.signal_s` before the limit (sbatch --signal), submitit requeues it
+  (`scontrol requeue`, up to `slurm.requeues` times: its `max_num_timeout`) because `StageJob` is checkpointable,
+  and the requeued job runs the same command again: DVC runs the stage again, which resumes from the checkpoint of
+  its last finished epoch (`pipeline.training.run`; the resources are not part of the checkpoint's key).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +56,7 @@ class Request:
     nnodes: int = 1
     threads: int = 1
     workers: int = 0
-    gpu: bool = False  #: the cell trains on GPUs (train.device is not 'cpu')
+    gpu: bool = False  #: the cell trains on GPUs (resources.device is not 'cpu')
 
 
 class Job(Protocol):
@@ -60,6 +68,13 @@ class Job(Protocol):
     def cancel(self) -> None: ...
 
     def reap(self) -> None: ...
+
+
+def stage_env(overrides: dict) -> dict:
+    """This process's environment with the runner's overrides on top and this interpreter's folder first on PATH
+    (stage commands call `python`). Under SLURM it runs inside the job, so SLURM's variables stay."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, **overrides, "PATH": path}
 
 
 def stage_file_name(stage: str) -> str:
@@ -101,12 +116,13 @@ class LocalExecutor:
     def __init__(self, root: Path, log_dir: Path):
         self.root, self.log_dir = root, log_dir
 
-    def submit(self, stage: str, command: list[str], request: Request, env: dict) -> LocalJob:
+    def submit(self, stage: str, command: list[str], request: Request, overrides: dict) -> LocalJob:
         del request  # the scheduler has already fitted it to this machine
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{stage_file_name(stage)}.log"
         log_file = log.open("w")
-        proc = subprocess.Popen(command, cwd=self.root, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command, cwd=self.root, env=stage_env(overrides), stdout=log_file,
+                                stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         return LocalJob(proc, log, log_file)
 
@@ -118,6 +134,20 @@ def scontrol_state(job_id: str) -> str | None:
         if field.startswith("JobState="):
             return field.split("=", 1)[1]
     return None
+
+
+class StageJob(submitit.helpers.Checkpointable):
+    """The callable a SLURM job runs: the stage command in the job's own environment plus the runner's overrides.
+
+    Checkpointable (submitit's `checkpoint` resubmits the same callable), so at the time limit submitit requeues
+    the job instead of letting SLURM end it; the stage's own checkpoint carries the training over.
+    """
+
+    def __init__(self, command: list[str], cwd: Path, overrides: dict):
+        self.command, self.cwd, self.overrides = command, cwd, overrides
+
+    def __call__(self) -> str:
+        return submitit.helpers.CommandFunction(self.command, cwd=self.cwd, env=stage_env(self.overrides))()
 
 
 class SlurmJob:
@@ -160,13 +190,18 @@ class SlurmExecutor:
 
     def __init__(self, root: Path, folder: Path, slurm: SlurmConfig):
         self.root, self.slurm = root, slurm
-        self.executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=0)
+        # The job runs its command on its batch shell, not in a job step, so SLURM's time-limit signal must go to
+        # the batch shell (B:) and the shell must be the Python process that handles it (exec): submitit's default
+        # signals job steps only, which such a job has none of.
+        self.executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=slurm.requeues,
+                                               python=f"exec {shlex.quote(sys.executable)}")
 
     def parameters(self, stage: str, request: Request) -> dict:
         """sbatch options of one cell: nodes, one task per node, CPUs, GPUs, time, partition, account."""
         cpus = self.slurm.cpus_per_task or request.nproc * (request.threads + request.workers)
         options = {"job_name": stage, "nodes": request.nnodes, "ntasks_per_node": 1, "cpus_per_task": cpus,
-                   "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True}
+                   "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True,
+                   "additional_parameters": {"signal": f"B:USR2@{self.slurm.signal_s}"}}
         if request.gpu and self.slurm.gpus:
             options["gpus_per_node"] = request.nproc
         if self.slurm.partition:
@@ -175,12 +210,11 @@ class SlurmExecutor:
             options["account"] = self.slurm.account
         return options
 
-    def submit(self, stage: str, command: list[str], request: Request, env: dict) -> SlurmJob:
+    def submit(self, stage: str, command: list[str], request: Request, overrides: dict) -> SlurmJob:
         self.executor.update_parameters(**self.parameters(stage, request))
-        # sbatch exports the runner's environment to the job; SLURM itself sets CUDA_VISIBLE_DEVICES there.
-        env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
+        overrides = {k: v for k, v in overrides.items() if k != "CUDA_VISIBLE_DEVICES"}  # SLURM's own GPUs stay
         try:
-            job = self.executor.submit(submitit.helpers.CommandFunction(command, cwd=self.root, env=env))
+            job = self.executor.submit(StageJob(command, self.root, overrides))
         except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as exc:
             why = [line for line in str(exc).splitlines() if line.strip()]
             reason = why[-1].strip().strip("'\"") if why else repr(exc)

@@ -1,6 +1,6 @@
 """`python -m pipeline repro`: the stale stages of dvc.yaml in parallel, on this machine or as SLURM jobs.
 
-    python -m pipeline repro                       # every core: cores // train.threads stages at once
+    python -m pipeline repro                       # every core: cores // resources.threads stages at once
     python -m pipeline repro -j 4 train            # at most 4 at once, only the `train` stages and what they need
     python -m pipeline repro --dry                 # what would run, where, with what resources
     python -m pipeline repro --executor slurm      # each training cell a SLURM job (resources from params.yaml)
@@ -23,14 +23,15 @@ the command would throw a finished result away; with it, it waits its turn. Stag
 the code) take read locks, which do not conflict; a stage that reads another's outputs starts only after it, so no
 write lock is contended. On a shared filesystem without working fcntl locks, set `dvc config core.hardlink_lock true`.
 
-Where and how wide: `local` runs processes here. On CPU, `-j` defaults to cores // train.threads (train.threads is the
-stage's own param; the runner never changes it). With GPUs (CUDA_VISIBLE_DEVICES, or all CUDA devices), each training
-cell gets train.nproc of them of its own, so an 8-GPU node runs eight 1-GPU cells or one 8-GPU cell; `-j` defaults
-to the number of GPUs. `slurm` submits each training cell (a stage that reads the `train` params) as a SLURM job via
-`pipeline.scale.executors` and runs the other stages (fetch, attention, figures, aggregate, report: minutes at most)
-here, on the submitting node; `-j` then caps the jobs in flight (default: no cap, SLURM queues them). Ctrl-C cancels
-what was started. A failed stage is reported with its log; the stages that need it are skipped, the rest finish, and the
-next run re-runs it (DVC recorded nothing for it).
+Where and how wide (params `resources`, which no stage lists as a DVC param): `local` runs processes here. On CPU,
+`-j` defaults to cores // resources.threads (the runner never changes a run's threads). With GPUs
+(CUDA_VISIBLE_DEVICES, or all CUDA devices), each training cell gets resources.nproc of them of its own, so an 8-GPU
+node runs eight 1-GPU cells side by side, or one 8-GPU cell; `-j` defaults to GPUs // resources.nproc. `slurm`
+submits each training cell (a stage that reads the `train` params) as a SLURM job via `pipeline.scale.executors`
+and runs the other stages (fetch, attention, figures, aggregate, report: minutes at most) here, on the submitting
+node; `-j` then caps the jobs in flight (default: no cap, SLURM queues them). Ctrl-C cancels what was started. A
+failed stage is reported with its log; the stages that need it are skipped, the rest finish, and the next run re-runs
+it (DVC recorded nothing for it).
 """
 
 from __future__ import annotations
@@ -47,15 +48,13 @@ from pathlib import Path
 from dvc.repo import Repo, lock_repo
 from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
-from pipeline.config import Params, yaml_load
+from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
 
 LOG_DIR = Path("scratch/repro")
 SLURM_DIR = Path("scratch/slurm")
-#: the `train` fields that size a cell; a stage that reads `<section>.train` (e.g. filter_study.train) may override them
-RESOURCE_KEYS = ("nproc", "nnodes", "threads", "workers", "device")
 
 
 @dataclass
@@ -83,26 +82,18 @@ def training_keys(param_keys: list[str]) -> list[str]:
     return [k for k in param_keys if k == "train" or k.startswith("train.") or k.endswith(".train")]
 
 
-def request_for(param_keys: list[str], params: Params, raw: dict) -> Request:
-    """A stage's resources: none for a stage that does not train, else train's (with its section's overrides)."""
-    keys = training_keys(param_keys)
-    if not keys:
+def request_for(param_keys: list[str], params: Params) -> Request:
+    """A stage's resources: none for a stage that does not train, else params `resources`."""
+    if not training_keys(param_keys):
         return Request(training=False)
-    values = {k: getattr(params.train, k) for k in RESOURCE_KEYS}
-    for key in keys:
-        node = raw
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if key != "train" and isinstance(node, dict):  # e.g. filter_study.train: overrides of `train`
-            values.update({k: v for k, v in node.items() if k in RESOURCE_KEYS})
-    return Request(training=True, nproc=values["nproc"], nnodes=values["nnodes"], threads=values["threads"],
-                   workers=values["workers"], gpu=values["device"] != "cpu")
+    r = params.resources
+    return Request(training=True, nproc=r.nproc, nnodes=r.nnodes, threads=r.threads, workers=r.workers,
+                   gpu=r.device != "cpu")
 
 
 def plan(targets: list[str], params: Params, root: Path | None = None) -> list[Cell]:
     """The stages to run, in DVC's order: the stale ones and everything downstream of them within the targets."""
     root = Path(root or ".")
-    raw = yaml_load((root / "params.yaml").read_text()) or {}
     with contextlib.chdir(root), Repo(_wait_for_lock=True) as repo, lock_repo(repo):  # targets are relative
         stages = collect_stages(repo, targets or ["dvc.yaml"])
         graph = get_active_graph(repo.index.graph)  # edges point from a stage to the stages it depends on
@@ -113,7 +104,7 @@ def plan(targets: list[str], params: Params, root: Path | None = None) -> list[C
             stale = bool(stage.status())
             if stale or upstream:
                 keys = [k for dep in stage.params for k in (dep.params or [])]
-                cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(keys, params, raw), stale)
+                cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(keys, params), stale)
     return list(cells.values())
 
 
@@ -134,38 +125,33 @@ class DevicePool:
 
 
 def gpu_devices(params: Params) -> list[str]:
-    """GPUs the training cells share out: none when train.device is cpu."""
-    return [] if params.train.device == "cpu" else launch.visible_devices()
+    """GPUs the training cells share out: none when resources.device is cpu."""
+    return [] if params.resources.device == "cpu" else launch.visible_devices()
 
 
 def default_jobs(params: Params, devices: list[str]) -> int:
-    """Stages at once on this machine: one per GPU; on CPU, cores // train.threads (every core busy)."""
+    """Stages at once on this machine: as many cells as the GPUs hold side by side (GPUs // resources.nproc); on
+    CPU, cores // resources.threads (every core busy)."""
     if devices:
-        return len(devices)
-    return max(1, len(os.sched_getaffinity(0)) // params.train.threads)
+        return max(1, len(devices) // params.resources.nproc)
+    return max(1, len(os.sched_getaffinity(0)) // params.resources.threads)
 
 
-def check_fits(cells: list[Cell], executor: str, devices: list[str]) -> None:
-    """Stop before starting anything a cell cannot get here."""
+def check_fits(cells: list[Cell], executor: str, devices: list[str], params: Params) -> None:
+    """Stop before starting anything a cell cannot get here (the GPU check is `launch.require_devices`, which
+    `python -m pipeline check` runs too)."""
+    if executor != "local" or not any(c.request.training for c in cells):
+        return
     for cell in cells:
-        r = cell.request
-        if executor == "local" and r.nnodes > 1:
-            raise PipelineError(f"{cell.name}: train.nnodes = {r.nnodes} needs several machines; run it with"
-                                " --executor slurm (or lower train.nnodes)")
-        if executor == "local" and devices and r.gpu and r.nproc > len(devices):
-            raise PipelineError(f"{cell.name}: train.nproc = {r.nproc} but this machine has {len(devices)} GPU(s)"
-                                f" ({','.join(devices)}); lower train.nproc")
+        if cell.request.nnodes > 1:
+            raise PipelineError(f"{cell.name}: resources.nnodes = {cell.request.nnodes} needs several machines; run"
+                                " it with --executor slurm (or lower resources.nnodes)")
+    launch.require_devices(params.resources.nproc, params.resources.device, devices)
 
 
 def stage_command(name: str) -> list[str]:
     """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring)."""
     return [sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", name]
-
-
-def child_env() -> dict:
-    """The runner's environment with its interpreter's folder first on PATH: stage commands call `python`."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                PYTHONUNBUFFERED="1")
 
 
 def what_dvc_did(name: str, log: Path | None) -> str:
@@ -200,12 +186,14 @@ class Scheduler:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
 
     def env_for(self, cell: Cell, gpus: list[str] | None) -> dict:
-        env = child_env()
+        """What the runner adds to the environment a cell runs in (this machine's, or its SLURM job's: never
+        replaced): unbuffered output, and locally the GPUs it was given."""
+        overrides = {"PYTHONUNBUFFERED": "1"}
         if gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-            if env.get("PIPELINE_DEVICES"):  # a fake or reserved device list: the cell sees only its share
-                env["PIPELINE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
-        return env
+            overrides["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            if os.environ.get("PIPELINE_DEVICES"):  # a fake or reserved device list: the cell sees only its share
+                overrides["PIPELINE_DEVICES"] = overrides["CUDA_VISIBLE_DEVICES"]
+        return overrides
 
     def start(self, cell: Cell, running: dict) -> bool:
         """Start `cell` if its executor has room (and, locally on GPUs, enough free GPUs)."""
@@ -295,7 +283,8 @@ def summary_lines(outcomes: dict[str, Outcome], seconds: float) -> list[str]:
 def add_arguments(parser) -> None:
     parser.add_argument("targets", nargs="*", help="stages or groups as `dvc repro` takes them (default: all)")
     parser.add_argument("-j", "--jobs", type=int, default=None,
-                        help="stages at once (default: cores // train.threads on CPU, one per GPU; slurm: no cap)")
+                        help="stages at once (default: cores // resources.threads on CPU, GPUs // resources.nproc;"
+                        " slurm: no cap)")
     parser.add_argument("--executor", choices=("local", "slurm"), default="local",
                         help="local processes (default) or one SLURM job per training cell")
     parser.add_argument("--dry", action="store_true", help="print what would run, and where, then stop")
@@ -314,7 +303,7 @@ def main(params: Params, args) -> int:
     devices = gpu_devices(params) if args.executor == "local" else []
     local_jobs = default_jobs(params, devices)
     cells = plan(args.targets, params)
-    check_fits(cells, args.executor, devices)
+    check_fits(cells, args.executor, devices, params)
     capacity = {"local": args.jobs or local_jobs}
     executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
     if args.executor == "slurm":

@@ -57,7 +57,8 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    return start(ci_run(params, args.dataset, args.alpha, args.arm, args.seed), params.data, args.relaunch)
+    cell = ci_run(params, args.dataset, args.alpha, args.arm, args.seed)
+    return start(cell, params.data, params.resources, args.relaunch)
 
 
 if __name__ == "__main__":

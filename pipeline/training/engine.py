@@ -18,10 +18,11 @@ one. Rank 0 decides where a run starts and hands its checkpoint to any rank that
 filesystem), so no rank restarts while another resumes.
 
 GPU readiness (README, "GPU readiness"): the training step never waits on the host: losses and correct counts
-stay on the device and are read back once every `train.sync_every` steps (the NaN guard then names the first bad
-step); `train.compile` (inductor, also on CPU), `train.amp: bf16` (CUDA, and CPU autocast), channels-last and
-DDP are exercised on CPU by the tests; `amp: auto` picks bf16 only where the GPU has it natively (compute
-capability >= 8.0) and fp16 with a gradient scaler elsewhere (V100).
+stay on the device and are read back once every `resources.sync_every` steps (the NaN guard then names the first
+bad step); `resources.compile` (inductor, also on CPU), `train.amp: bf16` (CUDA, and CPU autocast), channels-last
+and DDP are exercised on CPU by the tests; `amp: auto` picks bf16 only where the GPU has it natively (compute
+capability >= 8.0) and fp16 with a gradient scaler elsewhere (V100). `fit` takes the recipe (what the numbers are)
+and the resources (where and how fast) apart: only the recipe is part of a checkpoint's attempt key.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import resource
 import shutil
 import sys
 import time
@@ -48,9 +50,10 @@ from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, distribute_bn
 from torch.nn.parallel import DistributedDataParallel
 
-from pipeline.config import TrainConfig
+from pipeline.config import DEFAULT_RESOURCES, Resources, TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.outputs import atomic_path
+from pipeline.training.launch import cuda_unusable, driver_version, require_cuda
 
 
 @dataclass
@@ -72,8 +75,11 @@ def setup_distributed(device: str = "auto", threads: int = 1) -> Dist:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
-        raise PipelineError("train.device = 'cuda' but no CUDA device is visible; set train.device: auto or cpu")
+    if use_cuda:
+        require_cuda(local_rank + 1)  # resources.device: cuda never trains on the CPU: it says why it cannot run
+    elif device == "auto" and driver_version() and rank == 0:  # a GPU machine whose GPUs this torch cannot use
+        print(f"resources.device = 'auto': training on the CPU, because CUDA cannot run here: {cuda_unusable()}",
+              flush=True)
     if use_cuda:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
@@ -176,8 +182,8 @@ def check_compile(device: torch.device) -> None:
     """inductor compiles C++ on CPU: say so before the first step rather than with a compiler traceback."""
     compilers = (os.environ.get("CXX", ""), "g++", "c++", "clang++")
     if device.type == "cpu" and not any(c and shutil.which(c) for c in compilers):
-        raise PipelineError("train.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
-                            " found); install one (apt-get install g++) or set train.compile: false")
+        raise PipelineError("resources.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
+                            " found); install one (apt-get install g++) or set resources.compile: false")
 
 
 @dataclass
@@ -195,17 +201,27 @@ class Parts:
     autocast: Callable
 
 
-def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, steps: int, d: Dist) -> Parts:
-    """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories."""
+def create_schedule(optimizer: torch.optim.Optimizer, recipe: TrainConfig, steps: int):
+    """timm's schedule for the recipe. `train.epochs` counts the cooldown (timm's ImageNet recipe: 300 + 10 =
+    epochs 310), so timm is given `num_epochs = epochs - cooldown_epochs` and runs `cooldown_epochs` at min_lr
+    after them, as timm's train.py does with `--epochs 300 --cooldown-epochs 10`."""
+    scheduler, _ = create_scheduler_v2(
+        optimizer, sched=recipe.sched, num_epochs=recipe.epochs - recipe.cooldown_epochs, min_lr=recipe.min_lr,
+        warmup_lr=recipe.warmup_lr, warmup_epochs=recipe.warmup_epochs, cooldown_epochs=recipe.cooldown_epochs,
+        step_on_epochs=False, updates_per_epoch=steps)
+    return scheduler
+
+
+def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, steps: int, d: Dist,
+                resources: Resources = DEFAULT_RESOURCES) -> Parts:
+    """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories; compile, DDP and
+    memory format from the resources."""
     model.to(d.device)
-    if recipe.channels_last:
+    if resources.channels_last:
         model.to(memory_format=torch.channels_last)
     optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay,
                                     momentum=recipe.momentum, layer_decay=recipe.layer_decay, eps=recipe.opt_eps)
-    scheduler, _ = create_scheduler_v2(
-        optimizer, sched=recipe.sched, num_epochs=recipe.epochs, min_lr=recipe.min_lr, warmup_lr=recipe.warmup_lr,
-        warmup_epochs=recipe.warmup_epochs, cooldown_epochs=recipe.cooldown_epochs, step_on_epochs=False,
-        updates_per_epoch=steps)
+    scheduler = create_schedule(optimizer, recipe, steps)
     mixup = None
     if recipe.mixup > 0 or recipe.cutmix > 0:
         mixup = Mixup(mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, prob=recipe.mixup_prob,
@@ -224,17 +240,19 @@ def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, s
     wrapped = model
     if d.world_size > 1:
         wrapped = DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
-    if recipe.compile:  # compile the DDP wrapper (DDPOptimizer splits the graph at its buckets), not the reverse
+    if resources.compile:  # compile the DDP wrapper (DDPOptimizer splits the graph at its buckets), not the reverse
         check_compile(d.device)
         wrapped = torch.compile(wrapped)
     return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
 
 
-def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress) -> dict:
-    """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s.
+def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress,
+                    resources: Resources = DEFAULT_RESOURCES) -> dict:
+    """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s and the share of
+    the epoch the host spent waiting for batches.
 
     Nothing in the step waits on the host: each step's loss and correct count stay on the device and are read
-    back together every `recipe.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
+    back together every `resources.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
     sums are then formed on the host in step order, in float64, exactly as reading every step back would.
     """
     parts.wrapped.train()
@@ -242,11 +260,15 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
     window: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (loss, correct, n) of the steps since the last sync
     totals = [0.0, 0.0, 0.0]  # loss sum, correct, seen
     start = time.perf_counter()
-    for step, (images, targets) in enumerate(loader):
+    waited, batches = 0.0, iter(loader)
+    for step in range(steps):
+        ready = time.perf_counter()
+        images, targets = next(batches)
+        waited += time.perf_counter() - ready
         images = images.to(d.device, non_blocking=True)
         targets = targets.to(d.device, non_blocking=True)
         hard = targets
-        if recipe.channels_last:
+        if resources.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         if parts.mixup is not None:
             images, targets = parts.mixup(images, targets)
@@ -266,20 +288,20 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
         parts.scheduler.step_update(num_updates=epoch * steps + step + 1)
         # with mixup on, "accuracy" is against the unmixed label (paper.md section 4 item 12: theirs is n/p)
         window.append((loss.detach(), (logits.detach().argmax(-1) == hard).sum(), len(hard)))
-        if len(window) == recipe.sync_every or step == steps - 1:
+        if len(window) == resources.sync_every or step == steps - 1:
             read_back(window, totals, epoch, step + 1 - len(window))
             window.clear()
         progress(1)
     elapsed = time.perf_counter() - start
     loss_sum, correct, seen = all_sum(totals, d)
     return {"train_loss": loss_sum / seen, "train_top1": correct / seen, "images_per_s": seen / elapsed,
-            "epoch_time_s": elapsed}
+            "epoch_time_s": elapsed, "data_wait": waited / elapsed}
 
 
 def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
     """Copy a window of steps' (loss, correct, n) to the host in one transfer; stop at the first non-finite loss.
 
-    A non-finite loss is found up to `train.sync_every` steps late; the steps in between changed nothing that
+    A non-finite loss is found up to `resources.sync_every` steps late; the steps in between changed nothing that
     lasts (the run stops here, before its epoch's checkpoint).
     """
     losses = torch.stack([w[0] for w in window]).double()
@@ -411,6 +433,23 @@ def sync_batchnorm_stats(parts: Parts, d: Dist) -> None:
             distribute_bn(module, d.world_size, reduce=True)
 
 
+def peak_memory_gib(device: torch.device) -> float:
+    """The most memory this process held since the last call: the GPU's allocator peak (then reset), or on CPU the
+    process's peak resident set (Linux reports it in KiB)."""
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        return peak / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def duration(seconds: float) -> str:
+    """12 s, 3.4 min, 5.2 h."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
+
+
 class Logger:
     """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch."""
 
@@ -421,7 +460,8 @@ class Logger:
 
             self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
 
-    def epoch(self, row: dict, epochs: int) -> None:
+    def epoch(self, row: dict, epochs: int, timing: dict | None = None) -> None:
+        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, data wait, peak memory."""
         if not self.d.master:
             return
         if self.live is not None:
@@ -429,13 +469,23 @@ class Logger:
                 if key != "epoch":
                     self.live.log_metric(key, value)
             self.live.next_step()
-        print(f"[{self.name}] epoch {row['epoch'] + 1}/{epochs}  loss {row['train_loss']:.4f}  "
-              f"val top-1 {row['val_top1']:.4f}  top-5 {row['val_top5']:.4f}  lr {row['lr']:.2e}  "
-              f"{row['images_per_s']:.0f} img/s  {row['epoch_time_s']:.1f} s", flush=True)
+        val = (f"val top-1 {row['val_top1']:.4f}  top-5 {row['val_top5']:.4f}" if "val_top1" in row
+               else "(no evaluation)")
+        line = (f"[{self.name}] epoch {row['epoch'] + 1}/{epochs}  loss {row['train_loss']:.4f}  {val}  "
+                f"lr {row['lr']:.2e}  {row['images_per_s']:.0f} img/s  {row['epoch_time_s']:.1f} s")
+        if timing:
+            line += (f"  data wait {timing['data_wait']:.0%}  peak mem {timing['peak_memory_gib']:.2f} GiB"
+                     f"  ETA {duration(timing['eta_s'])}")
+        print(line, flush=True)
 
     def close(self) -> None:
         if self.live is not None:
             self.live.end()
+
+
+def evaluates(epoch: int, recipe: TrainConfig) -> bool:
+    """Whether epoch `epoch` (0-based) is evaluated: every `train.eval_every`-th, and always the last."""
+    return (epoch + 1) % recipe.eval_every == 0 or epoch == recipe.epochs - 1
 
 
 def progress_bar(total: int, d: Dist, desc: str):
@@ -449,12 +499,13 @@ def progress_bar(total: int, d: Dist, desc: str):
 
 
 def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
-        live_dir: Path | None = None, name: str = "run") -> dict:
+        live_dir: Path | None = None, name: str = "run", resources: Resources = DEFAULT_RESOURCES) -> dict:
     """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
 
     `attempt` identifies what produced the checkpoint (the caller's digest of the run's config and code,
     `pipeline.training.run`): a checkpoint of another attempt is ignored and overwritten. The caller removes the
-    checkpoint once the run's outputs are written, so a finished run is never "resumed".
+    checkpoint once the run's outputs are written, so a finished run is never "resumed". `resources` (where and how
+    fast) are not part of it: a run resumes across a change of them.
 
     Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history;
     with `loaders.test`, the final model's `test_top1`, `test_size`, per-image `test_correct` (`score`) and the
@@ -464,7 +515,7 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
     if steps == 0:
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
                             " train.batch_size or raise data.train_subset")
-    parts = build_parts(model, recipe, loaders.num_classes, steps, d)
+    parts = build_parts(model, recipe, loaders.num_classes, steps, d, resources)
     first, history = load_checkpoint(checkpoint, parts, attempt, d, name)
     if first and d.master:
         print(f"[{name}] resuming from {checkpoint} at epoch {first + 1}", flush=True)
@@ -477,14 +528,17 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
         loaders.train.sampler.set_epoch(epoch)
         bar, tick = progress_bar(steps, d, f"epoch {epoch + 1}/{recipe.epochs}")
         row = {"epoch": epoch, "lr": parts.optimizer.param_groups[0]["lr"]}
-        row |= train_one_epoch(parts, loaders.train, recipe, epoch, d, tick)
+        row |= train_one_epoch(parts, loaders.train, recipe, epoch, d, tick, resources)
         if bar is not None:
             bar.close()
         parts.scheduler.step(epoch + 1)
-        sync_batchnorm_stats(parts, d)
-        row |= evaluate(parts.ema.module if parts.ema else parts.model, loaders.val, d, parts.autocast)
+        timing = {"data_wait": row.pop("data_wait"), "peak_memory_gib": peak_memory_gib(d.device)}
+        if evaluates(epoch, recipe):
+            sync_batchnorm_stats(parts, d)
+            row |= evaluate(parts.ema.module if parts.ema else parts.model, loaders.val, d, parts.autocast)
         history.append(row)
-        logger.epoch(row, recipe.epochs)
+        timing["eta_s"] = (time.perf_counter() - wall) / (epoch + 1 - first) * (recipe.epochs - epoch - 1)
+        logger.epoch(row, recipe.epochs, timing)
         if d.master:
             save_checkpoint(checkpoint, parts, epoch, history, attempt)
         if d.world_size > 1:
@@ -500,13 +554,13 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:
-    """The run's headline numbers from its per-epoch history."""
-    last = history[-1]
-    best = max(history, key=lambda r: r["val_top1"])
+    """The run's headline numbers from its per-epoch history (best-of over the evaluated epochs)."""
+    last, evaluated = history[-1], [r for r in history if "val_top1" in r]
+    best = max(evaluated, key=lambda r: r["val_top1"])
     return {
         "top1": last["val_top1"], "top5": last["val_top5"], "val_loss": last["val_loss"],
         "train_loss": last["train_loss"], "train_top1": last["train_top1"],
-        "best_top1": best["val_top1"], "best_top5": max(r["val_top5"] for r in history),
+        "best_top1": best["val_top1"], "best_top5": max(r["val_top5"] for r in evaluated),
         "best_epoch": best["epoch"] + 1, "epochs": len(history),
         "images_per_s": sum(r["images_per_s"] for r in history) / len(history),
         "wall_time_s": wall_s, "history": history,

@@ -97,7 +97,8 @@ def add_arguments(parser) -> None:
 
 
 def main(params: Params, args) -> int:
-    return start(study_run(params, args.variant, args.seed, args.heads), params.data, args.relaunch)
+    cell = study_run(params, args.variant, args.seed, args.heads)
+    return start(cell, params.data, params.resources, args.relaunch)
 
 
 if __name__ == "__main__":

@@ -1,33 +1,47 @@
 """From a stage command to processes: torchrun for several processes or nodes (and srun across a SLURM allocation).
 
-A stage runs `python -m pipeline.training.train ...`. With `train.nproc: 1` and `train.nnodes: 1` the run happens in
-that process. Otherwise the command re-executes itself under torchrun:
+A stage runs `python -m pipeline.training.train ...`. With `resources.nproc: 1` and `resources.nnodes: 1` the run
+happens in that process. Otherwise the command re-executes itself under torchrun:
 
     single node:  torchrun --standalone --nproc_per_node=<nproc> -m pipeline.training.train ...
     multi-node:   torchrun --nnodes=<nnodes> --nproc_per_node=<nproc> --rdzv_backend=c10d
-                           --rdzv_endpoint=<train.rdzv_endpoint> --rdzv_id=<train.rdzv_id>
+                           --rdzv_endpoint=<resources.rdzv_endpoint> --rdzv_id=<resources.rdzv_id>
                            -m pipeline.training.train ...
 
-Multi-node by hand: start the same stage command on every node, with `train.rdzv_endpoint` set to node 0's
-host:port. Inside a SLURM allocation of `train.nnodes` nodes (a batch job, as `python -m pipeline repro --executor
-slurm` submits), the command started once does that itself: `srun --nodes=<nnodes> --ntasks-per-node=1 torchrun ...`,
-with the rendezvous on the allocation's first node (a port derived from the job id, unless train.rdzv_endpoint is
-set). Inside an srun step (`srun ... python -m pipeline.training.train ...`, one task per node) it runs torchrun
-directly.
+Multi-node by hand: start the same stage command on every node, with `resources.rdzv_endpoint` set to node 0's
+host:port. Inside a SLURM allocation of `resources.nnodes` nodes (a batch job, as `python -m pipeline repro
+--executor slurm` submits), the command started once does that itself: `srun --nodes=<nnodes> --ntasks-per-node=1
+torchrun ...`, with the rendezvous on the allocation's first node (a port derived from the job id, unless
+resources.rdzv_endpoint is set). Inside an srun step (`srun ... python -m pipeline.training.train ...`, one task per
+node) it runs torchrun directly.
 
 GPUs: the command uses the GPUs it can see (CUDA_VISIBLE_DEVICES). `python -m pipeline repro` gives each running cell
 its own (`pipeline.scale.repro`) and SLURM gives each job its allocation's, so no lease of our own is needed.
 `PIPELINE_DEVICES=0,1,2` replaces the device list (for tests on a CPU machine, or to reserve GPUs).
+
+`resources.device: cuda` never falls back to the CPU: `require_cuda` says why CUDA cannot run here (a CPU-only torch,
+no NVIDIA driver, a driver older than the torch build's CUDA needs, a GPU this build has no kernels for) and which
+lock to install instead (`make env CUDA=12`: the CUDA 12.6 build of the same torch, for drivers >= 525 and V100s).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 from pipeline.errors import PipelineError
+
+#: The oldest NVIDIA driver a CUDA major version runs on (NVIDIA's CUDA toolkit release notes, minor-version
+#: compatibility): the CUDA 13 build of torch needs >= 580, the CUDA 12 build >= 525.60.
+MIN_DRIVER = {12: (525, 60), 13: (580, 0)}
+#: What to do about a driver or GPU the default lock cannot use (README, "GPUs").
+CUDA12_HINT = ("install the CUDA 12.6 build of the same torch (`make env CUDA=12`, or `make repro CUDA=12`; it runs on"
+               " drivers >= 525 and has V100 (sm_70) kernels)")
 
 
 def visible_devices() -> list[str]:
@@ -41,6 +55,82 @@ def visible_devices() -> list[str]:
     return listed[:count] if listed else [str(i) for i in range(count)]
 
 
+def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> tuple[int, int] | None:
+    """The NVIDIA kernel driver's (major, minor) version, or None where there is none."""
+    try:
+        found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+)\.(\d+)", path.read_text())
+    except OSError:
+        return None
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: list[tuple[str, tuple[int, int]]],
+                 arch_list: list[str], needed: int) -> str:
+    """Why this torch cannot train on CUDA here ('' when it can).
+
+    Args:
+        cuda_build: torch.version.cuda (None for a CPU-only build).
+        driver: the NVIDIA driver's version (`driver_version`).
+        gpus: (name, compute capability) of each visible GPU.
+        arch_list: torch.cuda.get_arch_list(): the sm_XY kernels (and compute_XY PTX) this build carries.
+        needed: GPUs the run needs (resources.nproc).
+    """
+    if not cuda_build:
+        return "this torch is a CPU-only build; reinstall the environment from requirements.lock (make env)"
+    if driver is None:
+        return "this machine has no NVIDIA driver (/proc/driver/nvidia/version is missing)"
+    major = int(cuda_build.split(".")[0])
+    oldest = MIN_DRIVER.get(major)
+    if oldest and driver < oldest:
+        fix = CUDA12_HINT if major > 12 else "update the NVIDIA driver"
+        return (f"torch is built for CUDA {cuda_build}, which needs NVIDIA driver >= {oldest[0]}.{oldest[1]}; this"
+                f" machine has {driver[0]}.{driver[1]}: {fix}")
+    for name, (cc_major, cc_minor) in gpus:
+        sm = cc_major * 10 + cc_minor
+        kernels = [int(a[3:]) for a in arch_list if a.startswith("sm_")]
+        ptx = [int(a[8:]) for a in arch_list if a.startswith("compute_")]
+        if sm not in kernels and not any(p <= sm for p in ptx):
+            return (f"this torch (CUDA {cuda_build}) has no kernels for {name} (sm_{sm}; it has"
+                    f" {', '.join(arch_list)}): {CUDA12_HINT}")
+    if len(gpus) < needed:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        return f"CUDA sees {len(gpus)} GPU(s) (CUDA_VISIBLE_DEVICES={visible!r}), {needed} needed"
+    return ""
+
+
+def cuda_unusable(needed: int = 1) -> str:
+    """Why this torch cannot train on `needed` visible GPUs here ('' when it can)."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:  # torch's own word on a failed CUDA start, if any
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    gpus = ([(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
+             for i in range(torch.cuda.device_count())] if available else [])
+    reason = cuda_problem(torch.version.cuda, driver_version(), gpus, torch.cuda.get_arch_list() if available else [],
+                          needed)
+    if not reason and not available:
+        reason = "; ".join(str(w.message) for w in caught) or "torch.cuda.is_available() is False"
+    return reason
+
+
+def require_cuda(needed: int = 1) -> None:
+    """Stop, saying why, unless this torch can train on `needed` visible GPUs (resources.device: cuda)."""
+    reason = cuda_unusable(needed)
+    if reason:
+        raise PipelineError(f"resources.device = 'cuda' but CUDA cannot run here: {reason} (or set resources.device:"
+                            " auto or cpu to train on the CPU)")
+
+
+def require_devices(nproc: int, device: str, devices: list[str]) -> None:
+    """Stop before any stage runs when the GPUs `resources` asks for are not here (`devices`: `visible_devices()`)."""
+    if device == "cuda" and not devices:
+        require_cuda(nproc)
+    if devices and device != "cpu" and nproc > len(devices):
+        raise PipelineError(f"resources.nproc = {nproc} but this machine has {len(devices)} GPU(s)"
+                            f" ({','.join(devices)}); lower resources.nproc (or set resources.device: cpu)")
+
+
 def under_torchrun() -> bool:
     return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
 
@@ -52,9 +142,9 @@ def torchrun_command(nproc: int, nnodes: int, rdzv_endpoint: str, rdzv_id: str, 
         cmd.append("--standalone")
     else:
         if not rdzv_endpoint:
-            raise PipelineError(f"train.nnodes = {nnodes} needs train.rdzv_endpoint (host:port of node 0)")
+            raise PipelineError(f"resources.nnodes = {nnodes} needs resources.rdzv_endpoint (host:port of node 0)")
         # every node runs the same command, so a digest of it names this run's rendezvous on all of them, and
-        # two runs sharing an endpoint do not join each other's (an explicit train.rdzv_id wins)
+        # two runs sharing an endpoint do not join each other's (an explicit resources.rdzv_id wins)
         rdzv_id = rdzv_id or "run-" + hashlib.sha256("\0".join(argv).encode()).hexdigest()[:12]
         cmd += [f"--nnodes={nnodes}", "--rdzv_backend=c10d", f"--rdzv_endpoint={rdzv_endpoint}",
                 f"--rdzv_id={rdzv_id}"]
@@ -75,27 +165,36 @@ def first_node() -> str:
     return hosts[0]
 
 
-def srun_torchrun_command(recipe, argv: list[str]) -> list[str]:
+def srun_torchrun_command(resources, argv: list[str]) -> list[str]:
     """torchrun once per node of this allocation through srun, rendezvous on its first node."""
-    endpoint = recipe.rdzv_endpoint or f"{first_node()}:{20000 + int(os.environ['SLURM_JOB_ID']) % 20000}"
-    return ["srun", f"--nodes={recipe.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            *torchrun_command(recipe.nproc, recipe.nnodes, endpoint, recipe.rdzv_id, argv)]
+    endpoint = resources.rdzv_endpoint or f"{first_node()}:{20000 + int(os.environ['SLURM_JOB_ID']) % 20000}"
+    return ["srun", f"--nodes={resources.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            *torchrun_command(resources.nproc, resources.nnodes, endpoint, resources.rdzv_id, argv)]
 
 
-def needs_launch(recipe) -> bool:
+def slurm_job() -> dict | None:
+    """The SLURM job this process runs in, as its metrics.json records it (None outside SLURM)."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
+            "nodelist": os.environ.get("SLURM_JOB_NODELIST", ""),
+            "restarts": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
+
+
+def needs_launch(resources) -> bool:
     """Whether this command must re-run itself under torchrun: several processes or nodes."""
-    return not under_torchrun() and (recipe.nproc > 1 or recipe.nnodes > 1)
+    return not under_torchrun() and (resources.nproc > 1 or resources.nnodes > 1)
 
 
-def launch(recipe, argv: list[str]) -> int:
+def launch(resources, argv: list[str]) -> int:
     """Run `python <argv>` under torchrun (on every node of a SLURM allocation when there is one)."""
     nodes = slurm_batch_nodes()
-    if recipe.nnodes > 1 and nodes:
-        if nodes < recipe.nnodes:
-            raise PipelineError(f"train.nnodes = {recipe.nnodes} but this SLURM allocation has {nodes} node(s);"
-                                f" submit with --nodes={recipe.nnodes}")
-        cmd = srun_torchrun_command(recipe, argv)
+    if resources.nnodes > 1 and nodes:
+        if nodes < resources.nnodes:
+            raise PipelineError(f"resources.nnodes = {resources.nnodes} but this SLURM allocation has {nodes}"
+                                f" node(s); submit with --nodes={resources.nnodes}")
+        cmd = srun_torchrun_command(resources, argv)
     else:
-        cmd = torchrun_command(recipe.nproc, recipe.nnodes, recipe.rdzv_endpoint, recipe.rdzv_id, argv)
-    print(f"launching {recipe.nnodes} node(s) x {recipe.nproc} process(es): {' '.join(cmd)}", flush=True)
+        cmd = torchrun_command(resources.nproc, resources.nnodes, resources.rdzv_endpoint, resources.rdzv_id, argv)
+    print(f"launching {resources.nnodes} node(s) x {resources.nproc} process(es): {' '.join(cmd)}", flush=True)
     return subprocess.call(cmd)

@@ -15,11 +15,14 @@ of it under torchrun):
 5. removes the checkpoint. A checkpoint belongs to one attempt of one (config, code): its key is the digest of
    the run's config, of the code its stage depends on (the stage module's import closure, `pipeline.closure`:
    the same files as its deps in dvc.yaml) and of the library versions, so a killed run resumes only into the
-   same code, and a finished run, or one re-run after a code change, trains from scratch.
+   same code, and a finished run, or one re-run after a code change, trains from scratch. The params
+   `resources` (where and how fast: processes, workers, compile, ...) are not part of the key, so a run killed
+   by a SLURM time limit, or stopped to change them, resumes; metrics.json records the ones each run ran with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -37,7 +40,7 @@ import torch
 from torch import nn
 
 from pipeline.closure import ROOT, closure
-from pipeline.config import DataConfig, TrainConfig, digest
+from pipeline.config import DEFAULT_RESOURCES, DataConfig, Resources, TrainConfig, digest
 from pipeline.data.load import device as device_data
 from pipeline.data.load.loaders import Loaders, build_loaders
 from pipeline.data.load.transforms import Augment
@@ -45,7 +48,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.errors import PipelineError
 from pipeline.outputs import TEST_CORRECT, folder_aside
 from pipeline.training import launch
-from pipeline.training.engine import Dist, fit, setup_distributed, teardown_distributed
+from pipeline.training.engine import Dist, amp_dtype, fit, setup_distributed, teardown_distributed
 
 RESULTS = Path("results")
 SCRATCH = Path("scratch")
@@ -102,20 +105,20 @@ def data_identity(data: DataConfig) -> dict:
 
 
 def build_run_loaders(data: DataConfig, dataset: str, img_size: int, in_chans: int, seed: int, recipe: TrainConfig,
-            d: Dist) -> Loaders:
+                      d: Dist, resources: Resources = DEFAULT_RESOURCES) -> Loaders:
     """The dataset's train/val loaders for one process of a run (the global batch split over processes): DataLoaders,
-    or for an in-memory dataset under `train.data_on_device` the device-resident batches of
+    or for a dataset stored as tensors under `resources.data_on_device` the device-resident batches of
     `pipeline.data.load.device`."""
     if recipe.batch_size % d.world_size:
         raise PipelineError(f"train.batch_size = {recipe.batch_size} is not divisible by the {d.world_size}"
-                            " processes; make it a multiple of train.nproc x train.nnodes")
+                            " processes; make it a multiple of resources.nproc x resources.nnodes")
     augment = Augment.from_train(recipe)
     built = build_loaders(dataset, data.root, img_size=img_size, in_chans=in_chans,
                           batch_size=recipe.batch_size // d.world_size, seed=seed, augment=augment,
-                          rank=d.rank, world_size=d.world_size, workers=recipe.workers,
+                          rank=d.rank, world_size=d.world_size, workers=resources.workers,
                           train_subset=data.train_subset, val_subset=data.val_subset,
                           normalization=data.normalization, pin_memory=d.device.type == "cuda")
-    if device_data.choose(recipe.data_on_device, built, augment, d.device):  # train.data_on_device
+    if device_data.choose(resources.data_on_device, built, augment, d.device):
         return device_data.device_loaders(built, img_size=img_size, augment=augment, device=d.device)
     return built
 
@@ -170,20 +173,28 @@ def remove_checkpoint(path: Path) -> None:
         parent.rmdir()
 
 
-def execute(run: Run, data: DataConfig) -> dict | None:
+def where(resources: Resources, d: Dist, loaders: Loaders, recipe: TrainConfig) -> dict:
+    """What a run records of where and how fast it went: its resources, what they resolved to, and its SLURM job."""
+    dtype = amp_dtype(recipe.amp, d.device)[0]
+    return {"resources": dataclasses.asdict(resources), "device": d.device.type,
+            "amp_dtype": str(dtype).removeprefix("torch.") if dtype else "float32", "data_path": loaders.backend,
+            "slurm": launch.slurm_job()}
+
+
+def execute(run: Run, data: DataConfig, resources: Resources = DEFAULT_RESOURCES) -> dict | None:
     """Train `run` in this process (one rank of it under torchrun). Returns the summary on rank 0."""
-    d = setup_distributed(run.recipe.device, run.recipe.threads)
+    d = setup_distributed(resources.device, resources.threads)
     try:
-        return train_and_write(run, data, d)
+        return train_and_write(run, data, d, resources)
     finally:
         teardown_distributed()
 
 
-def train_and_write(run: Run, data: DataConfig, d: Dist) -> dict | None:
+def train_and_write(run: Run, data: DataConfig, d: Dist, resources: Resources = DEFAULT_RESOURCES) -> dict | None:
     """Steps 2 to 5 of the module docstring, in this process."""
     meta = dataset_meta(data.root, run.dataset)
     img_size, in_chans = run.input_size(meta)
-    loaders = build_run_loaders(data, run.dataset, img_size, in_chans, run.seed, run.recipe, d)
+    loaders = build_run_loaders(data, run.dataset, img_size, in_chans, run.seed, run.recipe, d, resources)
     model = run.build(meta)
     facts = run.facts(model) | {"params": sum(p.numel() for p in model.parameters())}
     if d.master:
@@ -191,12 +202,12 @@ def train_and_write(run: Run, data: DataConfig, d: Dist) -> dict | None:
         run.out.mkdir(parents=True)
     attempt = digest({"config": run.config, "code": code_digest(run.module)})
     summary = fit(model, loaders, run.recipe, seed=run.seed, d=d, checkpoint=run.checkpoint, attempt=attempt,
-                  live_dir=run.out / "live", name=run.name)
+                  live_dir=run.out / "live", name=run.name, resources=resources)
     if not d.master:
         return None
     record = facts | run.measure(model, loaders) | {
         "dataset": run.dataset, "seed": run.seed, "world_size": d.world_size, "train_size": loaders.train_size,
-        "val_size": loaders.val_size} | software()
+        "val_size": loaders.val_size} | software() | where(resources, d, loaders, run.recipe)
     write_outputs(run.out, summary, run.config, model, record)
     remove_checkpoint(run.checkpoint)
     print(f"[{run.name}] final top-1 {summary['top1']:.4f} (best {summary['best_top1']:.4f}); wrote {run.out}",
@@ -204,11 +215,11 @@ def train_and_write(run: Run, data: DataConfig, d: Dist) -> dict | None:
     return summary
 
 
-def start(run: Run, data: DataConfig, argv: list[str]) -> int:
+def start(run: Run, data: DataConfig, resources: Resources, argv: list[str]) -> int:
     """Run `run` here, or re-run this command (`python <argv>`, argv = `-m <module> ...`) under torchrun when the
-    recipe asks for several processes, nodes or GPUs."""
-    if launch.needs_launch(run.recipe):
-        return launch.launch(run.recipe, argv)
-    execute(run, data)
+    resources ask for several processes or nodes."""
+    if launch.needs_launch(resources):
+        return launch.launch(resources, argv)
+    execute(run, data, resources)
     return 0
 

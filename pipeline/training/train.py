@@ -51,7 +51,8 @@ def add_arguments(parser) -> None:
 def main(params: Params, args) -> int:
     if args.variant not in params.models:
         raise PipelineError(f"variant {args.variant!r}: not a key of params `models` ({', '.join(params.models)})")
-    return start(train_run(params, args.dataset, args.variant, args.arm, args.seed), params.data, args.relaunch)
+    cell = train_run(params, args.dataset, args.variant, args.arm, args.seed)
+    return start(cell, params.data, params.resources, args.relaunch)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@
     python -m pipeline fetch cifar10 --base-url http://mirror.example/cifar   # same file names, other host
     dvc repro fetch@cifar10                         # the DVC stage runs the first form
 
-Everything happens in a temporary sibling `data/.fetch-<dataset>-XXXX/`: download (torchvision's code, MD5
-checked), verify (split sizes, content hashes), convert (small sets to uint8 tensors), then `manifest.json`
-is written and the directory is renamed into place in one step. On any failure the temporary directory is
-removed, so `data/<dataset>/` either is complete (it has a manifest) or does not exist. Leftovers of a killed
-run are removed by the next one. Which source each dataset uses: `pipeline.data.fetch.sources` (downloads),
+Everything happens in a temporary sibling `data/<dataset>.partial/` (`pipeline.outputs.folder_aside`, the writer
+every stage uses): download (torchvision's code, MD5 checked), verify (split sizes, content hashes), convert (to
+uint8 tensors), then `manifest.json` is written and the directory is moved into place. On any failure the
+temporary directory is removed, so `data/<dataset>/` either is complete (it has a manifest) or does not exist.
+Leftovers of a killed run are removed by the next one. Which source each dataset uses: `pipeline.data.fetch.sources` (downloads),
 `pipeline.data.fetch.digits` (bundled with scikit-learn) and `pipeline.data.fetch.userdata` (ImageNet-1K and `folder`,
 verified in place and never copied). The manifest records what `pipeline.data.meta.dataset_meta` reads:
 the classes, channels and image size every stage builds its models with.
@@ -17,10 +17,8 @@ the classes, channels and image size every stage builds its models with.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
-import tempfile
 from pathlib import Path
 
 from pipeline.data.fetch.digits import fetch_digits
@@ -30,6 +28,7 @@ from pipeline.data.meta import DatasetMeta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import write_manifest
 from pipeline.errors import PipelineError
+from pipeline.outputs import folder_aside
 
 
 @contextlib.contextmanager
@@ -41,23 +40,6 @@ def socket_timeout(seconds: float):
         yield
     finally:
         socket.setdefaulttimeout(old)
-
-
-def remove_stale(root: Path, name: str) -> None:
-    """Delete temporary directories that a killed fetch of `name` left behind."""
-    for stale in root.glob(f".fetch-{name}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-
-
-def move_into_place(work: Path, final: Path) -> None:
-    """Rename the finished `work` directory to `final`, replacing an older copy only once the new one is whole."""
-    if final.exists() or final.is_symlink():
-        old = final.with_name(f".fetch-{final.name}-old-{os.getpid()}")
-        os.replace(final, old)
-        os.replace(work, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(work, final)
 
 
 def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror: str = "",
@@ -87,10 +69,7 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
     info, root = DATASETS[name], Path(root)
     downloads = Path(downloads) if downloads else root / "downloads"
     root.mkdir(parents=True, exist_ok=True)
-    remove_stale(root, name)
-    work = Path(tempfile.mkdtemp(prefix=f".fetch-{name}-", dir=root))
-    work.chmod(0o755)  # mkdtemp's 0700 would make the dataset private to this user
-    try:
+    with folder_aside(root / name) as work:
         req = Request(expect or expected(name), allowed=download, base_url=base_url, downloads=downloads, log=log)
         if info.source == "user-path":
             fields = user_dataset(name, imagenet_path=imagenet_path, folder_path=folder_path)
@@ -105,9 +84,6 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
             "image_size": fields.pop("image_size"), "train_split": info.train_split,
             "eval_split": fields.pop("eval_split", info.eval_split), **fields,
         })
-        move_into_place(work, root / name)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # a no-op once the directory has been moved into place
     log(f"fetched {name} into {root / name}")
     return root / name
 

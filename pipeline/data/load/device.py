@@ -7,28 +7,33 @@ uint8 tensors (`fetch` writes Fashion-MNIST, CIFAR-10/100, SVHN, STL-10 and Tiny
 keeps both splits on the device (CIFAR-10: 150 MiB) and builds every batch there with per-sample random
 parameters:
 
-- random-resized crop and horizontal flip: kornia's `RandomResizedCrop` (torchvision's sampling algorithm: 10
-  tries of (area, log-aspect), then the centre-crop fallback; one batched `warp_affine`) and
-  `RandomHorizontalFlip`;
+- random-resized crop and horizontal flip: the tensor back-end's (`transforms.random_resized_crops`:
+  torchvision's sampling algorithm, 10 tries of (area, log-aspect) then the centre-crop fallback, drawn on the
+  device; one `grid_sample` that equals torchvision's `resized_crop(antialias=False)` + `hflip`);
 - RandAugment: timm's policy, parsed by timm (`rand_augment_transform`), drawn per image as timm's `RandAugment`
   and `AugmentOp` draw it (uniform choice of the ops, each applied with its probability at a magnitude
   ~ N(m, mstd) clipped to [0, 10], timm's level-to-argument functions with their random signs), and applied with
-  kornia's image ops (`kornia.enhance`, `kornia.geometry.transform.warp_affine`) to the images that drew each op;
+  kornia's image ops (`kornia.enhance`, `kornia.geometry.transform.warp_affine`) to the images that drew each op:
+  the batch is sorted by op once per layer (one gather), each op works in place on its contiguous slice, and one
+  gather restores the order at the end; the draws reach the device in one pinned copy per batch, so the host
+  never waits for the device (tests/test_device_data.py counts the syncs);
 - normalisation, then timm's `RandomErasing` on the device tensor (the DataLoader path's own erasing);
 - evaluation: the tensor back-end's resize and centre crop (`pipeline.data.load.transforms`), on the device.
 
 The batches come in the sampler's order (the same `DistributedSampler` / `RepeatAugSampler` as the DataLoader
-path), so the ranks split one permutation and a resumed run sees the same batches. Random draws come from torch's
+path, moved to the device once per epoch), so the ranks split one permutation and a resumed run sees the same
+batches. Random draws come from torch's
 global RNG (crops, flips, erasing values), numpy's (which ops) and Python's `random` (RandAugment magnitudes and
 signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
 
 Deliberate differences from the PIL path (`pipeline.data.load.transforms.pil_transform`), all within one image's
 rounding or interpolation: images stay float between ops (PIL rounds to uint8 after each RandAugment op); resizing
-and the affine ops are bilinear (timm picks bilinear or bicubic at random per image); kornia's RandAugment is not
+and the affine ops are bilinear without antialiasing (timm picks bilinear or bicubic at random per image); kornia's RandAugment is not
 used, because it picks one set of ops for the whole batch at a fixed magnitude, which is not timm's policy.
 Colour jitter without RandAugment is not offered (timm disables jitter whenever RandAugment is on).
 
-Datasets stored as files (ImageNet, Food-101, Flowers-102, Pets, `folder`) keep DataLoader workers.
+Datasets stored as files (ImageNet, a large `folder`) keep DataLoader workers; Food-101, Flowers-102 and Pets are
+stored by `fetch` as 256-px uint8 tensors and come here when they fit.
 """
 
 from __future__ import annotations
@@ -37,19 +42,17 @@ import math
 import random
 from collections.abc import Iterator
 
-import kornia.augmentation as KA
 import kornia.enhance as KE
 import numpy as np
 import torch
-from kornia.color import rgb_to_grayscale
 from kornia.geometry.transform import warp_affine
 from timm.data.auto_augment import rand_augment_transform
 from timm.data.random_erasing import RandomErasing
 from torch import nn
 from torch.utils.data import Subset
 
-from pipeline.data.load.loaders import Loaders, TensorImages
-from pipeline.data.load.transforms import Augment, TensorBatchTransform
+from pipeline.data.load.loaders import Loaders, SeededImages, SeededOrder, TensorImages
+from pipeline.data.load.transforms import Augment, TensorBatchTransform, random_resized_crops, to_channels
 from pipeline.errors import PipelineError
 
 #: The share of the GPU's free memory the two uint8 splits may take under `data_on_device: auto`.
@@ -58,12 +61,14 @@ MEMORY_SHARE = 0.25
 
 def tensor_images(dataset) -> TensorImages | None:
     """The uint8 tensors under a split (itself or the dataset of its subset), or None for a split of files."""
+    dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = dataset.dataset if isinstance(dataset, Subset) else dataset
     return base if isinstance(base, TensorImages) else None
 
 
 def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
     """(uint8 images N x C x H x W, int64 labels) of a split held as tensors, after its subset."""
+    dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = tensor_images(dataset)
     if not isinstance(dataset, Subset):
         return base.images[:], base.labels[:]
@@ -81,7 +86,7 @@ def unsupported(augment: Augment) -> str:
 
 
 def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) -> bool:
-    """Whether `train.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
+    """Whether `resources.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
 
     'auto' does on a GPU when both splits are stored as tensors, the recipe runs there and they take at most
     MEMORY_SHARE of the free memory; True does wherever it can (also on CPU) and says why not otherwise.
@@ -96,23 +101,17 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
         reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
     if setting is True:
         if reason:
-            raise PipelineError(f"train.data_on_device = true: {reason}; set train.data_on_device: auto or false")
+            raise PipelineError(f"resources.data_on_device = true: {reason}; set resources.data_on_device: auto or false")
         return True
     size = sum(len(s) * tensor_images(s).images[0].numel() for s in splits) if not reason else 0
     return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
-def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
-    """Gray into a 3-channel model is replicated; RGB into a 1-channel one takes ITU-R 601-2 luma (as PIL's 'L')."""
-    if x.shape[1] == in_chans:
-        return x
-    return x.expand(-1, in_chans, -1, -1) if x.shape[1] == 1 else rgb_to_grayscale(x)
-
-
 def affine(x: torch.Tensor, inverse: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     """Warp each image by the affine map whose inverse (output -> input pixel centres, 3 x 3 per image, PIL's
-    convention) is given; outside the image, `fill` (per channel). Bilinear, by kornia's `warp_affine`."""
-    forward = torch.linalg.inv(inverse)[:, :2]
+    convention) is given; outside the image, `fill` (per channel). Bilinear, by kornia's `warp_affine`.
+    `inv_ex` skips `inv`'s singularity check, a host sync (these maps are rotations, shears and shifts)."""
+    forward = torch.linalg.inv_ex(inverse).inverse[:, :2]
     size = (x.shape[2], x.shape[3])
     return warp_affine(x - fill, forward, size, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
 
@@ -154,7 +153,7 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
     if name == "PosterizeIncreasing":
         return KE.posterize(x, value.long())
     if name == "SolarizeIncreasing":  # PIL: invert values >= threshold (0..256)
-        return KE.solarize(x, thresholds=value / 255, additions=0.0)
+        return KE.solarize(x, thresholds=value / 255)
     if name == "SolarizeAdd":  # PIL lut: values below 128 get `add`, capped at 255 (kornia's adds to all)
         return torch.where(x < 128 / 255, (x + value.view(-1, 1, 1, 1) / 255).clamp(max=1), x)
     if name == "ColorIncreasing":
@@ -165,7 +164,7 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
         return KE.adjust_contrast(x, value)
     if name == "SharpnessIncreasing":
         return KE.sharpness(x, value)
-    raise PipelineError(f"RandAugment op {name!r} has no device implementation; use train.data_on_device: false")
+    raise PipelineError(f"RandAugment op {name!r} has no device implementation; use resources.data_on_device: false")
 
 
 class RandAugment(nn.Module):
@@ -215,18 +214,33 @@ class RandAugment(nn.Module):
         args = op.level_fn(magnitude, op.hparams) if op.level_fn is not None else ()
         return k, float(args[0]) if args else 0.0
 
+    def plan(self, n: int) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
+        """The draws for `n` images as one float64 tensor (per layer: the order that sorts the batch by op, then
+        each row's argument in that order; last: the order that restores the batch) and, per layer, the
+        (op, first row, end row) slices of the sorted batch."""
+        rows, slices, perm = [], [], np.arange(n)  # perm[r]: the image now in row r
+        for layer in self.draw(n):
+            ops = np.array([-1 if d is None else d[0] for d in layer])[perm]
+            values = np.array([0.0 if d is None else d[1] for d in layer])[perm]
+            order = np.argsort(ops, kind="stable")
+            perm, ops, values = perm[order], ops[order], values[order]
+            bounds = np.flatnonzero(np.diff(ops)) + 1
+            slices.append([(int(ops[a]), int(a), int(b)) for a, b in zip([0, *bounds], [*bounds, n]) if ops[a] >= 0])
+            rows += [order, values]
+        return torch.from_numpy(np.stack([*rows, np.argsort(perm)]).astype(np.float64)), slices
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fill = self.fill if self.fill.shape[1] == x.shape[1] else self.fill.mean(1, keepdim=True)
-        for layer in self.draw(x.shape[0]):
-            ops = torch.tensor([-1 if d is None else d[0] for d in layer])
-            values = torch.tensor([0.0 if d is None else d[1] for d in layer])
-            for k in ops.unique().tolist():
-                if k < 0:
-                    continue
-                rows = (ops == k).nonzero().squeeze(1)
-                index = rows.to(x.device, non_blocking=True)
-                x = x.index_copy(0, index, apply_op(self.names[k], x[index], values[rows].to(x.device), fill))
-        return x
+        draws, slices = self.plan(x.shape[0])
+        if x.device.type == "cuda":  # pinned: the copy is queued on the stream, the host does not wait for it
+            draws = draws.pin_memory()
+        draws = draws.to(x.device, non_blocking=True)
+        for layer, ops in enumerate(slices):
+            x = x.index_select(0, draws[2 * layer].long())
+            values = draws[2 * layer + 1].float()
+            for k, a, b in ops:
+                x[a:b] = apply_op(self.names[k], x[a:b], values[a:b], fill)
+        return x.index_select(0, draws[-1].long())
 
 
 class DeviceAugment(nn.Module):
@@ -235,10 +249,7 @@ class DeviceAugment(nn.Module):
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
         super().__init__()
-        self.in_chans = in_chans
-        self.crop = KA.RandomResizedCrop((img_size, img_size), scale=augment.scale, ratio=augment.ratio,
-                                         resample="bilinear", cropping_mode="resample", align_corners=False)
-        self.flip = KA.RandomHorizontalFlip(p=augment.hflip) if augment.hflip > 0 else None
+        self.in_chans, self.img_size, self.augment = in_chans, img_size, augment
         self.rand_augment = RandAugment(augment.aa, mean) if augment.aa else None
         self.erase = (RandomErasing(augment.reprob, mode=augment.remode, device=device)
                       if augment.reprob > 0 else None)
@@ -248,10 +259,7 @@ class DeviceAugment(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = to_channels(images.float() / 255, self.in_chans)
-        x = self.crop(x)
-        if self.flip is not None:
-            x = self.flip(x)
+        x = random_resized_crops(to_channels(images.float() / 255, self.in_chans), self.img_size, self.augment)
         if self.rand_augment is not None:
             x = self.rand_augment(x.clamp(0, 1))
         x = (x - self.mean) / self.std
@@ -290,9 +298,9 @@ class DeviceBatches:
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        order = torch.as_tensor(list(self.sampler), dtype=torch.int64)
+        order = torch.as_tensor(list(self.sampler), dtype=torch.int64).to(self.images.device)  # once per epoch
         for b in range(len(self)):
-            index = order[b * self.batch_size:(b + 1) * self.batch_size].to(self.images.device, non_blocking=True)
+            index = order[b * self.batch_size:(b + 1) * self.batch_size]
             yield self.transform(self.images[index]), self.labels[index]
 
 
@@ -311,7 +319,8 @@ def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device:
     for role, transform in roles:
         loader = getattr(loaders, role)
         images, labels = (t.to(device) for t in tensor_split(loader.dataset))
-        built[role] = DeviceBatches(images, labels, sampler=loader.sampler, batch_size=loader.batch_size,
+        sampler = loader.sampler.sampler if isinstance(loader.sampler, SeededOrder) else loader.sampler
+        built[role] = DeviceBatches(images, labels, sampler=sampler, batch_size=loader.batch_size,
                                     drop_last=loader.drop_last, transform=transform, dataset=loader.dataset)
     test = built.get("test", built["val"] if loaders.test is loaders.val else None)
     return Loaders(built["train"], built["val"], loaders.num_classes, loaders.train_size, loaders.val_size,

@@ -8,8 +8,10 @@
 
 Contract with the trainer:
 - `batch_size` is per process. The train loader drops the last incomplete batch (timm's Mixup needs even
-  batches). Its order in epoch e depends only on (seed, e), so a resumed run sees the same batches; random
-  augmentation draws from torch's and Python's global RNGs, which the trainer seeds at each epoch start.
+  batches). Its order in epoch e depends only on (seed, e), so a resumed run sees the same batches. Each image's
+  augmentation draws (a batch's, on the tensor back-end) are seeded by (seed, epoch, its place in the epoch's
+  order) (`SeededOrder`), in whatever process draws them: the result does not depend on `resources.workers`,
+  and the workers persist across epochs (no re-fork per epoch).
 - The train sampler is torch's `DistributedSampler` (timm's `RepeatAugSampler` when `aug_repeats` > 0),
   given rank and world size explicitly, so it works without a process group.
 - The eval loader gives rank r the images r, r + w, r + 2w, ...: all ranks together see every image exactly
@@ -41,11 +43,11 @@ from pipeline.data.load.transforms import (
     channel_stats,
     pil_transform,
     resolve_backend,
+    seeded,
 )
 from pipeline.data.meta import meta_from_manifest
 from pipeline.data.registry import DATASETS, IMAGENET_MEAN, IMAGENET_STD
 from pipeline.data.store import load_split, read_manifest
-from pipeline.data.upstream import torchvision_class
 from pipeline.errors import PipelineError
 
 #: Seed of the fixed shuffle that `val_subset` takes its first n images from (`train_subset`: the run seed's).
@@ -53,6 +55,50 @@ SUBSET_SEED = 0
 #: Run seed s shuffles epoch e with generator seed s * SEED_STRIDE + e: distinct for every (s, e) with
 #: e < SEED_STRIDE (torch's DistributedSampler alone uses s + e, so seed 1 epoch 0 would repeat seed 0 epoch 1).
 SEED_STRIDE = 1_000_003
+
+
+class SeededOrder(Sampler):
+    """A train sampler's order as (index, seed) pairs: the seed of each image's augmentation draws, from the run's
+    seed, the epoch and the image's place in the epoch's global order (rank r's k-th image is place r + k w, as
+    DistributedSampler and RepeatAugSampler deal them). A repeated image (`aug_repeats`) gets a seed per place."""
+
+    def __init__(self, sampler, *, seed: int, rank: int, world_size: int):
+        self.sampler, self.seed, self.rank, self.world_size, self.epoch = sampler, seed, rank, world_size, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        base = (self.seed * SEED_STRIDE + self.epoch) << 32
+        return ((index, base + self.rank + k * self.world_size) for k, index in enumerate(self.sampler))
+
+
+class SeededImages(Dataset):
+    """A train split read by (index, seed) pairs: each image (or batch, on the tensor back-end) is augmented under
+    its own seed (`transforms.seeded`)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+        base = dataset.dataset if isinstance(dataset, Subset) else dataset
+        #: uint8 tensors without a per-image transform: the tensor back-end augments whole batches in collate_fn
+        self.batched = isinstance(base, TensorImages) and base.transform is None
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: tuple[int, int]):
+        index, seed = item
+        with seeded(seed):
+            return self.dataset[index]
+
+    def __getitems__(self, items: list[tuple[int, int]]):
+        if self.batched:
+            return self.dataset.__getitems__([index for index, _ in items])._replace(seed=items[0][1])
+        return [self[item] for item in items]
 
 
 class TensorImages(Dataset):
@@ -176,9 +222,6 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
     fmt, expected = manifest["format"], manifest["splits"][split]["images"]
     if fmt == "tensors":
         dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)
-    elif fmt == "torchvision":  # Food-101, Flowers-102, Pets: all select their split with `split=`
-        cls = torchvision_class(DATASETS[manifest["dataset"]], md5=manifest.get("md5"))  # checksums as fetched
-        dataset = cls(str(directory), split=split, transform=transform)
     else:  # the user's images, each loaded with the channels the manifest records
         dataset = tvd.ImageFolder(str(Path(manifest["path"]) / manifest["splits"][split]["dir"]),
                                   transform=transform, loader=FolderLoader(manifest["channels"]))
@@ -235,17 +278,18 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     if len(sets["train"]) < batch_size * world_size:
         raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
                             f"{len(sets['train'])} training images of {name}; lower it or raise data.train_subset")
-    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
-    # Train workers start afresh each epoch, seeded from the RNG the trainer reseeds per (seed, epoch, rank), so a
-    # resumed run's epoch draws what an uninterrupted run's does; persistent workers would carry their RNG state
-    # over from the run's first epoch (one fork per worker and epoch is the price).
-    train = DataLoader(sets["train"], sampler=train_sampler(sets["train"], seed=seed, rank=rank,
-                       world_size=world_size, aug_repeats=augment.aug_repeats),
-                       drop_last=True, collate_fn=collates["train"], persistent_workers=False, **common)
+    # the loader's own generator for its workers' base seed: the run's global RNG stream is the same with any
+    # number of workers (each image's draws come from SeededOrder's seeds)
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory,
+              "persistent_workers": workers > 0, "generator": torch.Generator().manual_seed(seed)}
+    order = SeededOrder(train_sampler(sets["train"], seed=seed, rank=rank, world_size=world_size,
+                                      aug_repeats=augment.aug_repeats), seed=seed, rank=rank, world_size=world_size)
+    train = DataLoader(SeededImages(sets["train"]), sampler=order, drop_last=True, collate_fn=collates["train"],
+                       **common)
 
     def evaluation(split) -> DataLoader:
         return DataLoader(split, sampler=ShardSampler(len(split), rank, world_size), drop_last=False,
-                          collate_fn=collates["val"], persistent_workers=workers > 0, **common)
+                          collate_fn=collates["val"], **common)
 
     val = evaluation(sets["val"])
     test = evaluation(whole) if whole is not None else val

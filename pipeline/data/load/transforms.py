@@ -5,23 +5,29 @@ Two back-ends produce the same kind of batch (float32, normalised, `in_chans` ch
 - `pil`: timm's `create_transform`, exactly as timm's train.py builds it (RandomResizedCrop, flip, RandAugment,
   colour jitter, RandomErasing; eval: resize to img_size / crop_pct, centre crop). Any recipe, any dataset.
 - `tensor`: for the light recipe of the CPU default (RandomResizedCrop + flip, optional RandomErasing, no
-  RandAugment or jitter) on the in-memory uint8 datasets: crop boxes are drawn with torchvision's
-  `RandomResizedCrop.get_params` algorithm (vectorised), and one `grid_sample` crops, resizes and flips the
-  whole batch. Deliberate difference from timm: bilinear resize without antialiasing, which is identical to
+  RandAugment or jitter) on the datasets stored as uint8 tensors: crop boxes are drawn with torchvision's
+  `RandomResizedCrop.get_params` algorithm (vectorised, on the images' device, without a host sync), and one
+  `grid_sample` crops, resizes and flips the whole batch. The device-resident path (`device.py`) uses the same
+  crop. Deliberate difference from timm: bilinear resize without antialiasing, which is identical to
   it when the crop is enlarged (every recipe in paper.md section 3 upsamples or keeps the native size) and
   aliases when it shrinks, so `auto` picks `tensor` only when img_size >= the native size. Evaluation uses
   torchvision's batched `resize` (antialiased) and `center_crop`, as timm's eval transform does per image.
 
 Grayscale data into a 3-channel model is replicated; RGB into a 1-channel model is converted with ITU-R
-601-2 luma weights (what PIL's `convert('L')` does). The mean/std follow (`channel_stats`).
+601-2 luma weights (what PIL's `convert('L')` does). The mean/std follow (`channel_stats`). The recipe's values
+are validated where every param is, in `pipeline.config` (`check_augmentation`).
 """
 
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image, ImageOps
@@ -31,6 +37,7 @@ from timm.data.random_erasing import RandomErasing
 from torchvision.transforms import Compose
 from torchvision.transforms.v2 import functional as TF
 
+from pipeline.config import check_augmentation
 from pipeline.errors import PipelineError
 
 #: ITU-R 601-2 luma weights, as PIL's convert('L') uses them.
@@ -60,20 +67,10 @@ class Augment:
     backend: str = "auto"  #: 'auto', 'tensor' or 'pil' (see the module docstring)
 
     def __post_init__(self):
+        check_augmentation("train", scale=list(self.scale), ratio=list(self.ratio), hflip=self.hflip,
+                           reprob=self.reprob, remode=self.remode, crop_pct=self.crop_pct,
+                           aug_repeats=self.aug_repeats)
         self.scale, self.ratio = tuple(self.scale), tuple(self.ratio)
-        if len(self.scale) != 2 or not 0 < self.scale[0] <= self.scale[1] <= 1:
-            raise PipelineError(f"train.scale = {list(self.scale)}: need [low, high] with 0 < low <= high <= 1")
-        if len(self.ratio) != 2 or not 0 < self.ratio[0] <= self.ratio[1]:
-            raise PipelineError(f"train.ratio = {list(self.ratio)}: need [low, high] with 0 < low <= high")
-        for key in ("hflip", "reprob"):
-            if not 0 <= getattr(self, key) <= 1:
-                raise PipelineError(f"train.{key} = {getattr(self, key)}: a probability in [0, 1]")
-        if self.remode not in ("const", "rand", "pixel"):
-            raise PipelineError(f"train.remode = {self.remode!r}: allowed are 'const', 'rand', 'pixel'")
-        if not 0 < self.crop_pct <= 1:
-            raise PipelineError(f"train.crop_pct = {self.crop_pct}: must be in (0, 1]")
-        if self.aug_repeats < 0:
-            raise PipelineError(f"train.aug_repeats = {self.aug_repeats}: must be >= 0 (0 = off)")
         if self.backend not in BACKENDS:
             raise PipelineError(f"augment backend {self.backend!r}: allowed are {', '.join(BACKENDS)}")
 
@@ -161,25 +158,34 @@ def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, trai
     return Compose([ConvertMode("L" if in_chans == 1 else "RGB"), *tf.transforms])
 
 
-def sample_crops(n: int, height: int, width: int, scale: tuple, ratio: tuple, attempts: int = 10):
+def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
+    """Gray into a 3-channel model is replicated; RGB into a 1-channel one takes ITU-R 601-2 luma (PIL's 'L')."""
+    if x.shape[1] == in_chans:
+        return x
+    if x.shape[1] == 1:
+        return x.expand(-1, in_chans, -1, -1)
+    return (x * torch.tensor(LUMA, device=x.device).view(1, 3, 1, 1)).sum(dim=1, keepdim=True)
+
+
+def sample_crops(n: int, height: int, width: int, scale: tuple, ratio: tuple, attempts: int = 10,
+                 device: torch.device | str = "cpu"):
     """Crop boxes (top, left, h, w) for `n` images, by torchvision's `RandomResizedCrop.get_params`, vectorised.
 
     Each image tries `attempts` (area, log-aspect) draws and keeps the first that fits; if none fits it takes
-    torchvision's fallback centre crop.
+    torchvision's fallback centre crop. Drawn on `device`, with no data-dependent branch (no host sync on a GPU).
     """
-    area = torch.empty(n, attempts).uniform_(*scale) * (height * width)
-    aspect = torch.empty(n, attempts).uniform_(math.log(ratio[0]), math.log(ratio[1])).exp()
+    area = torch.empty(n, attempts, device=device).uniform_(*scale) * (height * width)
+    aspect = torch.empty(n, attempts, device=device).uniform_(math.log(ratio[0]), math.log(ratio[1])).exp()
     w, h = (area * aspect).sqrt().round(), (area / aspect).sqrt().round()
     fits = (w > 0) & (w <= width) & (h > 0) & (h <= height)
     first = fits.int().argmax(dim=1, keepdim=True)
     w, h = w.gather(1, first).squeeze(1), h.gather(1, first).squeeze(1)
-    top = (torch.rand(n) * (height - h + 1)).floor()
-    left = (torch.rand(n) * (width - w + 1)).floor()
+    top = (torch.rand(n, device=device) * (height - h + 1)).floor()
+    left = (torch.rand(n, device=device) * (width - w + 1)).floor()
     none = ~fits.any(dim=1)
-    if none.any():
-        fh, fw = fallback_crop(height, width, ratio)
-        w[none], h[none] = float(fw), float(fh)
-        top[none], left[none] = float((height - fh) // 2), float((width - fw) // 2)
+    fh, fw = fallback_crop(height, width, ratio)
+    w, h = torch.where(none, float(fw), w), torch.where(none, float(fh), h)
+    top, left = torch.where(none, float((height - fh) // 2), top), torch.where(none, float((width - fw) // 2), left)
     return top, left, h, w
 
 
@@ -201,7 +207,7 @@ def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -
     """
     top, left, h, w = boxes
     height, width = images.shape[2:]
-    centres = (torch.arange(size) * 2 + 1) / size - 1  # output pixel centres in [-1, 1]
+    centres = (torch.arange(size, device=images.device) * 2 + 1) / size - 1  # output pixel centres in [-1, 1]
     scale_x = (w / width * (1 - 2 * flips.float()))[:, None]
     gx = ((2 * left + w) / width - 1)[:, None] + scale_x * centres
     gy = ((2 * top + h) / height - 1)[:, None] + (h / height)[:, None] * centres
@@ -212,18 +218,46 @@ def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
+def random_resized_crops(x: torch.Tensor, size: int, augment: Augment) -> torch.Tensor:
+    """The recipe's random-resized crop and horizontal flip of a float batch, on its own device."""
+    boxes = sample_crops(x.shape[0], x.shape[2], x.shape[3], augment.scale, augment.ratio, device=x.device)
+    return resized_crops(x, boxes, torch.rand(x.shape[0], device=x.device) < augment.hflip, size)
+
+
+@contextmanager
+def seeded(seed: int | None) -> Iterator[None]:
+    """Draw from torch's, Python's and numpy's global RNGs seeded with `seed` inside the block, and leave them as
+    they were after it (a no-op for None). An image's augmentation then depends on its seed only, not on which
+    process draws it or what was drawn before: the result is the same with any number of loader workers."""
+    if seed is None:
+        yield
+        return
+    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
+
+
 class ImageBatch(NamedTuple):
-    """A batch as the in-memory datasets hand it over: uint8 N x C x H x W images and int64 labels."""
+    """A batch as the datasets stored as tensors hand it over: uint8 N x C x H x W images and int64 labels, and
+    the seed of its augmentation draws (`pipeline.data.load.loaders.SeededOrder`; None: the global RNGs)."""
 
     images: torch.Tensor
     labels: torch.Tensor
+    seed: int | None = None
 
 
 class TensorBatchTransform:
     """The tensor back-end, used as the DataLoader's `collate_fn`: `ImageBatch` -> (float images, labels).
 
     Random draws come from torch's global RNG (crops, flips) and, for RandomErasing, timm's use of Python's
-    `random`; the trainer seeds both at each epoch start.
+    `random`, reseeded with the batch's seed where it has one (and restored after: `seeded`).
     """
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
@@ -237,24 +271,13 @@ class TensorBatchTransform:
     def __call__(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         if not isinstance(batch, ImageBatch):  # a list of (image, label) samples
             batch = ImageBatch(torch.stack([b[0] for b in batch]), torch.tensor([b[1] for b in batch]))
-        x = self.to_channels(batch.images.float())
-        x = self.train_crop(x) if self.training else self.eval_crop(x)
-        x = x * self.scale - self.shift
-        if self.erase is not None:
-            x = self.erase(x)
+        with seeded(batch.seed):
+            x = to_channels(batch.images.float(), self.in_chans)
+            x = random_resized_crops(x, self.img_size, self.augment) if self.training else self.eval_crop(x)
+            x = x * self.scale - self.shift
+            if self.erase is not None:
+                x = self.erase(x)
         return x, batch.labels
-
-    def to_channels(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] == self.in_chans:
-            return x
-        if x.shape[1] == 1:
-            return x.expand(-1, self.in_chans, -1, -1)
-        return (x * torch.tensor(LUMA).view(1, 3, 1, 1)).sum(dim=1, keepdim=True)
-
-    def train_crop(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.augment
-        boxes = sample_crops(x.shape[0], x.shape[2], x.shape[3], a.scale, a.ratio)
-        return resized_crops(x, boxes, torch.rand(x.shape[0]) < a.hflip, self.img_size)
 
     def eval_crop(self, x: torch.Tensor) -> torch.Tensor:
         """timm's eval transform, batched: resize the short side to floor(img_size / crop_pct), centre crop."""

@@ -1,0 +1,58 @@
+"""The rule of params.yaml: `resources` (where and how fast) is neither a DVC param of a training cell nor part of
+its checkpoint key, and each run records it; `train` (what the numbers are) is both."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from training_fixtures import tiny_run
+from workspace import copy_repo, set_params, sh
+
+from pipeline.config import DataConfig, Resources, load_params
+from pipeline.errors import PipelineError
+from pipeline.training import run
+from pipeline.training.train import train_run
+
+CELL = "train@fashion_mnist-vit-impulse-0"
+
+
+def test_a_resource_knob_in_train_says_where_it_moved(params_file):
+    with pytest.raises(PipelineError, match=r"train.workers: moved to resources.workers"):
+        load_params(params_file, ["train.workers=2"])
+    with pytest.raises(PipelineError, match=r"filter_study.train.compile: moved to resources.compile"):
+        load_params(params_file, ["filter_study.train.compile=true"])
+
+
+def test_the_checkpoint_key_holds_the_recipe_and_not_the_resources(params_file):
+    def config(*overrides):
+        return train_run(load_params(params_file, list(overrides)), "fashion_mnist", "vit", "impulse", 0).config
+
+    base = config()
+    for knob in ("resources.workers=4", "resources.nproc=2", "resources.compile=true", "resources.sync_every=8",
+                 "resources.rdzv_endpoint=node0:29400", "resources.device=cpu", "resources.threads=2"):
+        assert config(knob) == base, knob
+    assert config("train.lr=0.002") != base and config("train.epochs=3") != base
+
+
+def test_a_run_records_the_resources_it_ran_with(workdir):
+    run.execute(tiny_run(), DataConfig(), Resources(sync_every=2))
+    metrics = json.loads((workdir / "results/train/fashion_mnist/tiny/seed0/metrics.json").read_text())
+    assert metrics["resources"]["sync_every"] == 2 and metrics["resources"]["workers"] == 0
+    assert (metrics["device"], metrics["amp_dtype"], metrics["data_path"]) == ("cpu", "float32", "tensor")
+    assert metrics["slurm"] is None or metrics["slurm"]["job_id"]
+
+
+@pytest.mark.timeout(120)
+def test_a_resources_change_leaves_a_finished_cell_up_to_date_and_a_train_change_does_not(tmp_path):
+    """On a smoke copy: one cell through DVC, then `dvc status` after each kind of change."""
+    repo = copy_repo(tmp_path / "repo", "smoke", {"resources.threads": 1})
+    start = time.monotonic()
+    sh(repo, "dvc", "repro", CELL)
+    assert time.monotonic() - start < 60
+    set_params(repo / "params.yaml", {"resources.workers": 2, "resources.sync_every": 4})
+    assert "up to date" in sh(repo, "dvc", "status", CELL)
+    set_params(repo / "params.yaml", {"train.lr": 0.002})
+    status = sh(repo, "dvc", "status", CELL)
+    assert CELL in status and "modified:" in status and "train" in status
