@@ -86,7 +86,7 @@ def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int
         hours = n * epochs / row["images_per_s"] / 3600
         total += hours * runs
         lines.append(f"  {dataset}: {runs} runs x {n * epochs:,} images = {hours:.2f} h each")
-    unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on the {row['device']} CPU"
+    unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on a {row['device']} CPU"
     return [*lines, f"  total: {total:.1f} {unit} (training only)"]
 
 

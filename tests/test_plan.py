@@ -51,7 +51,7 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file):
     assert "  fashion_mnist: 15 runs x 18,000 images = 0.02 h each" in lines
     ci = lines.index(next(line for line in lines if line.startswith("compute estimate of the [CI] alpha grid")))
     assert lines[ci + 1] == "  fashion_mnist: 18 runs x 18,000 images = 0.02 h each"  # 3 alphas x 3 arms x 2 seeds
-    assert lines[-1] == "  total: 0.3 hours on this 2-core CPU (training only)"
+    assert lines[-1] == "  total: 0.3 hours on a cpu-2core CPU (training only)"
 
 
 def test_the_profiles_every_planned_model_builds(params_file):
