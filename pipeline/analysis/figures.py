@@ -334,8 +334,8 @@ def filter_families(params: Params) -> list[dict]:
                    f"Final top-1 (%) of the {where}: learned filters (green) vs frozen filter families (purple)."
                    f" Bar = mean over the finished seeds of {study.seeds} (the number above it), error bar = min–max,"
                    " dots = single seeds, dashed line = learned mean; the y axis is cut below the lowest seed."
-                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (perm) clearly"
-                   " worse."),
+                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (softmax) clearly"
+                   " worse; perm and fullperm are arms beyond the paper."),
             family("filter_study_gaussian", "filter_study", "Frozen Gaussian filters: σ × heads",
                    f"Final top-1 (%) of the {where} with frozen Gaussian filters exp(−d²/(2σ)), one cell per σ and"
                    " number of distinct filters (heads), mean over the finished seeds (n in the cell); grey = not"
