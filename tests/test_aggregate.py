@@ -19,6 +19,7 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
+from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import at_epoch, load_ci_alpha_runs, load_filter_runs
 from pipeline.config import load_params
@@ -302,6 +303,14 @@ def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
     gt = table(agg, "gaussian")
     assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
     assert gt.rows[1][1].startswith("85.15 ± 0.21 (n=2); paper 91.70 (Δ -6.55)")
+
+
+def test_filter_variants_map_to_the_published_bars_and_the_arms_beyond_the_paper():
+    """code-2401's box1 is [CI]'s / [SIA]'s impulse; rand* is softmax; perm and fullperm were never swept."""
+    assert [published_family(v) for v in ("box-9", "box-1", "softmax", "impulse", "learned", "learned-box-25")] == [
+        "box", "impulse", "softmax", "impulse", "learned", "learned-box-25"]
+    assert [beyond_paper(v) for v in ("perm", "fullperm", "learned-perm", "softmax", "gaussian-0.1-h64")] == [
+        True, True, True, False, False]
 
 
 def test_context_puts_the_benchmark_cnns_and_our_convmixer_beside_the_vit(results):
