@@ -28,8 +28,10 @@ from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import (
     INIT_METHODS,
+    ConvMixerBlock,
     InitMethod,
     WeightInit,
+    check_convmixer_block,
     check_kernel_size,
     parse_filter,
     parse_study_variant,
@@ -315,12 +317,16 @@ class ConvMixerConfig:
     kernel_size: int = 5
     patch_size: int = 2
     img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
+    #: spatial block: 'ci' = code-2401's ([CI] Fig. 4, Table 6: conv -> BatchNorm, no GELU), 'sia' = code-2404's
+    #: and timm's (conv -> GELU -> BatchNorm); see pipeline.vocabulary.ConvMixerBlock
+    block: ConvMixerBlock = "ci"
 
     def __post_init__(self):
         for name in ("dim", "depth", "patch_size"):
             _positive(f"filter_study.model.{name}", getattr(self, name))
         _positive("filter_study.model.img_size", self.img_size, allow_none=True)
         check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
+        check_convmixer_block(self.block, "filter_study.model.block")
 
 
 @dataclass
@@ -328,7 +334,7 @@ class FilterStudyConfig:
     """ConvMixer with learned vs frozen spatial filters ([CI] Fig. 4 and Table 6)."""
 
     dataset: str = "fashion_mnist"
-    filters: list = field(default_factory=lambda: ["learned", "random", "impulse", "box-9", "perm"])
+    filters: list = field(default_factory=lambda: ["learned", "random", "impulse", "box-9", "softmax"])
     seeds: list = field(default_factory=lambda: [0])
     gaussian_sigmas: list = field(default_factory=lambda: [0.1, 1.0])
     gaussian_heads: list = field(default_factory=lambda: [64, 4])
@@ -341,7 +347,10 @@ class FilterStudyConfig:
 
     def __post_init__(self):
         for name in self.filters:
-            parse_study_variant(name, self.model.kernel_size)
+            try:
+                parse_study_variant(name, self.model.kernel_size)
+            except PipelineError as exc:
+                raise PipelineError(f"filter_study.filters: {exc}") from None
         for sigma in self.gaussian_sigmas:
             parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
         for heads in self.gaussian_heads:

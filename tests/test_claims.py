@@ -227,6 +227,32 @@ def test_claim_5a_tests_about_equal_both_ways_and_clearly_worse_beyond_its_margi
     assert alone["verdict"] == "not tested" and alone["summary"].startswith("no frozen filter family the plan tests")
 
 
+def test_claim_5a_rand_star_is_softmax_and_perm_is_reported_beside_it_without_deciding_it():
+    learned = {0: 0.85, 1: 0.856, 2: 0.851}
+    near = shifted(learned, {0: 0.3, 1: -0.2, 2: 0.1})
+    filters = filter_frame({"learned": learned, "random": near, "box-1": near,  # code-2401's box1 is the impulse
+                            "box-9": shifted(learned, {0: -9, 1: -8, 2: -10}),
+                            "softmax": shifted(learned, {0: -6, 1: -7, 2: -6.5}),  # rand*: clearly worse
+                            "perm": shifted(learned, {0: 3.0, 1: 3.2, 2: 3.1}),  # far above learned
+                            "learned-softmax": near})  # a trainable arm: what the frozen ones are compared with
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=filters), "5a")
+    got = {x["a"]: (x["rule"], x["verdict"]) for x in c["comparisons"]}
+    assert got == {"random": ("random", "supported"), "box-1": ("impulse", "supported"),
+                   "box-9": ("box", "supported"), "softmax": ("softmax", "supported")}
+    assert c["verdict"] == "supported"  # perm's reverse result does not decide 5a
+    perm = [e for e in c["evidence"] if "perm" in e]
+    assert len(perm) == 1 and perm[0].startswith("Not part of this verdict, an arm beyond the paper")
+    assert "perm (beyond the paper): perm − learned = +3.10 pts" in perm[0] and perm[0].endswith(")")
+    assert ": contradicted (one-sided p" in perm[0]  # judged in its own Holm family, plan entry `beyond`
+    assert "perm" not in c["summary"]
+    worse = filter_frame({"learned": learned, "softmax": near, "perm": shifted(learned, {0: -9, 1: -8, 2: -10})})
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=worse), "5a")
+    assert c["verdict"] == "contradicted" and [x["a"] for x in c["comparisons"]] == ["softmax"]
+    only_perm = filter_frame({"learned": learned, "perm": near})
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=only_perm), "5a")
+    assert c["verdict"] == "not tested" and any(e.startswith("Not part of this verdict") for e in c["evidence"])
+
+
 def test_the_plan_must_cover_every_claim_and_comparison_a_check_needs():
     ev = evidence({("cifar10", "vit"): ORDERED}, plans={k: v for k, v in PLANS.items() if k != "1"})
     with pytest.raises(PipelineError, match="has no entry for claim '1'"):

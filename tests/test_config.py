@@ -55,6 +55,8 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("train.warmup_epochs=6", ["train.warmup_epochs", "train.epochs"]),
         ("report.confidence=95", ["report.confidence", "(0, 1)"]),
         ("filter_study.model.kernel_size=4", ["filter_study.model.kernel_size", "odd"]),
+        ("filter_study.model.block=gelu", ["filter_study.model.block", "'gelu'", "'ci'", "'sia'"]),
+        ("filter_study.filters=[learned-random]", ["filter_study", "learned-random", "write 'learned'"]),
         ("filter_study.gaussian_heads=[0]", ["filter_study.gaussian_heads", "between 1"]),
     ],
 )
@@ -127,6 +129,12 @@ def test_baselines_must_fill_the_two_dvc_slots():
     with pytest.raises(PipelineError, match="exactly two"):
         from_mapping(Params, {"baselines": ["default"]})
     assert from_mapping(Params, {"baselines": ["default", "default"]}).arms == ["impulse", "default"]
+
+
+def test_filter_study_block_defaults_to_cis_form_which_the_default_study_reproduces():
+    """[CI] Fig. 4 (code-2401): spatial conv -> BatchNorm without GELU; 'sia' is [SIA]'s form."""
+    assert from_mapping(Params, {}).filter_study.model.block == "ci"
+    assert from_mapping(Params, {"filter_study": {"model": {"block": "sia"}}}).filter_study.model.block == "sia"
 
 
 def test_filter_study_dataset_must_be_fetched():
