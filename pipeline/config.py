@@ -520,9 +520,8 @@ class Params:
     def method_options(self, method: str, variant: str | None = None) -> dict:
         """The keyword options `apply_init` takes for `method`, from its params section updated by
         `models.<variant>.init_options.<method>` (validated here, like the section itself)."""
-        section = getattr(self, method)
         if variant is None:
-            return dataclasses.asdict(section)
+            return dataclasses.asdict(getattr(self, method))
         key = f"models.{variant}.init_options"
         overrides = self.models[variant].init_options
         for arm, value in overrides.items():
@@ -530,6 +529,7 @@ class Params:
             if not isinstance(value, dict):
                 raise PipelineError(f"{key}.{arm} = {value!r}: expected a mapping of {arm} options, e.g."
                                     " {impulse: {mixer: shift}}")
+        section = getattr(self, method)
         merged = dataclasses.asdict(section) | overrides.get(method, {})
         return dataclasses.asdict(from_mapping(type(section), merged, f"{key}.{method}"))
 
