@@ -10,6 +10,8 @@ Two constructions, the init option `impulse.mixer` (`CONSTRUCTIONS`):
   nonlinear regime, and since GELU'(z) + GELU'(-z) = 1 the block's Jacobian at 0 (and its mean over inputs
   symmetric about 0) is half the written map, as default's is half of its fc2 fc1. One filter per block spans all
   f^2 offsets at once (the token MLP is shared by all channels, so per-channel filters are not expressible).
+  It uses kernel_size only (not scale, noise_std or offsets). When tokens_dim < N the map is cut to rank
+  tokens_dim (the CPU Mixer: 48 of 49), which leaves its 3x3 locality mass at 0.97-1.00.
 - 'shift': one impulse offset per block at unit gain, written exactly (`write_token_mixing_`, below). It leaves
   most token-MLP units in GELU's linear regime and the token branch above the residual (issue 20, point 3;
   `diagnostics.py` measures both), so it is kept as an option, not the default.
