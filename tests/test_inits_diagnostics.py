@@ -62,3 +62,16 @@ def test_biased_token_mlp_is_all_linear(fashion_mnist):
     assert found["linear_fraction"] == [1.0] * 3
     default = init_diagnostics(apply_init(mixer(), "default", generator=0), fashion_mnist[:4])
     assert default["linear_fraction"] == [0.0] * 3 and all(0.1 < r < 0.6 for r in default["branch_ratio"])
+
+
+def test_swin_has_a_branch_ratio_per_block_and_no_linear_regime(fashion_mnist):
+    import timm
+
+    swin = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, weight_init="skip", img_size=28,
+                             patch_size=2, embed_dim=48, depths=(2, 2), num_heads=(3, 6), window_size=7, in_chans=1,
+                             num_classes=10)  # fmt: skip
+    found = {arm: init_diagnostics(apply_init(swin, arm, generator=0), fashion_mnist[:2]) for arm in
+             ("default", "impulse")}  # fmt: skip
+    assert all(f["linear_fraction"] is None and len(f["branch_ratio"]) == 4 for f in found.values())
+    # the impulse arm's V/proj (0.4 Z - 0.4 I) and peaked attention carry more than default's averaging maps
+    assert min(found["impulse"]["branch_ratio"]) > max(found["default"]["branch_ratio"][:2])
