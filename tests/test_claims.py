@@ -22,7 +22,8 @@ PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds":
 
 #: variant -> (timm model, family, heads, parameters), as the runs record them
 VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),
-            "swin": ("swin_tiny_patch4_window7_224", "swin", 3, 2.8e7)}
+            "swin": ("swin_tiny_patch4_window7_224", "swin", 3, 2.8e7),
+            "mixer": ("mixer_s16_224", "mixer", None, 4.8e5), "mixer_shift": ("mixer_s16_224", "mixer", None, 4.8e5)}
 #: impulse > mimetic > default on every seed, with seed noise shared by the arms
 ORDERED = {"impulse": {0: 0.845, 1: 0.852, 2: 0.848}, "mimetic": {0: 0.821, 1: 0.825, 2: 0.824},
            "default": {0: 0.800, 1: 0.806, 2: 0.801}}
@@ -275,6 +276,18 @@ def test_claim_8_swin_impulse_gains_and_mimetic_no_gain_margin():
                for e in c["evidence"])
     gaining = dict(swin, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: 2.8, 2: 3.1}))
     assert judged(evidence({("cifar10", "swin"): gaining}), "8")["verdict"] == "contradicted"
+
+
+def test_claim_8_gives_each_mixer_construction_its_own_verdict():
+    """cpu-claims trains the Mixer twice, `mixer` ('filter') and `mixer_shift` ('shift'): one verdict each."""
+    gains = {"impulse": shifted(ORDERED["default"], {0: 1.5, 1: 1.2, 2: 1.8}),
+             "mimetic": shifted(ORDERED["default"], {0: -0.2, 1: 0.1, 2: -0.1}), "default": ORDERED["default"]}
+    loses = dict(gains, impulse=shifted(ORDERED["default"], {0: -4.0, 1: -3.8, 2: -4.1}))
+    c = judged(evidence({("fashion_mnist", "mixer"): gains, ("fashion_mnist", "mixer_shift"): loses}), "8")
+    assert c["verdict"] == "contradicted"
+    assert [x["label"] for x in c["comparisons"]] == ["fashion_mnist, mixer"] * 2 + ["fashion_mnist, mixer_shift"] * 2
+    assert ("verdict per variant (each Mixer variant is one construction): mixer (mixer): supported; mixer_shift"
+            " (mixer): contradicted") in c["evidence"]
 
 
 def attention_record(peaks, locality, uniform=9 / 49, model="vit_tiny_patch16_224 with img size 28"):
