@@ -45,13 +45,14 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("models={}", ["models", "at least one"]),
         ("models={vit-3: {}}", ["vit-3", "'-'"]),
         ("seeds=[0, -3]", ["seeds", "-3"]),
-        # the three mistakes `check` used to call valid (issue 11)
+        # the recipe's augmentation (also what the loaders' `Augment` takes, unchecked)
         ("train.crop_pct=2", ["train.crop_pct", "2", "(0, 1]"]),
         ("train.remode=foo", ["train.remode", "foo", "'pixel'", "'rand'", "'const'"]),
         ("filter_study.train={lrr: 1}", ["filter_study.train.lrr", "unknown key", "lr"]),
         ("filter_study.train={epochs: 0}", ["filter_study.train.epochs", "positive"]),
         ("train.scale=[0.5, 0.1]", ["train.scale", "low <= high"]),
         ("train.hflip=1.5", ["train.hflip", "[0, 1]"]),
+        ("data.normalization=cifar", ["data.normalization", "'cifar'", "'imagenet'"]),
         ("train.warmup_epochs=6", ["train.warmup_epochs", "train.epochs"]),
         ("report.confidence=95", ["report.confidence", "(0, 1)"]),
         ("filter_study.model.kernel_size=4", ["filter_study.model.kernel_size", "odd"]),

@@ -258,8 +258,6 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     manifest = read_manifest(directory, name)
     meta = meta_from_manifest(manifest, name)
     in_chans = in_chans or meta.channels
-    if normalization not in ("dataset", "imagenet"):
-        raise PipelineError(f"data.normalization = {normalization!r}: allowed are 'dataset', 'imagenet'")
     stats = (IMAGENET_MEAN, IMAGENET_STD) if normalization == "imagenet" else (info.mean, info.std)
     mean, std = channel_stats(*stats, in_chans)
     backend = resolve_backend(augment, in_memory=manifest["format"] == "tensors", img_size=img_size,
