@@ -160,7 +160,7 @@ class RandAugment(nn.Module):
     `num_layers`. Per image: `num_layers` ops drawn uniformly (with replacement unless weighted), then per
     op the draws of timm's `AugmentOp.__call__` (the gate `random.random() > prob`, the magnitude
     `random.gauss(m, std)` clipped to [0, magnitude_max or 10], the op's `level_fn` with its random sign).
-    The draws run on the host (about 2 us per image and layer); the images never leave the device.
+    The draws run on the host; the images never leave the device.
     """
 
     def __init__(self, policy: str, mean: tuple):

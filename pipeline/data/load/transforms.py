@@ -199,7 +199,8 @@ def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -
     """Crop each image to its box, resize to `size` (bilinear, half-pixel centres) and flip where asked.
 
     Equals torchvision's `resized_crop(..., antialias=False)` followed by `hflip`, in one `grid_sample`. The
-    sampling grid is what `affine_grid` gives for a scale-and-shift `theta`, built separably (5x faster).
+    sampling grid is what `affine_grid` gives for a scale-and-shift `theta`, built separably (an outer sum of
+    a row and a column per image instead of a matrix product per pixel).
     """
     top, left, h, w = boxes
     height, width = images.shape[2:]
