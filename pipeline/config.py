@@ -92,6 +92,9 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise PipelineError(f"{key}.{name} = {value}: must be a positive integer (or null for timm's)")
+        if self.in_chans not in (None, 1, 3):
+            raise PipelineError(f"{key}.in_chans = {self.in_chans}: the data has 1 or 3 channels, which feed 1- or"
+                                " 3-channel models only; set it to 1, 3 or null (the dataset's own)")
         _positive(f"{key}.mlp_ratio", self.mlp_ratio, allow_none=True)
         _within(f"{key}.drop_rate", self.drop_rate, 0, 1, open_high=True)
         _within(f"{key}.drop_path_rate", self.drop_path_rate, 0, 1, open_high=True)

@@ -39,6 +39,7 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("impulse.kernel_size=4", ["impulse.kernel_size", "4", "odd"]),
         ("train.amp=fp8", ["train.amp", "fp8", "bf16"]),
         ("models.vit.num_heads=0", ["models.vit.num_heads", "0"]),
+        ("models.vit.in_chans=4", ["models.vit.in_chans", "4", "1 or 3"]),
         ("models.vit.num_heads=5", ["models.vit.num_heads", "5", "divide", "embed_dim"]),
         ("models.vit.patch_size=5", ["models.vit.patch_size", "img_size", "28"]),
         ("models.vit.weight_init=trunc", ["models.vit.weight_init", "'skip'", "'jax'"]),

@@ -238,7 +238,7 @@ def test_channel_stats():
     assert channel_stats((0.5,), (0.2,), 3) == ((0.5,) * 3, (0.2,) * 3)
     mean, std = channel_stats((1.0, 0.0, 0.0), (0.1, 0.2, 0.3), 1)
     assert mean == pytest.approx((0.299,)) and std == pytest.approx((0.299 * 0.1 + 0.587 * 0.2 + 0.114 * 0.3,))
-    with pytest.raises(PipelineError, match="model.in_chans = 4"):
+    with pytest.raises(ValueError, match="in_chans = 4"):
         channel_stats((0.5,), (0.2,), 4)
 
 

@@ -92,8 +92,7 @@ def channel_stats(mean: tuple, std: tuple, in_chans: int) -> tuple[tuple, tuple]
         return tuple(mean) * 3, tuple(std) * 3
     if len(mean) == 3 and in_chans == 1:  # RGB statistics (the dataset's or ImageNet's) for a gray model
         return (sum(w * m for w, m in zip(LUMA, mean)),), (sum(w * s for w, s in zip(LUMA, std)),)
-    raise PipelineError(f"model.in_chans = {in_chans}: data with {len(mean)} channel(s) feeds 1- or 3-channel "
-                        "models only; set model.in_chans to 1, 3 or null (the dataset's own)")
+    raise ValueError(f"in_chans = {in_chans}: data with {len(mean)} channel(s) feeds 1- or 3-channel models only")
 
 
 def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_size: int) -> str:
