@@ -3,7 +3,7 @@
 Prepares two clean copies of this working tree (tests/workspace.py: tracked + untracked files, a fresh git
 repository, no data, no results, no DVC cache), on the same profile and parameters, then, one after the other on
 this machine, runs a serial `dvc repro` in one and `python -m pipeline repro` in the other from that same clean
-state. Prints both wall times, their ratio (the target on the 2-core CPU default is <= 0.75), whether every run's
+state. Prints both wall times, their ratio (the target for the CPU default profile is <= 0.75), whether every run's
 metrics are identical (metrics.json without timings), whether the runner's copy is clean afterwards (`dvc status`,
 and a plain `dvc repro` that executes nothing), and what each stage pays to start (Python, torch, timm, params, DVC)
 against the mean stage time of the serial run.

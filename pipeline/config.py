@@ -60,22 +60,6 @@ def _within(key: str, value, low: float, high: float, *, open_low: bool = False,
         raise PipelineError(f"{key} = {value!r}: must lie in {interval}")
 
 
-def check_augmentation(key: str, *, scale: list, ratio: list, hflip: float, reprob: float, remode: str,
-                       crop_pct: float, aug_repeats: float) -> None:
-    """The augmentation fields of a `train` section (also what `pipeline.data.load.transforms.Augment` takes)."""
-    for name, pair in (("scale", scale), ("ratio", ratio)):
-        if (len(pair) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
-                or not 0 < pair[0] <= pair[1]):
-            raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
-    if scale[1] > 1:
-        raise PipelineError(f"{key}.scale = {scale!r}: a crop cannot cover more than the image (high <= 1)")
-    for name, value in (("hflip", hflip), ("reprob", reprob)):
-        _within(f"{key}.{name}", value, 0, 1)
-    _choice(f"{key}.remode", remode, ("pixel", "rand", "const"))
-    _within(f"{key}.crop_pct", crop_pct, 0, 1, open_low=True)
-    _within(f"{key}.aug_repeats", aug_repeats, 0, float("inf"))
-
-
 @dataclass
 class ModelConfig:
     """A model of the grid, built with `timm.create_model(name, **fields that are not null)`.
@@ -111,6 +95,9 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise PipelineError(f"{key}.{name} = {value}: must be a positive integer (or null for timm's)")
+        if self.in_chans not in (None, 1, 3):
+            raise PipelineError(f"{key}.in_chans = {self.in_chans}: the data has 1 or 3 channels, which feed 1- or"
+                                " 3-channel models only; set it to 1, 3 or null (the dataset's own)")
         _positive(f"{key}.mlp_ratio", self.mlp_ratio, allow_none=True)
         _within(f"{key}.drop_rate", self.drop_rate, 0, 1, open_high=True)
         _within(f"{key}.drop_path_rate", self.drop_path_rate, 0, 1, open_high=True)
@@ -245,8 +232,17 @@ class TrainConfig:
         if self.cooldown_epochs >= self.epochs:
             raise PipelineError(f"{key}.cooldown_epochs = {self.cooldown_epochs} is not below {key}.epochs ="
                                 f" {self.epochs}; epochs counts the cooldown (timm's 300 + 10 is epochs: 310)")
-        check_augmentation(key, scale=self.scale, ratio=self.ratio, hflip=self.hflip, reprob=self.reprob,
-                           remode=self.remode, crop_pct=self.crop_pct, aug_repeats=self.aug_repeats)
+        for name, pair in (("scale", self.scale), ("ratio", self.ratio)):
+            if (len(pair) != 2 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+                    or not 0 < pair[0] <= pair[1]):
+                raise PipelineError(f"{key}.{name} = {pair!r}: must be two numbers [low, high] with 0 < low <= high")
+        if self.scale[1] > 1:
+            raise PipelineError(f"{key}.scale = {self.scale!r}: a crop cannot cover more than the image (high <= 1)")
+        for name in ("hflip", "reprob"):
+            _within(f"{key}.{name}", getattr(self, name), 0, 1)
+        _choice(f"{key}.remode", self.remode, ("pixel", "rand", "const"))
+        _within(f"{key}.crop_pct", self.crop_pct, 0, 1, open_low=True)
+        _within(f"{key}.aug_repeats", self.aug_repeats, 0, float("inf"))
 
     def check_split(self, key: str, ranks: int) -> None:
         """The global batch over `ranks` processes: whole, and even per process when mixup/cutmix pair images."""

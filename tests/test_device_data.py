@@ -16,9 +16,9 @@ from torchvision.transforms import RandomResizedCrop
 from training_fixtures import tiny_run
 
 from pipeline.config import DataConfig, Resources, TrainConfig
-from pipeline.data.load.device import DeviceAugment, RandAugment, apply_op, choose
+from pipeline.data.load.device import DeviceAugment, EvalOnDevice, RandAugment, apply_op, choose
 from pipeline.data.load.loaders import build_loaders
-from pipeline.data.load.transforms import Augment, sample_crops
+from pipeline.data.load.transforms import Augment, ImageBatch, TensorBatchTransform, sample_crops
 from pipeline.errors import PipelineError
 from pipeline.training import run
 from pipeline.training.engine import Dist, reseed
@@ -85,6 +85,22 @@ def test_rand_augment_draws_are_timms_policy():
     rotations = np.array([v for k, v in applied if ra.names[k] == "Rotate"])
     assert abs(np.abs(rotations).mean() - 27) < 0.5  # 9 / 10 x 30 degrees, std 0.5 / 10 x 30
     assert abs((rotations > 0).mean() - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("in_chans", [1, 3])
+def test_the_device_path_crops_and_evaluates_as_the_tensor_backend(in_chans):
+    """One crop, flip and eval crop for both batched paths: the same draws give the same batches."""
+    light = Augment(scale=(0.3, 1.0), hflip=0.5, crop_pct=0.875)
+    options = {"img_size": 40, "in_chans": in_chans, "mean": (0.5,) * in_chans, "std": (0.25,) * in_chans,
+               "augment": light}
+    x, labels = smooth_images(16), torch.arange(16)
+    torch.manual_seed(3)  # what `seeded(3)` does before the tensor back-end draws
+    on_device = DeviceAugment(**options, device=CPU)(x)
+    tensor = TensorBatchTransform(training=True, **options)(ImageBatch(x, labels, 3))[0]
+    assert torch.allclose(on_device, tensor, atol=1e-5)
+    evaluated = EvalOnDevice(**options, device=CPU)(x)
+    assert torch.allclose(evaluated, TensorBatchTransform(training=False, **options)(ImageBatch(x, labels))[0],
+                          atol=1e-5)
 
 
 def test_device_batches_are_deterministic_for_a_seed():

@@ -248,8 +248,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggreg
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
-    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds,
-                                  {v: name for v, name, _ in exp.models})
+    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds)
     filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
                                                 exp.filter_seeds)
     ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,

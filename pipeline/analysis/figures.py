@@ -1,13 +1,13 @@
 """`python -m pipeline figures`: every figure of the report, the `figures` stage.
 
 Reads only finished results of the current experiment (the runs params.yaml names, through the one results
-reader `pipeline.analysis.runs`; older runs lying in results/ are ignored) and draws, with matplotlib's object API
+reader `pipeline.analysis.runs`; other runs lying in results/ are ignored) and draws, with matplotlib's object API
 (no pyplot state; PNG through the Agg canvas):
 
 - attention maps of every model variant and arm at initialization, from results/attention/<variant>/<arm>/
   ([NeurIPS] Fig. 4), and after training, recomputed from results/train/<datasets[0]>/<variant>/<arm>/
-  seed<first seed>/model.pt; on the positional pseudo-input and on a real validation batch. Every variant is
-  drawn (claim 7 is judged on every ViT-family variant; the CPU default has one, so 12 figures);
+  seed<first seed>/model.pt; on the positional pseudo-input and on a real validation batch, for every variant
+  (claim 7 is judged on every ViT-family variant);
 - training curves ([NeurIPS] Fig. 3), one figure per variant with a panel per dataset: validation and training
   top-1 per epoch, mean and min-max band over seeds;
 - the filter study: top-1 per ConvMixer filter variant ([CI] 2401.12511 Fig. 4) and the Gaussian sigma x heads

@@ -17,15 +17,15 @@ Accuracies stay fractions here; the tables convert to percent.
 Final accuracy. A run that scored its final model on the whole test split records `test_top1` in metrics.json
 and per-image correctness in `test_correct.npz` beside it (the image indices and a boolean per image). Then
 `top1` here is that test top-1 and `correct` the per-image array (ordered by image index), which the intervals use
-(`pipeline.analysis.stats`); `val_top1` keeps the last epoch's validation top-1 on `data.val_subset`. Older runs
-have `correct` None and `top1` their validation top-1.
+(`pipeline.analysis.stats`); `val_top1` keeps the last epoch's validation top-1 on `data.val_subset`. A run
+without the file has `correct` None and `top1` its validation top-1.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +40,7 @@ RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss
               "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
 #: what a ViT-family run records about its model (pipeline.training.builders): timm name, family, heads
 MODEL_FIELDS = ("model", "family", "num_heads")
-#: how a timm model name maps to a family, for runs that predate the recorded `family` field
+#: how a timm model name maps to a family (for an attention record, which names its model only)
 FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
 #: extra fields of a filter-study run
 FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
@@ -105,14 +105,12 @@ def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
 
 
 def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
-                  seeds: Sequence[int], models: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, list[str]]:
+                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
     """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks).
 
     Columns: dataset, variant, arm, seed, the RUN_FIELDS, the MODEL_FIELDS and `history` (the per-epoch list
-    of dicts, epoch 0-based). A run that does not record its model (older runs) takes the timm name `models`
-    (variant -> name, from params) configures, and its family from that name.
+    of dicts, epoch 0-based).
     """
-    models = models or {}
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS
     for dataset in datasets:
@@ -121,11 +119,8 @@ def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Seq
                 for seed in seeds:
                     path = Path(train_root) / dataset / variant / arm / f"seed{seed}" / "metrics.json"
                     if path.is_file():
-                        m = read_metrics(path)
-                        model = m.get("model") or models.get(variant, "")
                         rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
-                                    | _row(m, fields, path.parent)
-                                    | {"model": model, "family": m.get("family") or family_of(model)})
+                                    | _row(read_metrics(path), fields, path.parent))
                     else:
                         missing.append(str(path))
     return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, *SCORED, "history"]), missing

@@ -77,15 +77,10 @@ def display_arms(arms: Sequence[str]) -> list[str]:
 
 
 def group_stats(runs: pd.DataFrame, keys: list[str], metric: str = "top1") -> pd.DataFrame:
-    """Per group of `keys`: n, mean, std, min, max of `metric` in percent."""
-    rows = []
-    for group, frame in runs.groupby(keys, sort=False):
-        values = [100 * v for v in frame[metric] if v is not None and math.isfinite(v)]
-        mean, std, n = mean_std(values)
-        rows.append(dict(zip(keys, group if isinstance(group, tuple) else (group,)))
-                    | {"n": n, "mean": mean, "std": std, "min": min(values, default=math.nan),
-                       "max": max(values, default=math.nan)})
-    return pd.DataFrame(rows, columns=[*keys, "n", "mean", "std", "min", "max"])
+    """Per group of `keys`: n, mean, std (ddof=1), min, max of the finite values of `metric`, in percent."""
+    values = 100 * pd.to_numeric(runs[metric], errors="coerce").replace([math.inf, -math.inf], math.nan)
+    stats = values.groupby([runs[k] for k in keys], sort=False).agg(["count", "mean", "std", "min", "max"])
+    return stats.rename(columns={"count": "n"}).reset_index()[[*keys, "n", "mean", "std", "min", "max"]]
 
 
 def lookup(stats: pd.DataFrame, **keys) -> dict:

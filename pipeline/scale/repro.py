@@ -5,33 +5,24 @@
     python -m pipeline repro --dry                 # what would run, where, with what resources
     python -m pipeline repro --executor slurm      # each training cell a SLURM job (resources from params.yaml)
 
-What runs is DVC's decision, never ours. In this process, under DVC's repository lock, DVC's own functions collect
-the targets' stages and order them (`plan_repro`, as `dvc repro` does) and say which are stale (`Stage.status`, what
-`dvc status` prints); the lock is released before anything runs. A stage runs when it is stale or downstream of a
-stale one, after the stages it depends on have finished, each as its own `dvc --wait-for-lock repro --single-item
-<stage>`. That process checks the stage again, as a serial `dvc repro` would: a downstream stage whose inputs came
-out unchanged is skipped, a stale stage whose result is in the run-cache is restored without running, and the others
-run and record their result in dvc.lock and the run-cache. So afterwards `dvc status` is clean, a plain `dvc repro`
-executes nothing, and every result is the one a serial `dvc repro` writes (on CPU, identical metrics).
+What runs is DVC's decision, never ours: under DVC's repository lock, DVC's own functions order the targets' stages
+(`plan_repro`, as `dvc repro` does) and say which are stale (`Stage.status`); the lock is released before anything
+runs. Each stale stage (or one downstream of a stale one) runs, once its upstream stages finished, as its own
+`dvc --wait-for-lock repro --single-item <stage>`, which checks it again as a serial `dvc repro` would (skip,
+restore from the run-cache, or run and record). So afterwards `dvc status` is clean and every result is the one a
+serial `dvc repro` writes (on CPU, identical metrics).
 
-Locks (DVC 3.67, dvc/repo/__init__.py, stage/decorators.py, rwlock.py): DVC holds the repository lock
-(.dvc/tmp/lock) while it checks a stage, restores it from the run-cache or records its result (cache, run-cache,
-dvc.lock: read, modified and written under the lock, so parallel stages do not lose each other's entries), and
-releases it while the stage's command runs; its read/write locks on deps and outs (.dvc/tmp/rwlock) are edited only
-under it. Without `--wait-for-lock` a process that finds the lock taken gives up after 3 s, which at the re-lock after
-the command would throw a finished result away; with it, it waits its turn. Stages that share an input (the dataset,
-the code) take read locks, which do not conflict; a stage that reads another's outputs starts only after it, so no
-write lock is contended. On a shared filesystem without working fcntl locks, set `dvc config core.hardlink_lock true`.
+Locks (DVC 3.67, dvc/repo/__init__.py, stage/decorators.py, rwlock.py): DVC holds the repository lock while it
+checks, restores or records a stage and releases it while the command runs. Without `--wait-for-lock` a process
+that finds the lock taken gives up after 3 s, which at the re-lock after the command would throw a finished result
+away. Stages sharing an input take read locks, which do not conflict. On a shared filesystem without working fcntl
+locks, set `dvc config core.hardlink_lock true`.
 
-Where and how wide (params `resources`, which no stage lists as a DVC param): `local` runs processes here. On CPU,
-`-j` defaults to cores // resources.threads (the runner never changes a run's threads). With GPUs
-(CUDA_VISIBLE_DEVICES, or all CUDA devices), each training cell gets resources.nproc of them of its own, so an 8-GPU
-node runs eight 1-GPU cells side by side, or one 8-GPU cell; `-j` defaults to GPUs // resources.nproc. `slurm`
-submits each training cell (a stage that reads the `train` params) as a SLURM job via `pipeline.scale.executors`
-and runs the other stages (fetch, attention, figures, aggregate, report: minutes at most) here, on the submitting
-node; `-j` then caps the jobs in flight (default: no cap, SLURM queues them). Ctrl-C cancels what was started. A
-failed stage is reported with its log; the stages that need it are skipped, the rest finish, and the next run re-runs
-it (DVC recorded nothing for it).
+Where and how wide (params `resources`, which no stage lists as a DVC param): `local` runs processes here, `-j`
+defaulting to cores // resources.threads on CPU, and to GPUs // resources.nproc with GPUs (each training cell gets
+resources.nproc GPUs of its own). `slurm` submits each training cell as a SLURM job (`pipeline.scale.executors`)
+and runs the light stages here; `-j` then caps the jobs in flight (default: no cap). Ctrl-C cancels what was
+started. A failed stage is reported with its log; the stages that need it are skipped, the rest finish.
 """
 
 from __future__ import annotations

@@ -8,10 +8,9 @@ Everything happens in a temporary sibling `data/<dataset>.partial/` (`pipeline.o
 every stage uses): download (torchvision's code, MD5 checked), verify (split sizes, content hashes), convert (to
 uint8 tensors), then `manifest.json` is written and the directory is moved into place. On any failure the
 temporary directory is removed, so `data/<dataset>/` either is complete (it has a manifest) or does not exist.
-Leftovers of a killed run are removed by the next one. Which source each dataset uses: `pipeline.data.fetch.sources` (downloads),
-`pipeline.data.fetch.digits` (bundled with scikit-learn) and `pipeline.data.fetch.userdata` (ImageNet-1K and `folder`,
-verified in place and never copied). The manifest records what `pipeline.data.meta.dataset_meta` reads:
-the classes, channels and image size every stage builds its models with.
+Leftovers of a killed run are removed by the next one. Sources: `sources` (downloads), `digits` (bundled with
+scikit-learn), `userdata` (ImageNet-1K and `folder`, verified in place and never copied). The manifest records
+what `pipeline.data.meta.dataset_meta` reads: the classes, channels and image size every stage builds its models with.
 """
 
 from __future__ import annotations

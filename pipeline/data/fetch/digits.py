@@ -4,7 +4,7 @@ The 1,797 images are the test set of UCI's "Optical Recognition of Handwritten D
 1998), as `sklearn.datasets.load_digits` ships them in `sklearn/datasets/data/digits.csv.gz`. Nothing is
 downloaded: `fetch` checks the SHA-256 of that file's content, makes a fixed class-stratified split (the data
 has none), and stores uint8 tensors as for Fashion-MNIST. It gives the pipeline a second real dataset that
-runs offline (issue 13: claim 1 "on every small dataset" on two real datasets, not one).
+runs offline, so claim 1 ("on every small dataset") is judged on two real datasets, not one.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""Getting the downloadable and bundled datasets into a work directory, verified, with their libraries' own code.
+"""The downloadable and bundled datasets into a work directory, verified, by their libraries' own code.
 
-Each dataset comes from torchvision's dataset class (`torchvision.datasets.CIFAR10`, ...), which downloads
-its archives with `download_url` and checks each against the MD5 torchvision records; Tiny-ImageNet, which
-torchvision lacks, goes through the same `download_and_extract_archive` with the MD5 the community uses.
-Fashion-MNIST comes from a local mirror when one is present (Debian's `dataset-fashion-mnist`): its gzip
-files differ from the canonical ones (the stored file name is stripped from the gzip header), so we verify the
-SHA-256 of the *decompressed* IDX files, which are identical to the canonical ones, on both paths.
-(`digits`, bundled with scikit-learn, has its own module: `pipeline.data.fetch.digits`.)
-
-What we add: a base URL that can be redirected (a mirror, or the tests' 127.0.0.1 server; only the base
-changes, torchvision's code path runs as is), a downloads directory where a person can drop archives fetched
-by hand (torchvision then finds them verified and downloads nothing), the split sizes, class count and image
-shape checked against the registry, the small datasets converted to the uint8 tensor form of
-`pipeline.data.store`, and the image-file datasets (Food-101, Flowers-102, Pets) stored once, pre-resized, in the
-same form (`resized_tree`), so that no run decodes a JPEG. Everything a copy is checked against comes from one `Expected` (`expected(name)`: the
-real dataset's); the tests of miniature archives in the upstream formats hand `fetch_dataset` their own.
+torchvision's dataset classes download and MD5-check the archives; Tiny-ImageNet, which torchvision lacks, goes
+through the same `download_and_extract_archive` with the MD5 the community uses. Debian's Fashion-MNIST mirror
+strips the file name from the gzip header, so both paths verify the SHA-256 of the decompressed IDX files.
+What we add: a base URL that can be redirected (a mirror, the tests' local server), a downloads directory for
+archives fetched by hand, split sizes and shapes checked against the registry (`expected(name)`), and every
+dataset stored as uint8 tensors (`pipeline.data.store`; Food-101, Flowers-102 and Pets pre-resized by
+`resized_tree`) so that no run decodes a JPEG.
 """
 
 from __future__ import annotations
@@ -43,8 +35,8 @@ from torchvision.datasets.utils import check_integrity, download_and_extract_arc
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline.data.registry import DATASETS, DatasetInfo
-from pipeline.data.upstream import torchvision_class
 from pipeline.data.store import save_split
+from pipeline.data.upstream import torchvision_class
 from pipeline.errors import PipelineError
 
 #: Tiny-ImageNet's archive (cs231n); the MD5 is the one dataset loaders in the community check.

@@ -1,39 +1,24 @@
 """The device-resident data path: an in-memory dataset held on the GPU as uint8, augmented there in whole batches.
 
-Per-image CPU augmentation at 224 px with the paper's recipe (RandAugment rand-m9-mstd0.5-inc1, random-resized
-crop, flip, random erasing) delivers roughly 420-600 images/s per core from upscaled CIFAR, so a 16-core machine
-feeds 5-7k images/s, while a ViT-T/16 on an H100 in bf16 consumes on the order of 10k. For the datasets stored as
-uint8 tensors (`fetch` writes Fashion-MNIST, CIFAR-10/100, SVHN, STL-10 and Tiny-ImageNet that way) this module
-keeps both splits on the device (CIFAR-10: 150 MiB) and builds every batch there with per-sample random
-parameters:
+Why: per-image PIL augmentation with the paper's recipe (paper.md section 3.1) on CPU workers feeds fewer images
+per second than a small ViT consumes on one GPU (`make bench-gpu` measures both). For the datasets stored as uint8
+tensors both splits stay on the device and every batch is built there with per-sample random parameters:
 
-- random-resized crop and horizontal flip: the tensor back-end's (`transforms.random_resized_crops`:
-  torchvision's sampling algorithm, 10 tries of (area, log-aspect) then the centre-crop fallback, drawn on the
-  device; one `grid_sample` that equals torchvision's `resized_crop(antialias=False)` + `hflip`);
-- RandAugment: timm's policy, parsed by timm (`rand_augment_transform`), drawn per image as timm's `RandAugment`
-  and `AugmentOp` draw it (uniform choice of the ops, each applied with its probability at a magnitude
-  ~ N(m, mstd) clipped to [0, 10], timm's level-to-argument functions with their random signs), and applied with
-  kornia's image ops (`kornia.enhance`, `kornia.geometry.transform.warp_affine`) to the images that drew each op:
-  the batch is sorted by op once per layer (one gather), each op works in place on its contiguous slice, and one
-  gather restores the order at the end; the draws reach the device in one pinned copy per batch, so the host
-  never waits for the device (tests/test_device_data.py counts the syncs);
-- normalisation, then timm's `RandomErasing` on the device tensor (the DataLoader path's own erasing);
-- evaluation: the tensor back-end's resize and centre crop (`pipeline.data.load.transforms`), on the device.
+- random-resized crop and flip: the tensor back-end's (`transforms.random_resized_crops`);
+- RandAugment: timm's policy, parsed and drawn per image as timm's `RandAugment`/`AugmentOp` draw it, applied
+  with kornia's image ops to the images that drew each op (the batch sorted by op once per layer; the draws reach
+  the device in one pinned copy, so the host never waits for it: tests/test_device_data.py counts the syncs);
+- normalisation, then timm's `RandomErasing` on the device tensor;
+- evaluation: the tensor back-end's resize and centre crop (`transforms.eval_crop`).
 
-The batches come in the sampler's order (the same `DistributedSampler` / `RepeatAugSampler` as the DataLoader
-path, moved to the device once per epoch), so the ranks split one permutation and a resumed run sees the same
-batches. Random draws come from torch's
-global RNG (crops, flips, erasing values), numpy's (which ops) and Python's `random` (RandAugment magnitudes and
-signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
+Batches come in the DataLoader path's sampler order, so ranks split one permutation and a resumed run sees the
+same batches. Random draws come from torch's global RNG (crops, flips, erasing values), numpy's (which ops) and
+Python's `random` (magnitudes, signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
 
-Deliberate differences from the PIL path (`pipeline.data.load.transforms.pil_transform`), all within one image's
-rounding or interpolation: images stay float between ops (PIL rounds to uint8 after each RandAugment op); resizing
-and the affine ops are bilinear without antialiasing (timm picks bilinear or bicubic at random per image); kornia's RandAugment is not
-used, because it picks one set of ops for the whole batch at a fixed magnitude, which is not timm's policy.
-Colour jitter without RandAugment is not offered (timm disables jitter whenever RandAugment is on).
-
-Datasets stored as files (ImageNet, a large `folder`) keep DataLoader workers; Food-101, Flowers-102 and Pets are
-stored by `fetch` as 256-px uint8 tensors and come here when they fit.
+Deliberate differences from the PIL path, each within one image's rounding or interpolation: images stay float
+between ops (PIL rounds to uint8 after each); resizing and the affine ops are bilinear without antialiasing (timm
+picks bilinear or bicubic at random). kornia's own RandAugment is not used: it applies one set of ops to the
+whole batch at a fixed magnitude, which is not timm's policy.
 """
 
 from __future__ import annotations
@@ -52,7 +37,7 @@ from torch import nn
 from torch.utils.data import Subset
 
 from pipeline.data.load.loaders import Loaders, SeededImages, SeededOrder, TensorImages
-from pipeline.data.load.transforms import Augment, TensorBatchTransform, random_resized_crops, to_channels
+from pipeline.data.load.transforms import Augment, eval_crop, random_resized_crops, to_channels
 from pipeline.errors import PipelineError
 
 #: The share of the GPU's free memory the two uint8 splits may take under `data_on_device: auto`.
@@ -101,7 +86,8 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
         reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
     if setting is True:
         if reason:
-            raise PipelineError(f"resources.data_on_device = true: {reason}; set resources.data_on_device: auto or false")
+            raise PipelineError(f"resources.data_on_device = true: {reason}; set resources.data_on_device: auto or"
+                                " false")
         return True
     size = sum(len(s) * tensor_images(s).images[0].numel() for s in splits) if not reason else 0
     return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
@@ -174,7 +160,7 @@ class RandAugment(nn.Module):
     `num_layers`. Per image: `num_layers` ops drawn uniformly (with replacement unless weighted), then per
     op the draws of timm's `AugmentOp.__call__` (the gate `random.random() > prob`, the magnitude
     `random.gauss(m, std)` clipped to [0, magnitude_max or 10], the op's `level_fn` with its random sign).
-    The draws run on the host (about 2 us per image and layer); the images never leave the device.
+    The draws run on the host; the images never leave the device.
     """
 
     def __init__(self, policy: str, mean: tuple):
@@ -271,14 +257,12 @@ class EvalOnDevice:
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
-        self.crop = TensorBatchTransform(img_size=img_size, in_chans=in_chans, mean=mean, std=std, training=False,
-                                         augment=augment).eval_crop
-        self.in_chans = in_chans
+        self.img_size, self.in_chans, self.crop_pct = img_size, in_chans, augment.crop_pct
         self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1)
         self.std = torch.tensor(std, device=device).view(1, -1, 1, 1)
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        x = self.crop(to_channels(images.float(), self.in_chans))
+        x = eval_crop(to_channels(images.float(), self.in_chans), self.img_size, self.crop_pct)
         return (x / 255 - self.mean) / self.std
 
 

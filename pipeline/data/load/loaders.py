@@ -235,22 +235,11 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
                   seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
                   train_subset: int = 0, val_subset: int = 0, normalization: str = "dataset",
                   pin_memory: bool = False) -> Loaders:
-    """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`).
+    """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`; see the module docstring).
 
-    Args:
-        img_size: model input side; images are cropped/resized to it.
-        in_chans: model input channels (None: the dataset's own, `dataset_meta(root, name).channels`); gray
-            and RGB data convert either way.
-        batch_size: per process.
-        seed: run seed; it draws the training subset and, with the epoch, fixes the train order.
-        augment: the recipe's augmentation (`Augment.from_train(params.train)`).
-        rank, world_size: this process's place among the data-parallel processes.
-        workers: DataLoader worker processes.
-        train_subset, val_subset: use the first n images of a stratified shuffle, the run seed's for train and a
-            fixed one for val (0 = all).
-        normalization: 'dataset' (the registry's mean/std) or 'imagenet' (ImageNet's, as the [NeurIPS]
-            small-dataset recipe normalises every dataset, paper.md section 3.1) (params `data.normalization`).
-        pin_memory: DataLoader's, for copies to a GPU.
+    `in_chans` None takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split;
+    `normalization` 'imagenet' is how the [NeurIPS] small-dataset recipe normalises every dataset (paper.md
+    section 3.1), 'dataset' the registry's mean/std.
     """
     if name not in DATASETS:
         raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
@@ -258,8 +247,6 @@ def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int |
     manifest = read_manifest(directory, name)
     meta = meta_from_manifest(manifest, name)
     in_chans = in_chans or meta.channels
-    if normalization not in ("dataset", "imagenet"):
-        raise PipelineError(f"data.normalization = {normalization!r}: allowed are 'dataset', 'imagenet'")
     stats = (IMAGENET_MEAN, IMAGENET_STD) if normalization == "imagenet" else (info.mean, info.std)
     mean, std = channel_stats(*stats, in_chans)
     backend = resolve_backend(augment, in_memory=manifest["format"] == "tensors", img_size=img_size,

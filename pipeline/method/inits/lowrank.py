@@ -12,6 +12,10 @@ SVDs of 768 x 768). The routes here give the same factors from less work:
   n - r .. n - 1 of A^T A only). Randomized or Krylov SVDs are not an option: the gaps s_r / s_{r+1} - 1 of these
   random matrices are ~1e-3, so they do not converge in useful time.
 
+Why keep them: the full-SVD route (`official_route()`) gives these factors only to rounding, so switching to it
+would change every init, and every metric already computed; on speed alone (seconds per init, bench/bench_inits.py,
+against hours of training per cell) they would not earn their code.
+
 Exactness. Both routes give the SVD's singular vectors up to the sign of each *pair* (u_i, v_i), and every route
 then fixes those signs the same way (`canonical_signs`), so the factors, every product L R (Q_h K_h, V proj) and
 the layer's output, biases included, equal the SVD route's to rounding (`tests/test_inits_lowrank.py`, at ViT-B
@@ -22,10 +26,9 @@ back to full SVDs (the tests and the bench compare the two routes with it).
 Accuracy: A^T A squares the condition number, so the smallest singular vectors carry relative errors of about
 eps * s_max^2 / (s_i * gap_i); measured for 0.4 Z - 0.4 I at D = 768 (s_min ~ 2e-3): every singular vector within
 1e-12 of gesdd's, L R within 2e-15 of A, far below float32 rounding.
-Threads: `apply_init` runs scipy's LAPACK (OpenBLAS) on one thread, whatever torch's count. On this 2-core
-machine shared with other jobs, OpenBLAS on 2 threads spins against torch's OpenMP threads and measured 8-13x
-slower than on one (syevr, n = 768: 1.1-1.8 s against 0.13-0.23 s); on an idle machine one thread costs ~1.3x.
-It also makes these eigensolves independent of the thread count (see `rng`).
+Threads: `apply_init` runs scipy's LAPACK (OpenBLAS) on one thread, whatever torch's count: OpenBLAS threads
+spin against torch's OpenMP threads on a busy machine, and one thread makes the eigensolves independent of the
+thread count (see `rng`).
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def svd_factors(
 
     Signs follow `canonical_signs`, or LAPACK's own with lapack_signs=True (code-2505's mimetic V/proj, whose
     R L depends on them). One call per matrix: torch's batched CPU SVD runs its batch in parallel on top of a
-    threaded LAPACK, which measured 5x slower than a loop on 2 cores.
+    threaded LAPACK, which oversubscribes the cores (bench/bench_inits.py compares the routes).
     """
     if a.dim() > 2:
         pairs = [svd_factors(m, rank, lapack_signs) for m in a.reshape(-1, *a.shape[-2:])]
@@ -99,9 +102,9 @@ def svd_factors(
 def right_vectors(a: torch.Tensor, rank: int) -> torch.Tensor:
     """The top `rank` right singular vectors of square float64 `a` (..., n, n), descending: (..., n, rank).
 
-    Eigenvectors of A^T A. Below SCIPY_FROM, one batched torch (MKL) call; from it on, scipy's LAPACK (OpenBLAS
-    here) matrix by matrix, syevd for all n vectors and syevr for fewer, which measured 1.3-2.8x faster than torch's
-    full syevd at n = 384-1024 on this machine's AMD EPYC, and slower below.
+    Eigenvectors of A^T A. Below SCIPY_FROM, one batched torch (MKL) call; from it on, scipy's LAPACK matrix by
+    matrix, syevd for all n vectors and syevr for fewer, which beats torch's full syevd at ViT sizes and loses
+    below (bench/bench_inits.py).
     """
     n = a.shape[-1]
     gram = a.mT @ a

@@ -10,9 +10,9 @@ Determinism. The same seed gives the same model bit for bit on the same CPU kind
 count**. The draws never depend on threads, but torch's linear algebra does (MKL and OpenMP split their work by
 thread; scipy's eigensolvers run on one thread, see `lowrank`), so rounding differs between thread counts, and
 between CPU kinds whose kernels differ (AVX2 vs AVX-512). Measured on ViT-S/16, max |weight difference| between
-torch on 1 and 2 threads: `default`, `timm` and `random` 0 (no linear algebra), `mimetic` 5e-10, `impulse` 7e-9
-(ViT-B/16 before this change: 7.5e-9). Fix the thread count (`torch.set_num_threads`, or OMP_NUM_THREADS /
-MKL_NUM_THREADS) to reproduce a model exactly; the laws of the weights never depend on it.
+torch on 1 and 2 threads: `default`, `timm` and `random` 0 (no linear algebra), `mimetic` 5e-10, `impulse` 7e-9.
+Fix the thread count (`torch.set_num_threads`, or OMP_NUM_THREADS / MKL_NUM_THREADS) to reproduce a model
+exactly; the laws of the weights never depend on it.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def normal(shape: tuple[int, ...], std: float, generator: torch.Generator) -> to
 def truncated_normal(shape: tuple[int, ...], std: float, generator: torch.Generator, bound: float = 2.0):
     """N(0, std^2) cut at +-bound (absolute, like timm's trunc_normal_), by exact rejection sampling; float64.
 
-    Same law as torch/timm `trunc_normal_`, but one float32 normal draw plus a redraw of the few rejects: 0.68 s
-    -> 0.06 s for ViT-B's 5.5M noise entries on one core here (torch's inverse-CDF version makes several passes).
+    Same law as torch/timm `trunc_normal_`, but one float32 normal draw plus a redraw of the few rejects, where
+    torch's inverse-CDF version makes several passes over the tensor.
     """
     out = torch.randn(shape, generator=generator) * std
     bad = out.abs() > bound
