@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.analysis.document import TableBlock
-from pipeline.analysis.fidelity import KEBAB
+from pipeline.analysis.fidelity import KEBAB, text_value
 from pipeline.errors import PipelineError
 
 COVERAGE = "coverage.yaml"
@@ -53,12 +53,10 @@ def _names(entry: dict, key: str, where: str) -> tuple[str, ...]:
 
 
 def _text(entry: dict, key: str, where: str, choices: tuple[str, ...] = ()) -> str:
-    value = entry.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise PipelineError(f"{where}: `{key}` must be a non-empty string, got {value!r}")
+    value = text_value(entry, key, where)
     if choices and value not in choices:
         raise PipelineError(f"{where}: `{key}` = {value!r}; use one of {', '.join(choices)}")
-    return " ".join(value.split())
+    return value
 
 
 def parse_entry(entry, index: int, where: str) -> CoverageEntry:

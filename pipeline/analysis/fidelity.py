@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.analysis.document import TableBlock
+from pipeline.analysis.document import Block, Bullets, Paragraph, TableBlock
 from pipeline.errors import PipelineError
 
 FIDELITY = "fidelity.yaml"
@@ -26,6 +26,8 @@ REPOS = {"code-2505": "osiriszjq/structured_initialization", "code-2404": "osiri
 NOTHING = "nothing"
 KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
+#: inline markers the report's PDF renderer (fpdf2's markdown mode) would read as underline / strike-through
+MARKUP = ("--", "__")
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,25 @@ class FidelityEntry:
         return "none" if self.code == "none" else f"{self.code} ({self.repo} @{self.commit}, {self.file})"
 
     @property
+    def short_source(self) -> str:
+        """'code-2505 @7cd02f1, vision_transformer.py', or 'none'."""
+        return "none" if self.code == "none" else f"{self.code} @{self.commit}, {Path(self.file).name}"
+
+    @property
     def option_keys(self) -> list[str]:
         """The params keys `option` names (comma-separated)."""
         return [k.strip() for k in self.option.split(",") if k.strip()]
 
 
-def _text(entry: dict, key: str, where: str, empty: bool = False) -> str:
+def text_value(entry: dict, key: str, where: str, empty: bool = False) -> str:
+    """entry[key] as one line of text; a PipelineError when it is not a string, or empty unless `empty`."""
     value = entry.get(key)
     if not isinstance(value, str) or (not empty and not value.strip()):
         raise PipelineError(f"{where}: `{key}` must be {'a' if empty else 'a non-empty'} string, got {value!r}")
+    marked = [m for m in MARKUP if m in value]
+    if marked:
+        raise PipelineError(f"{where}: `{key}` contains {marked[0]!r}, which the report's PDF reads as markup; write"
+                            " command-line flags without their dashes")
     return " ".join(value.split())
 
 
@@ -100,13 +112,14 @@ def parse_entry(entry, index: int, where: str) -> FidelityEntry:
     missing = [k for k in KEYS if k not in entry]
     if missing:
         raise PipelineError(f"{here}: `{missing[0]}` is missing; every entry has {', '.join(KEYS)}")
-    differs, why = _text(entry, "differs", here), _text(entry, "why", here, empty=True)
+    differs, why = text_value(entry, "differs", here), text_value(entry, "why", here, empty=True)
     if (differs == NOTHING) != (why == ""):
         raise PipelineError(f"{here}: `why` = {why!r} with `differs` = {differs!r}; give the reason exactly when"
                             f" something differs (differs: {NOTHING!r} has an empty why)")
     code, repo, commit, file = _official(entry, here)
-    return FidelityEntry(name, _text(entry, "experiment", here), code, repo, commit, file, _text(entry, "same", here),
-                         differs, why, _text(entry, "option", here, empty=True), _text(entry, "effect", here))
+    return FidelityEntry(name, text_value(entry, "experiment", here), code, repo, commit, file,
+                         text_value(entry, "same", here), differs, why, text_value(entry, "option", here, empty=True),
+                         text_value(entry, "effect", here))
 
 
 def load_fidelity(paper_dir: str | Path) -> list[FidelityEntry]:
@@ -130,15 +143,35 @@ def load_fidelity(paper_dir: str | Path) -> list[FidelityEntry]:
     return entries
 
 
-def fidelity_table(entries: list[FidelityEntry]) -> TableBlock:
-    """The table, one row per entry."""
+def _option(e: FidelityEntry) -> str:
+    return f"`{e.option}`" if e.option else "–"
+
+
+def fidelity_table(entries: list[FidelityEntry], full: bool = True) -> TableBlock:
+    """The table, one row per entry: every key (`full`, the README's), or experiment, source, difference and option
+    (the report's, whose PDF page has no room for seven prose columns; `fidelity_details` has the rest)."""
     differ = sum(e.differs != NOTHING for e in entries)
-    return TableBlock(
-        "Fidelity to the official code (paper/fidelity.yaml)",
-        ["Experiment", "Official code", "The same", "Where we differ", "Why", "Option (default = official)",
-         "Measured effect"],
-        [[e.experiment, e.source, e.same, e.differs, e.why or "–", f"`{e.option}`" if e.option else "–", e.effect]
-         for e in entries],
-        f"{len(entries)} arms and experiments, {differ} with a difference from the official code. code-2505 ="
-        " [NeurIPS], code-2404 = [SIA], code-2401 = [CI] (../shared/paper.md); none = no official code exists."
-        " Where an option restores the official behaviour, its default is that behaviour.")
+    caption = (f"{len(entries)} arms and experiments, {differ} with a difference from the official code. code-2505 ="
+               " [NeurIPS], code-2404 = [SIA], code-2401 = [CI] (../shared/paper.md); none = no official code"
+               " exists. An option's default is the official behaviour.")
+    if full:
+        return TableBlock("Fidelity to the official code (paper/fidelity.yaml)",
+                          ["Experiment", "Official code", "The same", "Where we differ", "Why",
+                           "Option (default = official)", "Measured effect"],
+                          [[e.experiment, e.source, e.same, e.differs, e.why or "–", _option(e), e.effect]
+                           for e in entries], caption)
+    return TableBlock("Fidelity to the official code (paper/fidelity.yaml)",
+                      ["Experiment", "Official code", "Where we differ", "Option (default = official)"],
+                      [[e.experiment, e.short_source, e.differs, _option(e)] for e in entries],
+                      caption + " What is the same, why each difference was made and its measured effect: below"
+                      " the table.")
+
+
+def fidelity_details(entries: list[FidelityEntry]) -> list[Block]:
+    """Per entry: its official source in full, what is the same, why it differs and the measured effect."""
+    out: list[Block] = []
+    for e in entries:
+        items = [f"The same: {e.same}"] + ([f"Why we differ: {e.why}"] if e.why else []) + [
+            f"Measured effect: {e.effect}"]
+        out += [Paragraph(f"**{e.experiment}** (official code: {e.source})"), Bullets(items)]
+    return out
