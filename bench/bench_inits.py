@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_inits.py                 # ViT-T/S/B, Swin-T/B, Mixer-S/B at 224 px, 2 threads
     .venv/bin/python bench/bench_inits.py --models vit_base_patch16_224 --methods impulse --threads 1
     .venv/bin/python bench/bench_inits.py --figures       # also the measures quoted in the report
+    .venv/bin/python bench/bench_inits.py --diagnostics   # only the Mixer/Swin init diagnostics (issue 20)
 
 Speed. For every model and method, the whole `apply_init(model, method)` is timed twice in this process, on the
 same draws (same seed): as shipped (the fast routes of `pipeline.method.inits.lowrank`: symmetric eigen-solves, a
@@ -21,6 +22,11 @@ Debian's mirror is present) for the default, mimetic and impulse arms of: the CP
 ViT-Tiny/16-224 (images upscaled; 1 channel with the dataset's mean/std, and 3 channels with ImageNet's as in
 the issue's reference), a two-stage Swin-T at 56 px, Mixer-S/16 and Mixer-B/16 at 224, and the CPU-scale Mixer
 (28 px, patch 4, 6 blocks, embed_dim 96 and 128).
+
+`--diagnostics` prints, on Fashion-MNIST test images (one thread, seed 0), `init_diagnostics` and the 3x3
+locality mass of every Mixer construction (impulse.mixer filter / shift, mimetic.mixer default_gain / exact) and
+default on the cpu-claims Mixer (28 px, patch 4, 6 blocks, embed_dim 96; 4 images) and Mixer-S/16 at 224 (2 images
+upscaled), and of Swin's arms on the cpu-claims Swin (28 px, patch 2, depths (2, 2), window 7; 4 images).
 """
 
 from __future__ import annotations
@@ -38,7 +44,15 @@ import torch
 import torch.nn.functional as F
 from timm.models.mlp_mixer import MlpMixer
 
-from pipeline.method.inits import apply_init, attention_maps, layer_offsets, locality_mass, mixing_grid, peak_agreement
+from pipeline.method.inits import (
+    apply_init,
+    attention_maps,
+    init_diagnostics,
+    layer_offsets,
+    locality_mass,
+    mixing_grid,
+    peak_agreement,
+)
 from pipeline.method.inits.arch import attention_layers, family
 from pipeline.method.inits.lowrank import official_route
 
@@ -167,6 +181,48 @@ def figures() -> None:
         measure_rows(f"Mixer 28px p4 e{dim}", build, images, layers=(0, 1, 5))
 
 
+#: (arm, options) of the diagnostics: default, and each Mixer construction of impulse and mimetic
+CONSTRUCTIONS = (("default", {}), ("impulse", {"mixer": "filter"}), ("impulse", {"mixer": "shift"}),
+                 ("mimetic", {"mixer": "default_gain"}), ("mimetic", {"mixer": "exact"}))
+
+
+def span(values) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def diagnostics() -> None:
+    """The init diagnostics of the Mixer constructions and Swin (see module doc)."""
+    images = fmnist()
+    if images is None:
+        raise SystemExit(f"{FMNIST} absent (Debian's dataset-fashion-mnist)")
+    cpu_mixer = lambda: MlpMixer(img_size=28, patch_size=4, num_blocks=6, embed_dim=96, mlp_ratio=(0.5, 4.0),  # noqa: E731
+                                 in_chans=1, num_classes=10)  # fmt: skip
+    s16 = lambda: timm.create_model("mixer_s16_224", pretrained=False, in_chans=1, num_classes=10)  # noqa: E731
+    swin = lambda: timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, weight_init="skip",  # noqa: E731
+                                     img_size=28, patch_size=2, embed_dim=48, depths=(2, 2), num_heads=(3, 6),
+                                     window_size=7, in_chans=1, num_classes=10)  # fmt: skip
+    up = F.interpolate(images[:2], size=224, mode="bilinear")
+    print("linear = fraction of token-MLP units in GELU's linear regime (range over blocks); ratio = token branch /"
+          " residual RMS per block; trunk = last block's output RMS; local = 3x3 locality mass, pseudo-input (range"
+          " over blocks) and images (first / last block)")
+    for label, build, x in (("cpu-claims Mixer", cpu_mixer, images[:4]), ("Mixer-S/16 224", s16, up),
+                            ("cpu-claims Swin", swin, images[:4])):
+        is_swin = label.endswith("Swin")
+        for arm, options in ((a, {}) for a in ("default", "impulse", "mimetic")) if is_swin else CONSTRUCTIONS:
+            model = apply_init(build(), arm, generator=0, **options)
+            found = init_diagnostics(model, x)
+            depth = len(found["branch_ratio"])
+            pseudo = attention_maps(model, None, tuple(range(depth)))
+            real = attention_maps(model, x[:1], (0, depth - 1))
+            mass = lambda m, layer, model=model: locality_mass(m, mixing_grid(model, layer), 3).mean().item()  # noqa: E731
+            linear = found["linear_fraction"]
+            name = f"{arm} {options.get('mixer', '')}".strip()
+            print(f"  {label:<17} {name:<20} linear {span(linear) if linear else '-':<9}  ratio "
+                  f"{' '.join(f'{r:.2f}' for r in found['branch_ratio'])}  trunk {found['trunk_rms']:.2f}  local "
+                  f"{span([mass(m, k) for k, m in pseudo.items()])} / {mass(real[0], 0):.2f} "
+                  f"{mass(real[depth - 1], depth - 1):.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), help="timm model names")
@@ -174,7 +230,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the machine has 2 cores)")
     parser.add_argument("--repeat", type=int, default=3, help="timings are the best of this many runs")
     parser.add_argument("--figures", action="store_true", help="also print the measures of the report")
+    parser.add_argument("--diagnostics", action="store_true", help="only the Mixer/Swin init diagnostics (1 thread)")
     args = parser.parse_args()
+    if args.diagnostics:
+        torch.set_num_threads(1)
+        return diagnostics()
     torch.set_num_threads(args.threads)
     speed(args.models, args.methods, args.repeat)
     if args.figures:

@@ -28,8 +28,10 @@ from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import (
     INIT_METHODS,
+    ConvMixerBlock,
     InitMethod,
     WeightInit,
+    check_convmixer_block,
     check_kernel_size,
     parse_filter,
     parse_study_variant,
@@ -95,9 +97,12 @@ class ModelConfig:
     drop_path_rate: float = 0.1
     weight_init: WeightInit = "skip"  #: 'skip' = PyTorch defaults, as the official code builds models
     extra: dict = field(default_factory=dict)  #: any other create_model keyword
+    #: per-arm overrides of the init sections for this variant only, e.g. {impulse: {mixer: shift}} (validated by
+    #: `Params`; not a create_model keyword)
+    init_options: dict = field(default_factory=dict)
 
     def validate(self, key: str) -> None:
-        named = {f.name for f in dataclasses.fields(self)} - {"extra"}
+        named = {f.name for f in dataclasses.fields(self)} - {"extra", "init_options"}
         both = sorted(k for k in self.extra if k in named and getattr(self, k) is not None)
         if both:
             raise PipelineError(f"{key}.extra sets {', '.join(both)}, which {key} sets too; keep one (null the field to"
@@ -147,6 +152,9 @@ class MimeticConfig:
     #: 'official' = code-2505 (uniform Z; v = L, proj = R, so value-then-proj is (R L)^T, not alpha_vo Z - beta_vo I);
     #: 'paper' = Trockman & Kolter (Gaussian Z; value-then-proj exactly alpha_vo Z - beta_vo I)
     form: Literal["official", "paper"] = "official"
+    #: MLP-Mixer only (no official code): the writer of the token map. 'default_gain' = PyTorch default's gain, GELU
+    #: nonlinear; 'exact' = the map at its own gain in linear-regime units (`pipeline.method.inits.mixer`)
+    mixer: Literal["default_gain", "exact"] = "default_gain"
 
 
 @dataclass
@@ -160,6 +168,9 @@ class ImpulseConfig:
     scale: float = 1000.0  #: weight of the impulse in the target
     noise_std: float = 0.6  #: std of the truncated-normal noise off the impulse (times 3)
     offsets: Literal["official", "random"] = "official"  #: code-2505's fixed head order, or random per head
+    #: MLP-Mixer only (no official code): 'filter' = a random f x f filter per block at PyTorch default's gain, GELU
+    #: nonlinear; 'shift' = one impulse offset per block at unit gain, exact (linear-regime units)
+    mixer: Literal["filter", "shift"] = "filter"
 
     def __post_init__(self):
         check_kernel_size(self.kernel_size, "impulse.kernel_size")
@@ -315,12 +326,16 @@ class ConvMixerConfig:
     kernel_size: int = 5
     patch_size: int = 2
     img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
+    #: spatial block: 'ci' = code-2401's ([CI] Fig. 4, Table 6: conv -> BatchNorm, no GELU), 'sia' = code-2404's
+    #: and timm's (conv -> GELU -> BatchNorm); see pipeline.vocabulary.ConvMixerBlock
+    block: ConvMixerBlock = "ci"
 
     def __post_init__(self):
         for name in ("dim", "depth", "patch_size"):
             _positive(f"filter_study.model.{name}", getattr(self, name))
         _positive("filter_study.model.img_size", self.img_size, allow_none=True)
         check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
+        check_convmixer_block(self.block, "filter_study.model.block")
 
 
 @dataclass
@@ -328,7 +343,7 @@ class FilterStudyConfig:
     """ConvMixer with learned vs frozen spatial filters ([CI] Fig. 4 and Table 6)."""
 
     dataset: str = "fashion_mnist"
-    filters: list = field(default_factory=lambda: ["learned", "random", "impulse", "box-9", "perm"])
+    filters: list = field(default_factory=lambda: ["learned", "random", "impulse", "box-9", "softmax"])
     seeds: list = field(default_factory=lambda: [0])
     gaussian_sigmas: list = field(default_factory=lambda: [0.1, 1.0])
     gaussian_heads: list = field(default_factory=lambda: [64, 4])
@@ -341,7 +356,10 @@ class FilterStudyConfig:
 
     def __post_init__(self):
         for name in self.filters:
-            parse_study_variant(name, self.model.kernel_size)
+            try:
+                parse_study_variant(name, self.model.kernel_size)
+            except PipelineError as exc:
+                raise PipelineError(f"filter_study.filters: {exc}") from None
         for sigma in self.gaussian_sigmas:
             parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
         for heads in self.gaussian_heads:
@@ -473,6 +491,8 @@ class Params:
                 raise PipelineError(f"models: variant name {variant!r} may use only letters, digits, '_' and '.'"
                                     " (it appears in stage names, where '-' separates the fields)")
             model.validate(f"models.{variant}")
+            for arm in model.init_options:
+                self.method_options(arm, variant)
         self.train.validate("train")
         self.train.check_split("train", self.resources.ranks)
         self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
@@ -506,9 +526,21 @@ class Params:
         """The model variants of the grid, in params.yaml's order."""
         return list(self.models)
 
-    def method_options(self, method: str) -> dict:
-        """The keyword options `apply_init` takes for `method`, from its params section."""
-        return dataclasses.asdict(getattr(self, method))
+    def method_options(self, method: str, variant: str | None = None) -> dict:
+        """The keyword options `apply_init` takes for `method`, from its params section updated by
+        `models.<variant>.init_options.<method>` (validated here, like the section itself)."""
+        if variant is None:
+            return dataclasses.asdict(getattr(self, method))
+        key = f"models.{variant}.init_options"
+        overrides = self.models[variant].init_options
+        for arm, value in overrides.items():
+            _choice(key, arm, INIT_METHODS)
+            if not isinstance(value, dict):
+                raise PipelineError(f"{key}.{arm} = {value!r}: expected a mapping of {arm} options, e.g."
+                                    " {impulse: {mixer: shift}}")
+        section = getattr(self, method)
+        merged = dataclasses.asdict(section) | overrides.get(method, {})
+        return dataclasses.asdict(from_mapping(type(section), merged, f"{key}.{method}"))
 
 
 def _choice(key: str, value: Any, allowed) -> None:

@@ -23,6 +23,24 @@ WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]
 WEIGHT_INIT_MODES: tuple[str, ...] = get_args(WeightInit)
 
 
+#: The ConvMixer's spatial-mixing block (paper.md sections 1.3 and 4.16). 'ci': code-2401's, as [CI] ran it: in
+#: its conv format depthwise conv -> BatchNorm with no GELU between (its own comment calls the GELU missing), in its
+#: linear format (perm, fullperm) mixing -> GELU -> BatchNorm. 'sia': code-2404's and timm's, spatial mixing ->
+#: GELU -> BatchNorm in both formats.
+ConvMixerBlock = Literal["ci", "sia"]
+CONVMIXER_BLOCKS: tuple[str, ...] = get_args(ConvMixerBlock)
+
+
+def check_convmixer_block(block: object, key: str = "block") -> str:
+    """`block` if it is one of `CONVMIXER_BLOCKS`; else a PipelineError naming `key` and what each form is."""
+    if block not in CONVMIXER_BLOCKS:
+        raise PipelineError(
+            f"{key} = {block!r}: use 'ci' (code-2401, [CI]: spatial conv -> BatchNorm, no GELU) or 'sia' (code-2404"
+            " and timm, [SIA]: spatial conv -> GELU -> BatchNorm)"
+        )
+    return block
+
+
 def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
     """`kernel_size` if it is an odd positive integer (a centre tap, symmetric 'same' padding); else a
     PipelineError naming `key`."""
@@ -43,14 +61,20 @@ FILTER_FAMILIES: dict[str, str] = {
     "impulse": "impulse",
     "box": "box-<n>",
     "gaussian": "gaussian-<sigma>",
+    "softmax": "softmax",
     "perm": "perm",
+    "fullperm": "fullperm",
 }
 #: Families with no convolutional structure: an N x N token-mixing matrix ("linear format" in code-2401).
-LINEAR_FAMILIES = ("perm",)
+LINEAR_FAMILIES = ("perm", "fullperm")
+#: Families code-2401 builds but never swept (its linear format, "Out of Memory!!!"; paper.md section 1.3): arms
+#: beyond the paper, reported on their own line and never deciding a claim of [CI].
+BEYOND_PAPER = ("perm", "fullperm")
 
 _VALID_FORMS = (
     "random, impulse, box-<n> (n taps set to 1, 1 <= n <= k*k), gaussian-<sigma> (sigma > 0, a variance), "
-    "perm (N x N random one-per-row matrix)"
+    "softmax (random taps passed through a softmax), perm (N x N random one-per-row matrix), fullperm (N x N random "
+    "permutation matrix)"
 )
 
 
@@ -72,6 +96,16 @@ class FilterFamily:
     def linear_format(self) -> bool:
         """True for families that are N x N token-mixing matrices rather than k x k filters."""
         return self.kind in LINEAR_FAMILIES
+
+    @property
+    def softmax_taps(self) -> bool:
+        """True when the layer applies a softmax over each filter's k*k stored taps in every forward pass."""
+        return self.kind == "softmax"
+
+    @property
+    def beyond_paper(self) -> bool:
+        """True for arms code-2401 never swept (`BEYOND_PAPER`)."""
+        return self.kind in BEYOND_PAPER
 
 
 def _bad(name: object, why: str) -> PipelineError:
@@ -112,11 +146,39 @@ def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
     return FilterFamily(kind, kind)
 
 
-def parse_study_variant(variant: str, kernel_size: int | None = None) -> FilterFamily | None:
-    """A filter-study variant: None for `learned` (trainable filters), else its frozen `FilterFamily`."""
-    if variant == "learned":
-        return None
+@dataclass(frozen=True)
+class StudyVariant:
+    """A filter-study variant: the family its spatial filters are drawn from and whether training updates them.
+
+    `learned` is code-2401's default sweep arm, `--init random` without `--fix_spatial`; `learned-<family>` is
+    `--init <family>` without `--fix_spatial` (e.g. `learned-softmax`, `learned-box-25` of code-2401's
+    `convmixer.sh`); a bare family name is that family frozen (`--fix_spatial`).
+    """
+
+    name: str
+    family: FilterFamily
+    learned: bool
+
+
+def parse_study_variant(variant: str, kernel_size: int | None = None) -> StudyVariant:
+    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen).
+
+    Raises:
+        PipelineError: unknown family or bad value, naming the variant and the valid forms.
+    """
+    if not isinstance(variant, str):
+        raise PipelineError(f"filter-study variant {variant!r}: not a string; write 'learned', 'learned-<family>'"
+                            " or a frozen family")
+    text = variant.strip().lower()
+    if text == "learned":
+        return StudyVariant("learned", parse_filter("random"), True)
+    learned, rest = (True, text[len("learned-"):]) if text.startswith("learned-") else (False, text)
     try:
-        return parse_filter(variant, kernel_size)
+        family = parse_filter(rest, kernel_size)
     except PipelineError as exc:
-        raise PipelineError(f"filter-study variant: {exc}; or 'learned' (trainable filters)") from None
+        raise PipelineError(f"filter-study variant {variant!r}: {exc}; or 'learned' (trainable random filters, "
+                            "code-2401's default), or 'learned-<family>' (trainable, drawn from that family)") from None
+    if learned and family.kind == "random":
+        raise PipelineError(f"filter-study variant {variant!r}: trainable random filters are the variant 'learned';"
+                            " write 'learned'")
+    return StudyVariant(f"learned-{family.name}" if learned else family.name, family, learned)

@@ -1,5 +1,5 @@
 """Shared fixtures: the repository root, a copy of params.yaml to edit, one torch thread, Fashion-MNIST images,
-a working directory with a tiny dataset, a file server on 127.0.0.1.
+a working directory with a tiny dataset, a file server on 127.0.0.1, the smoke pipeline built once per run.
 
 Generators of test data (a user's ImageFolder tree, miniature archives of the registered datasets) live in
 `tests/datasets_fixtures.py`.
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from datasets_fixtures import LocalServer
+from workspace import copy_repo, sh
 
 from pipeline.data.store import save_split, write_manifest
 
@@ -88,3 +89,13 @@ def data_dead_url():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/files"
+
+
+@pytest.fixture(scope="session")
+def smoke_built(tmp_path_factory) -> tuple[Path, str]:
+    """The smoke profile built once per test run by `dvc repro` on one torch thread: (project, DVC's output).
+
+    The end-to-end modules copy it (`workspace.copy_built`) instead of each building its own.
+    """
+    repo = copy_repo(tmp_path_factory.mktemp("smoke") / "built", "smoke", {"resources.threads": 1})
+    return repo, sh(repo, "dvc", "repro")

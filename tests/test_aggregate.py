@@ -19,6 +19,7 @@ import pytest
 from scipy import stats as sps
 
 from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
+from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import at_epoch, load_ci_alpha_runs, load_filter_runs
 from pipeline.config import load_params
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "paper"
 #: final top-1 (fractions) of the fake ViT runs: impulse > mimetic > default on every seed
 VIT = {"default": {0: 0.800, 1: 0.806}, "mimetic": {0: 0.821, 1: 0.825}, "impulse": {0: 0.845, 1: 0.852}}
-FILTERS = {"learned": 0.86, "random": 0.855, "impulse": 0.85, "box-9": 0.70, "perm": 0.60}
+FILTERS = {"learned": 0.86, "random": 0.855, "impulse": 0.85, "box-9": 0.70, "softmax": 0.65, "perm": 0.60}
 GAUSS = {(0.1, 64): 0.85, (0.1, 4): 0.82, (1.0, 64): 0.80, (1.0, 4): 0.77}
 #: what a ViT-family run records about its model (variant -> timm name, family, heads)
 MODELS = {"vit": ("vit_tiny_patch16_224", "vit", 3), "vit6": ("vit_small_patch16_224", "vit", 6),
@@ -80,7 +81,7 @@ def make_filters(results: Path, seeds=(0, 1)) -> None:
 
 def experiment(**overrides) -> Experiment:
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
-                filters=("learned", "random", "impulse", "box-9", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
+                filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
                 models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g")
     return Experiment(**(base | overrides))
@@ -206,7 +207,7 @@ def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
 def test_an_empty_results_tree_gives_tables_and_not_tested_claims(tmp_path):
     agg = aggregate(tmp_path / "nothing", PAPER, experiment())
     assert {c["verdict"] for c in agg.claims} == {"not tested"} and agg.headline == []
-    assert [t.name for t in agg.tables] == ["runs"] and len(agg.what_was_run["missing"]) == 6 + 5 * 2 + 4 * 2
+    assert [t.name for t in agg.tables] == ["runs"] and len(agg.what_was_run["missing"]) == 6 + 6 * 2 + 4 * 2
 
 
 # --- tables ------------------------------------------------------------------------------------------------------
@@ -295,12 +296,21 @@ def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
     agg = aggregate(results, PAPER, experiment())
     ft = table(agg, "filter_study")
     rows = {r[0]: r for r in ft.rows}
-    assert list(rows) == ["learned", "random", "impulse", "box-9", "perm"]
+    assert list(rows) == ["learned", "random", "impulse", "box-9", "softmax", "perm (beyond the paper)"]
+    assert list(ft.data["beyond_paper"]) == [False] * 5 + [True] and "never swept" in ft.caption
     assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer)")
     assert "effective rank k = 12" in ft.caption and "does not hold" in ft.caption
     gt = table(agg, "gaussian")
     assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
     assert gt.rows[1][1].startswith("85.15 ± 0.21 (n=2); paper 91.70 (Δ -6.55)")
+
+
+def test_filter_variants_map_to_the_published_bars_and_the_arms_beyond_the_paper():
+    """code-2401's box1 is [CI]'s / [SIA]'s impulse; rand* is softmax; perm and fullperm were never swept."""
+    assert [published_family(v) for v in ("box-9", "box-1", "softmax", "impulse", "learned", "learned-box-25")] == [
+        "box", "impulse", "softmax", "impulse", "learned", "learned-box-25"]
+    assert [beyond_paper(v) for v in ("perm", "fullperm", "learned-perm", "softmax", "gaussian-0.1-h64")] == [
+        True, True, True, False, False]
 
 
 def test_context_puts_the_benchmark_cnns_and_our_convmixer_beside_the_vit(results):
@@ -318,7 +328,7 @@ def test_claims_from_a_consistent_results_tree(results):
     agg = aggregate(results, PAPER, experiment())
     verdicts = {c["id"]: c["verdict"] for c in agg.claims}
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
-                        "5a": "supported",  # random/impulse within 2 points, box and perm clearly worse
+                        "5a": "supported",  # random/impulse within 2 points, box and softmax clearly worse
                         "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
     assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]

@@ -22,7 +22,8 @@ PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds":
 
 #: variant -> (timm model, family, heads, parameters), as the runs record them
 VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),
-            "swin": ("swin_tiny_patch4_window7_224", "swin", 3, 2.8e7)}
+            "swin": ("swin_tiny_patch4_window7_224", "swin", 3, 2.8e7),
+            "mixer": ("mixer_s16_224", "mixer", None, 4.8e5), "mixer_shift": ("mixer_s16_224", "mixer", None, 4.8e5)}
 #: impulse > mimetic > default on every seed, with seed noise shared by the arms
 ORDERED = {"impulse": {0: 0.845, 1: 0.852, 2: 0.848}, "mimetic": {0: 0.821, 1: 0.825, 2: 0.824},
            "default": {0: 0.800, 1: 0.806, 2: 0.801}}
@@ -227,6 +228,32 @@ def test_claim_5a_tests_about_equal_both_ways_and_clearly_worse_beyond_its_margi
     assert alone["verdict"] == "not tested" and alone["summary"].startswith("no frozen filter family the plan tests")
 
 
+def test_claim_5a_rand_star_is_softmax_and_perm_is_reported_beside_it_without_deciding_it():
+    learned = {0: 0.85, 1: 0.856, 2: 0.851}
+    near = shifted(learned, {0: 0.3, 1: -0.2, 2: 0.1})
+    filters = filter_frame({"learned": learned, "random": near, "box-1": near,  # code-2401's box1 is the impulse
+                            "box-9": shifted(learned, {0: -9, 1: -8, 2: -10}),
+                            "softmax": shifted(learned, {0: -6, 1: -7, 2: -6.5}),  # rand*: clearly worse
+                            "perm": shifted(learned, {0: 3.0, 1: 3.2, 2: 3.1}),  # far above learned
+                            "learned-softmax": near})  # a trainable arm: what the frozen ones are compared with
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=filters), "5a")
+    got = {x["a"]: (x["rule"], x["verdict"]) for x in c["comparisons"]}
+    assert got == {"random": ("random", "supported"), "box-1": ("impulse", "supported"),
+                   "box-9": ("box", "supported"), "softmax": ("softmax", "supported")}
+    assert c["verdict"] == "supported"  # perm's reverse result does not decide 5a
+    perm = [e for e in c["evidence"] if "perm" in e]
+    assert len(perm) == 1 and perm[0].startswith("Not part of this verdict, an arm beyond the paper")
+    assert "perm (beyond the paper): perm − learned = +3.10 pts" in perm[0] and perm[0].endswith(")")
+    assert ": contradicted (one-sided p" in perm[0]  # judged in its own Holm family, plan entry `beyond`
+    assert "perm" not in c["summary"]
+    worse = filter_frame({"learned": learned, "softmax": near, "perm": shifted(learned, {0: -9, 1: -8, 2: -10})})
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=worse), "5a")
+    assert c["verdict"] == "contradicted" and [x["a"] for x in c["comparisons"]] == ["softmax"]
+    only_perm = filter_frame({"learned": learned, "perm": near})
+    c = judged(evidence({("fashion_mnist", "vit"): ORDERED}, filters=only_perm), "5a")
+    assert c["verdict"] == "not tested" and any(e.startswith("Not part of this verdict") for e in c["evidence"])
+
+
 def test_the_plan_must_cover_every_claim_and_comparison_a_check_needs():
     ev = evidence({("cifar10", "vit"): ORDERED}, plans={k: v for k, v in PLANS.items() if k != "1"})
     with pytest.raises(PipelineError, match="has no entry for claim '1'"):
@@ -249,6 +276,18 @@ def test_claim_8_swin_impulse_gains_and_mimetic_no_gain_margin():
                for e in c["evidence"])
     gaining = dict(swin, mimetic=shifted(ORDERED["default"], {0: 3.0, 1: 2.8, 2: 3.1}))
     assert judged(evidence({("cifar10", "swin"): gaining}), "8")["verdict"] == "contradicted"
+
+
+def test_claim_8_gives_each_mixer_construction_its_own_verdict():
+    """cpu-claims trains the Mixer twice, `mixer` ('filter') and `mixer_shift` ('shift'): one verdict each."""
+    gains = {"impulse": shifted(ORDERED["default"], {0: 1.5, 1: 1.2, 2: 1.8}),
+             "mimetic": shifted(ORDERED["default"], {0: -0.2, 1: 0.1, 2: -0.1}), "default": ORDERED["default"]}
+    loses = dict(gains, impulse=shifted(ORDERED["default"], {0: -4.0, 1: -3.8, 2: -4.1}))
+    c = judged(evidence({("fashion_mnist", "mixer"): gains, ("fashion_mnist", "mixer_shift"): loses}), "8")
+    assert c["verdict"] == "contradicted"
+    assert [x["label"] for x in c["comparisons"]] == ["fashion_mnist, mixer"] * 2 + ["fashion_mnist, mixer_shift"] * 2
+    assert ("verdict per variant (each Mixer variant is one construction): mixer (mixer): supported; mixer_shift"
+            " (mixer): contradicted") in c["evidence"]
 
 
 def attention_record(peaks, locality, uniform=9 / 49, model="vit_tiny_patch16_224 with img size 28"):

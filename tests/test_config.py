@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline.config import INIT_METHODS, Params, apply_overrides, digest, from_mapping, load_params
+from pipeline.config import INIT_METHODS, Params, apply_overrides, digest, from_mapping, load_params, yaml_load
 from pipeline.errors import PipelineError
 
 
@@ -55,6 +56,8 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("train.warmup_epochs=6", ["train.warmup_epochs", "train.epochs"]),
         ("report.confidence=95", ["report.confidence", "(0, 1)"]),
         ("filter_study.model.kernel_size=4", ["filter_study.model.kernel_size", "odd"]),
+        ("filter_study.model.block=gelu", ["filter_study.model.block", "'gelu'", "'ci'", "'sia'"]),
+        ("filter_study.filters=[learned-random]", ["filter_study", "learned-random", "write 'learned'"]),
         ("filter_study.gaussian_heads=[0]", ["filter_study.gaussian_heads", "between 1"]),
     ],
 )
@@ -81,8 +84,31 @@ def test_arms_put_the_method_first_without_repeats():
 def test_method_options_are_the_params_section():
     params = from_mapping(Params, {"mimetic": {"alpha_qk": 0.5}})
     assert params.method_options("mimetic") == {"alpha_qk": 0.5, "beta_qk": 0.7, "alpha_vo": 0.4, "beta_vo": 0.4,
-                                                    "form": "official"}
+                                                    "form": "official", "mixer": "default_gain"}
     assert params.method_options("timm") == {}
+
+
+def test_a_variant_overrides_its_init_options_and_mistakes_name_the_key():
+    mixer = {"name": "mixer_s16_224", "extra": {"num_blocks": 6}}
+    params = from_mapping(Params, {"models": {"mixer": mixer, "mixer_shift": mixer | {
+        "init_options": {"impulse": {"mixer": "shift"}, "mimetic": {"mixer": "exact"}}}}})
+    assert params.method_options("impulse", "mixer")["mixer"] == "filter"  # the default construction
+    assert params.method_options("impulse", "mixer_shift") == params.method_options("impulse") | {"mixer": "shift"}
+    assert params.method_options("mimetic", "mixer_shift")["mixer"] == "exact"
+    assert params.method_options("default", "mixer_shift") == params.method_options("default")
+    bad = {"impulse": {"mixer": "box"}}, {"xavier": {}}, {"impulse": {"mixr": "shift"}}, {"impulse": "shift"}
+    for options, message in zip(bad, ("init_options.impulse.mixer", "init_options: unknown value 'xavier'",
+                                      "init_options.impulse.mixr: unknown key", "init_options.impulse = 'shift'")):
+        with pytest.raises(PipelineError, match=message):
+            from_mapping(Params, {"models": {"m": mixer | {"init_options": options}}})
+
+
+def test_cpu_claims_runs_both_mixer_constructions():
+    profile = yaml_load((Path(__file__).parent.parent / "profiles" / "cpu-claims.yaml").read_text())
+    params = from_mapping(Params, profile)
+    constructions = {v: params.method_options("impulse", v)["mixer"] for v in ("mixer", "mixer_shift")}
+    assert constructions == {"mixer": "filter", "mixer_shift": "shift"}
+    assert params.method_options("mimetic", "mixer_shift")["mixer"] == "exact"
 
 
 def test_digest_changes_with_content():
@@ -127,6 +153,12 @@ def test_baselines_must_fill_the_two_dvc_slots():
     with pytest.raises(PipelineError, match="exactly two"):
         from_mapping(Params, {"baselines": ["default"]})
     assert from_mapping(Params, {"baselines": ["default", "default"]}).arms == ["impulse", "default"]
+
+
+def test_filter_study_block_defaults_to_cis_form_which_the_default_study_reproduces():
+    """[CI] Fig. 4 (code-2401): spatial conv -> BatchNorm without GELU; 'sia' is [SIA]'s form."""
+    assert from_mapping(Params, {}).filter_study.model.block == "ci"
+    assert from_mapping(Params, {"filter_study": {"model": {"block": "sia"}}}).filter_study.model.block == "sia"
 
 
 def test_filter_study_dataset_must_be_fetched():

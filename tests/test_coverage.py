@@ -159,7 +159,6 @@ def test_the_readers_take_any_number_of_rows(tmp_path, n):
     ({"differs": "the noise", "why": ""}, "entry 'vit-impulse': `why` = '' with `differs` = 'the noise'"),
     ({"why": "speed"}, "give the reason exactly when something differs"),
     ({"official": "code-2505"}, "entry 'vit-impulse': `official` must be a mapping"),
-    ({"differs": "no --model-ema", "why": "x"}, "`differs` contains '--', which the report's PDF reads as markup"),
     ({"official": FIDELITY_ROW["official"] | {"code": "code-2024"}}, "`official.code` = 'code-2024'"),
     ({"official": FIDELITY_ROW["official"] | {"repo": "osiriszjq/impulse_init"}},
      "`official.repo` = 'osiriszjq/impulse_init', but code-2505 is osiriszjq/structured_initialization"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from pipeline.analysis import attention, figures
+from pipeline.analysis import attention, figures, tables
 from pipeline.analysis.document import FigureBlock
 from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
 from pipeline.config import load_params
@@ -284,6 +284,30 @@ def test_attention_stage_writes_its_outs(params, tmp_path, monkeypatch):
     assert record["layers"] == [0, 5] and maps["pseudo_L5"].shape == (3, N, N)
     with pytest.raises(PipelineError, match="variant 'nope'"):
         attention.main(params, parser.parse_args(["nope", "impulse"]))
+
+
+def test_attention_stage_records_a_mixer_construction_and_its_diagnostics(params_file, tmp_path, monkeypatch):
+    """A Mixer variant whose init_options pick 'shift': the record names it, its diagnostics say every token-MLP
+    unit is in the linear regime, and the report's table shows it beside default's."""
+    mixer = ("models.mixs={name: mixer_s16_224, img_size: 28, patch_size: 4, embed_dim: 96, extra: {num_blocks: 2},"
+             " init_options: {impulse: {mixer: shift}}}")
+    params = load_params(params_file, [mixer])
+    monkeypatch.chdir(tmp_path)
+    no_data(monkeypatch)
+    parser = argparse.ArgumentParser()
+    attention.add_arguments(parser)
+    records = {}
+    for arm in ("impulse", "default"):
+        assert attention.main(params, parser.parse_args(["mixs", arm, "--images", "2"])) == 0
+        records[arm] = attention.read_attention(tmp_path / "results" / "attention" / "mixs" / arm)[1]
+    impulse = records["impulse"]
+    assert impulse["init"]["mixer"] == "shift" and records["default"]["init"] == params.method_options("default")
+    assert impulse["diagnostics"]["linear_fraction"] == [1.0, 1.0]
+    assert len(impulse["diagnostics"]["branch_ratio"]) == 2 and impulse["diagnostics"]["trunk_rms"] > 0
+    table = tables.init_diagnostics_table({"mixs": records})
+    assert [r[:4] for r in table.rows] == [["mixs", "default", tables.NA, table.rows[0][3]],
+                                           ["mixs", "impulse", "shift", "100%"]]
+    assert tables.init_diagnostics_table({"vit": {"impulse": impulse | {"diagnostics": None}}}) is None
 
 
 def test_trained_maps_come_from_the_checkpoint(params, tmp_path, monkeypatch):

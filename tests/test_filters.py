@@ -14,13 +14,16 @@ from pipeline.method.filters import (
     head_assignment,
     linear_format,
     make_filters,
+    make_fullperm,
     make_perm,
+    make_token_mixer,
     proposition1_holds,
+    softmax_taps,
 )
 from pipeline.method.filters import effective_rank as erank
-from pipeline.vocabulary import FILTER_FAMILIES, parse_filter
+from pipeline.vocabulary import BEYOND_PAPER, FILTER_FAMILIES, parse_filter, parse_study_variant
 
-CONV_FAMILIES = ["random", "impulse", "box-4", "gaussian-0.5"]
+CONV_FAMILIES = ["random", "softmax", "impulse", "box-4", "gaussian-0.5"]
 
 
 def gen(seed=0):
@@ -28,14 +31,37 @@ def gen(seed=0):
 
 
 def test_registry_lists_every_family_and_each_parses():
-    written = {"random": "random", "impulse": "impulse", "box": "box-3", "gaussian": "gaussian-0.3", "perm": "perm"}
+    written = {"random": "random", "softmax": "softmax", "impulse": "impulse", "box": "box-3",
+               "gaussian": "gaussian-0.3", "perm": "perm", "fullperm": "fullperm"}
     assert set(FILTER_FAMILIES) == set(written)
     for kind, name in written.items():
         assert parse_filter(name).kind == kind
     assert parse_filter(" Gaussian-0.10 ").name == "gaussian-0.1"
     assert parse_filter("box-9", kernel_size=3).param == 9
     assert parse_filter("perm").linear_format and not parse_filter("impulse").linear_format
+    assert parse_filter("fullperm").linear_format and not parse_filter("softmax").linear_format
+    assert parse_filter("softmax").softmax_taps and not parse_filter("random").softmax_taps
+    assert set(BEYOND_PAPER) == {"perm", "fullperm"}  # code-2401 never swept its linear format
+    assert parse_filter("perm").beyond_paper and not parse_filter("softmax").beyond_paper
 
+
+@pytest.mark.parametrize("variant, name, kind, learned", [
+    ("learned", "learned", "random", True),  # code-2401's default arm: --init random, trained
+    ("learned-softmax", "learned-softmax", "softmax", True),
+    (" Learned-Box-25 ", "learned-box-25", "box", True),
+    ("softmax", "softmax", "softmax", False),  # --fix_spatial
+    ("box-1", "box-1", "box", False),
+])
+def test_study_variants_name_a_family_and_whether_it_trains(variant, name, kind, learned):
+    v = parse_study_variant(variant, 5)
+    assert (v.name, v.family.kind, v.learned) == (name, kind, learned)
+
+
+@pytest.mark.parametrize("variant, fragment", [("learned-random", "write 'learned'"), ("learned-sobel", "'sobel'"),
+                                               ("learned-box-30", "only 25 taps"), ("frozen", "'learned-<family>'")])
+def test_bad_study_variants_name_the_fix(variant, fragment):
+    with pytest.raises(PipelineError, match=fragment):
+        parse_study_variant(variant, 5)
 
 @pytest.mark.parametrize(
     "name, kernel_size, fragment",
@@ -65,8 +91,11 @@ def test_even_or_bad_kernel_is_refused(kernel_size):
 
 
 def test_perm_has_no_conv_format_and_box_must_fit_the_kernel():
-    with pytest.raises(PipelineError, match="make_perm"):
-        make_filters("perm", 4, 3, gen())
+    for family in ("perm", "fullperm"):
+        with pytest.raises(PipelineError, match="make_token_mixer"):
+            make_filters(family, 4, 3, gen())
+    with pytest.raises(PipelineError, match="make_filters"):
+        make_token_mixer("softmax", 4, gen())
     with pytest.raises(PipelineError, match="only 9 taps"):
         make_filters("box-10", 4, 3, gen())
     with pytest.raises(PipelineError, match="heads"):
@@ -78,6 +107,33 @@ def test_random_is_uniform_on_plus_minus_one_over_k():
     assert w.abs().max() <= 1 / 5
     assert w.abs().max() > 0.99 / 5 and abs(w.mean()) < 0.005  # fills the interval, centred
     assert w.var().item() == pytest.approx((1 / 5) ** 2 / 3, rel=0.03)  # variance of U(-a, a) is a^2/3
+
+
+def test_softmax_stores_random_taps_and_applies_their_softmax():
+    """code-2401 (paper.md 1.3): the stored taps are U(-1/k, 1/k) like `random`; each forward pass applies
+    exp(w_j) / sum_i exp(w_i) over the k*k taps of each filter, unscaled."""
+    k = 5
+    raw = make_filters("softmax", 2000, k, gen())
+    assert torch.equal(raw, make_filters("random", 2000, k, gen()))  # the same law and draw as `random`
+    applied = softmax_taps(raw)
+    flat = raw.flatten(1).double()
+    expected = (flat.exp() / flat.exp().sum(1, keepdim=True)).reshape(raw.shape)
+    assert torch.allclose(applied.double(), expected, atol=1e-7)
+    assert torch.allclose(applied.flatten(1).sum(1), torch.ones(2000))  # each filter sums to 1
+    assert (applied > 0).all()
+    # |w| <= 1/k keeps every tap within exp(+-2/k) of the mean filter 1/k^2: frozen, nearly a box filter
+    ratio = applied * k * k
+    assert ratio.max() <= math.exp(2 / k) + 1e-6 and ratio.min() >= math.exp(-2 / k) - 1e-6
+
+
+def test_fullperm_is_a_permutation_matrix_scaled_by_sqrt_third():
+    m = make_fullperm(64, gen())
+    ones = m / math.sqrt(1 / CI_GAIN)
+    assert torch.equal(ones.sum(0), torch.ones(64)) and torch.equal(ones.sum(1), torch.ones(64))
+    assert ((ones == 0) | (ones == 1)).all()
+    assert torch.allclose(ones @ ones.T, torch.eye(64))  # orthogonal: a true permutation
+    assert torch.equal(make_token_mixer("fullperm", 64, gen()), m)
+    assert not torch.equal(m, torch.eye(64) * math.sqrt(1 / CI_GAIN))
 
 
 def test_impulse_is_one_hot_per_filter_scaled_by_sqrt_third():
@@ -129,6 +185,8 @@ def test_same_seed_same_filters_other_seed_different(family):
 def test_perm_and_head_assignment_are_seeded():
     assert torch.equal(make_perm(16, gen(3)), make_perm(16, gen(3)))
     assert not torch.equal(make_perm(16, gen(3)), make_perm(16, gen(4)))
+    assert torch.equal(make_fullperm(16, gen(3)), make_fullperm(16, gen(3)))
+    assert not torch.equal(make_fullperm(16, gen(3)), make_fullperm(16, gen(4)))
     assert torch.equal(head_assignment(32, 4, gen(3)), head_assignment(32, 4, gen(3)))
     assert not torch.equal(head_assignment(32, 4, gen(3)), head_assignment(32, 4, gen(4)))
 
@@ -139,6 +197,7 @@ def test_no_global_rng_is_used():
     for family in CONV_FAMILIES:
         make_filters(family, 8, 3, gen())
     make_perm(8, gen())
+    make_fullperm(8, gen())
     head_assignment(8, 2, gen())
     assert torch.equal(before, torch.random.get_rng_state())
 

@@ -362,7 +362,7 @@ def test_swin_impulse_is_local(images):
 
 
 def test_mixer_token_mixing_is_an_exact_impulse(images):
-    model = init(mixer(), "impulse")
+    model = init(mixer(), "impulse", mixer="shift")
     mlp = model.blocks[1].mlp_tokens  # offset (-1, 0)
     jacobian = torch.func.jacrev(mlp)(torch.zeros(49))
     assert (jacobian - loop_impulse((-1, 0), 7, 7)).abs().max() <= 3 * 2.0 / 1000 + 1e-6  # noise 3 T / scale
@@ -379,14 +379,14 @@ def test_mixer_token_mixing_is_an_exact_impulse(images):
 
 
 def test_mixer_mimetic_token_mixing_is_near_identity():
-    mlp = init(mixer(), "mimetic").blocks[0].mlp_tokens
+    mlp = init(mixer(), "mimetic", mixer="exact").blocks[0].mlp_tokens
     jacobian = torch.func.jacrev(mlp)(torch.zeros(49))  # 0.7 Z + 0.7 I, Z_ij ~ U(+-sqrt(3 / 49))
     assert torch.allclose(jacobian.diagonal(), torch.full((49,), 0.7), atol=0.7 * (3 / 49) ** 0.5 + 1e-5)
     assert (jacobian - torch.diag(jacobian.diagonal())).abs().max() <= 0.7 * (3 / 49) ** 0.5 + 1e-5
 
 
 def test_mixer_with_narrow_token_mlp_still_peaks():
-    model = init(mixer(tokens_ratio=0.1), "impulse")  # 12 hidden units: rank 12 < 42 that the impulse needs
+    model = init(mixer(tokens_ratio=0.1), "impulse", mixer="shift")  # 12 units: rank 12 < 42 the impulse needs
     peaks, mass = pseudo_measures(model, 1)
     assert peaks.item() >= 0.9 and mass.item() > 1.3 * uniform_locality_mass((7, 7), 3)
 
@@ -421,7 +421,7 @@ ERRORS = {
     "unknown offsets": (vit, "impulse", {"offsets": "spiral"}, "offsets"),
     "qk norm": (lambda: vit(qk_norm=True), "impulse", {}, "qk_norm"),
     "no position embedding": (lambda: vit(pos_embed="none"), "impulse", {}, "position embedding"),
-    "narrow mixer": (lambda: mixer(tokens_ratio=0.02), "impulse", {}, "tokens_dim 2 .* below the rank"),
+    "narrow mixer": (lambda: mixer(tokens_ratio=0.02), "impulse", {"mixer": "shift"}, "tokens_dim 2 .* below the rank"),
     "random on a mixer": (mixer, "random", {}, "no attention"),
     "unknown mimetic form": (vit, "mimetic", {"form": "trockman"}, "mimetic.form"),
     "kernel larger than window": (swin, "impulse", {"kernel_size": 9}, "first-stage window"),

@@ -21,6 +21,7 @@ from pipeline.method.filters import (
     make_filters,
     make_perm,
     patch_embeddings,
+    softmax_taps,
 )
 from pipeline.method.models import create_timm_model
 
@@ -144,7 +145,8 @@ def test_spatial_linear_refuses_another_grid():
         layer(torch.randn(1, 2, 3, 3))
 
 
-@pytest.mark.parametrize("variant", ["learned", "random", "impulse", "box-9", "gaussian-0.1", "perm"])
+@pytest.mark.parametrize("variant", ["learned", "random", "softmax", "learned-softmax", "impulse", "box-9",
+                                     "learned-box-1", "gaussian-0.1", "perm", "fullperm"])
 def test_convmixer_forward_backward_finite_on_28px_grey_images(variant):
     model = build_convmixer(variant, **{**SMALL, "img_size": 28}, heads=4, generator=gen())
     x, y = batch(4, 28)
@@ -152,16 +154,73 @@ def test_convmixer_forward_backward_finite_on_28px_grey_images(variant):
     loss.backward()
     assert torch.isfinite(loss)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
-    expected = SpatialLinear if variant == "perm" else SpatialConv
+    expected = SpatialLinear if variant in ("perm", "fullperm") else SpatialConv
     assert all(type(layer) is expected for layer in model.spatial_layers())
 
 
-def test_convmixer_structure_follows_sia_spatial_block():
-    model = build_convmixer("impulse", **SMALL, generator=gen())
-    residual_branch = model.blocks[0][0].fn
-    assert [type(m).__name__ for m in residual_branch] == ["SpatialConv", "GELU", "BatchNorm2d"]
-    assert [type(m).__name__ for m in model.stem] == ["Conv2d", "GELU", "BatchNorm2d"]
+def layer_types(module):
+    return [type(m).__name__ for m in module]
+
+
+@pytest.mark.parametrize("block, branch", [("ci", ["SpatialConv", "BatchNorm2d"]),
+                                           ("sia", ["SpatialConv", "GELU", "BatchNorm2d"])])
+def test_convmixer_block_option_changes_only_the_gelu_after_the_spatial_conv(block, branch):
+    """[CI] (code-2401 conv format): spatial conv -> BN; [SIA] (code-2404, timm): spatial conv -> GELU -> BN."""
+    model = build_convmixer("impulse", **SMALL, block=block, generator=gen())
+    for mixer in model.blocks:
+        assert layer_types(mixer[0].fn) == branch
+        assert layer_types(mixer) == ["Residual", "Conv2d", "GELU", "BatchNorm2d"]  # channel mixing keeps its GELU
+    assert layer_types(model.stem) == ["Conv2d", "GELU", "BatchNorm2d"]
     assert model.stem[0].stride == (2, 2) and model.head.out_features == 10
+    # the same seed draws the same weights in either form: the GELU is the only difference
+    other = build_convmixer("impulse", **SMALL, block="sia" if block == "ci" else "ci", generator=gen())
+    assert [p.shape for p in model.parameters()] == [p.shape for p in other.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters()))
+
+
+def test_ci_block_without_gelu_is_bn_of_conv_plus_the_input():
+    model = build_convmixer("random", **SMALL, block="ci", generator=gen()).eval()
+    x = torch.randn(2, SMALL["dim"], 6, 6, generator=gen(1))
+    branch = model.blocks[0][0].fn
+    spatial, norm = branch
+    assert torch.allclose(model.blocks[0][0](x), norm(spatial(x)) + x)
+
+
+def test_linear_format_keeps_the_gelu_in_cis_block_as_code_2401_builds_it():
+    model = build_convmixer("perm", **SMALL, block="ci", generator=gen())
+    assert layer_types(model.blocks[0][0].fn) == ["SpatialLinear", "GELU", "BatchNorm2d"]
+
+
+@pytest.mark.parametrize("block", ["CI", "gelu", None])
+def test_bad_block_is_refused(block):
+    with pytest.raises(PipelineError, match="'ci'.*'sia'"):
+        build_convmixer("impulse", **SMALL, block=block)
+
+
+def test_frozen_softmax_applies_the_softmax_of_its_stored_taps_and_gets_no_gradient():
+    model = build_convmixer("softmax", **SMALL, heads=4, generator=gen())
+    layer = model.spatial_layers()[0]
+    assert not layer.weight.requires_grad and not layer.bias.requires_grad
+    x = torch.randn(2, SMALL["dim"], 6, 6, generator=gen(1))
+    raw = layer.weight.detach()
+    k = raw.shape[-1]
+    applied = (raw.flatten(1).exp() / raw.flatten(1).exp().sum(1, keepdim=True)).reshape(raw.shape)
+    reference = F.conv2d(x, applied[layer.choice].unsqueeze(1), layer.bias, padding=k // 2, groups=SMALL["dim"])
+    assert torch.allclose(layer(x), reference, atol=1e-6)
+    assert torch.allclose(layer.per_channel().flatten(1).sum(1), torch.ones(SMALL["dim"]))
+    before = [(l.weight.clone(), l.bias.clone()) for l in model.spatial_layers()]
+    step(model)
+    for l, (weight, bias) in zip(model.spatial_layers(), before):
+        assert l.weight.grad is None and torch.equal(l.weight, weight) and torch.equal(l.bias, bias)
+
+
+def test_learned_softmax_trains_the_raw_taps_through_the_softmax():
+    model = build_convmixer("learned-softmax", **SMALL, generator=gen())
+    layer = model.spatial_layers()[0]
+    before = layer.weight.clone()
+    step(model)
+    assert layer.weight.requires_grad and layer.weight.grad is not None and not torch.equal(layer.weight, before)
+    assert torch.allclose(layer.per_channel(), softmax_taps(layer.weight)[layer.choice])  # softmax still applied
 
 
 def step(model, lr=1e-2):
@@ -173,7 +232,7 @@ def step(model, lr=1e-2):
     return opt
 
 
-@pytest.mark.parametrize("variant", ["impulse", "perm"])
+@pytest.mark.parametrize("variant", ["impulse", "perm", "fullperm", "softmax"])
 def test_frozen_filters_do_not_change_in_a_training_step(variant):
     model = build_convmixer(variant, **SMALL, generator=gen())
     spatial = [(l.weight.clone(), l.bias.clone()) for l in model.spatial_layers()]
@@ -238,6 +297,7 @@ def test_same_seed_same_model_other_seed_different_and_no_global_rng():
     "variant, overrides, fragment",
     [
         ("sobel", {}, "'learned'"),
+        ("learned-random", {}, "write 'learned'"),
         ("box-10", {}, "only 9 taps"),
         ("gaussian--1", {}, "'-1'"),
         ("impulse", {"kernel_size": 4}, "odd"),

@@ -166,7 +166,7 @@ def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(bui
     assert "params digest `d1g`, git revision abc1234" in head
     assert ("**What was run:** profile test; vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters; on fashion_mnist;"
             " arms impulse, default, mimetic; seeds [0, 1]; 5000 / 2000 training / validation images; 8 epochs;"
-            " 128.4 min of training in total (the runs' wall times) on test-cpu.") in head
+            " 139.1 min of training in total (the runs' wall times) on test-cpu.") in head
     glance = head.split("**The claims of the papers at a glance**")[1].split("**The method under study")[0]
     assert glance.strip() in report_md  # the same table, rendered by the same code
 
@@ -236,7 +236,7 @@ def test_no_runs_yet_gives_an_honest_headline(tmp_path):
     agg = aggregate(tmp_path / "results", PAPER, experiment())
     write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
     head = report(tmp_path)[2].read_text()
-    assert "**No ViT runs of this experiment were found** (24 of the experiment's runs are missing)" in head
+    assert "**No ViT runs of this experiment were found** (26 of the experiment's runs are missing)" in head
     assert "| **not tested** |" in head and "±" not in head and " min" not in head  # no number no run produced
     assert "**What was run:** nothing yet; params.yaml plans profile test; vit = vit_tiny_patch16_224, 3 heads;" in head
 
@@ -284,6 +284,8 @@ def test_the_report_has_a_coverage_row_per_table_and_figure_and_a_fidelity_row_p
     assert {"Coverage of the papers' tables and figures", "Fidelity to the official code"} <= set(titles)
     pdf = pdf_text(built[2])
     assert "ViT-Tiny from scratch on six small datasets" in pdf.replace("\n", " ") and "Why we differ:" in pdf
+    flags = [w for e in fidelity for w in f"{e.same} {e.effect}".split() if w.startswith("--")]
+    assert flags and all(f.strip("`,.:;)") in pdf for f in flags)  # printed as written, not read as underline
 
 
 def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):

@@ -261,6 +261,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggreg
                                load_attention(results / "attention", exp.variants, exp.arms), ci)
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head)
+    built += [t for t in [tables.init_diagnostics_table(ev.attention)] if t is not None]
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing, exp)
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}

@@ -12,7 +12,10 @@ records, for layer 0 and every layer of `report.attention_layers`, per head:
   ``pseudo``, the positional pseudo-input (each block's norm1 of the patch position embeddings, what the impulse
   init is fitted on; paper.md section 1.1), and ``real``, a batch of validation images, averaged over the batch;
 - peak agreement (the fraction of queries whose strongest key sits at the head's intended impulse offset) and
-  locality mass (attention inside the query's f x f neighbourhood), with the mass a uniform map would have.
+  locality mass (attention inside the query's f x f neighbourhood), with the mass a uniform map would have;
+- on the image batch, the init diagnostics of `pipeline.method.inits.diagnostics` (issue 20): per block the
+  token-mixing branch / residual RMS ratio and (Mixer) the fraction of token-MLP units in GELU's linear regime,
+  and the trunk's output RMS; with the init options the arm ran with (a Mixer's construction among them).
 
 Maps and measures come from `pipeline.method.inits` (`attention_maps` recomputes the softmax from each block's `qkv`,
 since timm's fused attention never materialises it; Swin maps are per window, Mixer maps are token-mixing
@@ -20,8 +23,8 @@ Jacobians). Peak agreement uses the impulse arm's offsets (params `impulse.kerne
 every arm, one yardstick for all. Outputs, written into a temporary folder and moved into place:
 
     results/attention/<variant>/<arm>/maps.npz       ``<input>_L<layer>``: float32 (heads, N, N), batch-mean
-    results/attention/<variant>/<arm>/measures.json  what was run, grids, offsets, and per input, layer and head the
-                                                     measures
+    results/attention/<variant>/<arm>/measures.json  what was run, grids, offsets, per input, layer and head the
+                                                     measures, and the diagnostics
 
 `pipeline.analysis.figures` draws these files, and the same record computed from the trained checkpoints.
 """
@@ -41,6 +44,7 @@ from pipeline.data.meta import dataset_meta
 from pipeline.errors import PipelineError
 from pipeline.method.inits import (
     attention_maps,
+    init_diagnostics,
     layer_offsets,
     locality_mass,
     mixing_grid,
@@ -117,7 +121,8 @@ def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[li
     Returns ``(maps, record)``: maps ``{"<input>_L<layer>": (heads, N, N) float32}`` and the JSON-able record
     ``{"grids", "heads", "offsets": {layer: ...}, "layers", "kernel_size", "images",
     "measures": {input: {layer: {"peak_agreement": [per head], "locality_mass": [per head],
-    "uniform_locality_mass"}}}}`` with layers as strings. The model's weights and mode are left as they were.
+    "uniform_locality_mass"}}}, "diagnostics": `init_diagnostics` on the images, or None}`` with layers as
+    strings. The model's weights and mode are left as they were.
     """
     grids = {layer: tuple(mixing_grid(model, layer)) for layer in layers}
     inputs = {"pseudo": None} | ({"real": images} if images is not None else {})
@@ -130,7 +135,8 @@ def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[li
     record = {"layers": list(layers), "grids": {str(k): list(g) for k, g in grids.items()},
               "heads": {str(k): maps[f"pseudo_L{k}"].shape[0] for k in layers},
               "offsets": {str(k): [list(o) for o in offsets[k]] for k in layers}, "kernel_size": kernel_size,
-              "images": 0 if images is None else len(images), "measures": measures}
+              "images": 0 if images is None else len(images), "measures": measures,
+              "diagnostics": None if images is None else init_diagnostics(model, images)}
     return maps, record
 
 
@@ -199,13 +205,20 @@ def main(params: Params, args) -> int:
     model = builders.vit(params, args.variant, args.arm, dataset_meta(params.data.root, dataset), seed=0)
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
     record = {"variant": args.variant, "arm": args.arm, "state": "init", "dataset": dataset,
-              "model": model_label(params.models[args.variant]), "seed": 0} | record
+              "model": model_label(params.models[args.variant]), "seed": 0,
+              "init": params.method_options(args.arm, args.variant)} | record
     write_attention(ATTENTION_DIR / args.variant / args.arm, maps, record)
     for name, per_layer in record["measures"].items():
         for layer, m in per_layer.items():
             print(f"[attention {args.variant} {args.arm}] {name:6s} layer {layer}: peak agreement "
                   f"{' '.join(f'{v:.2f}' for v in m['peak_agreement'])}; locality mass "
                   f"{' '.join(f'{v:.2f}' for v in m['locality_mass'])} (uniform {m['uniform_locality_mass']:.2f})")
+    if diag := record["diagnostics"]:
+        linear = diag["linear_fraction"]
+        print(f"[attention {args.variant} {args.arm}] real   branch/residual RMS per block "
+              f"{' '.join(f'{r:.2f}' for r in diag['branch_ratio'])}; trunk RMS {diag['trunk_rms']:.2f}"
+              + (f"; token-MLP units in GELU's linear regime {' '.join(f'{v:.0%}' for v in linear)}" if linear
+                 else ""))
     return 0
 
 

@@ -26,8 +26,7 @@ REPOS = {"code-2505": "osiriszjq/structured_initialization", "code-2404": "osiri
 NOTHING = "nothing"
 KEBAB = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
-#: inline markers the report's PDF renderer (fpdf2's markdown mode) would read as underline / strike-through
-MARKUP = ("--", "__")
+KEY = re.compile(r"[a-z_]+(\.[a-z_0-9]+)+")
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,9 @@ class FidelityEntry:
 
     @property
     def option_keys(self) -> list[str]:
-        """The params keys `option` names (comma-separated)."""
-        return [k.strip() for k in self.option.split(",") if k.strip()]
+        """The params keys `option` names: the first word of each comma-separated part that is a dotted key."""
+        words = [part.split()[0].rstrip(":;") for part in self.option.split(",") if part.strip()]
+        return [w for w in words if KEY.fullmatch(w)]
 
 
 def text_value(entry: dict, key: str, where: str, empty: bool = False) -> str:
@@ -67,10 +67,6 @@ def text_value(entry: dict, key: str, where: str, empty: bool = False) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or (not empty and not value.strip()):
         raise PipelineError(f"{where}: `{key}` must be {'a' if empty else 'a non-empty'} string, got {value!r}")
-    marked = [m for m in MARKUP if m in value]
-    if marked:
-        raise PipelineError(f"{where}: `{key}` contains {marked[0]!r}, which the report's PDF reads as markup; write"
-                            " command-line flags without their dashes")
     return " ".join(value.split())
 
 

@@ -283,7 +283,7 @@ def filter_bars(found: dict[str, list[float]], title: str) -> Figure | None:
     fig = Figure(figsize=(max(4.5, 1.0 * len(names) + 1.5), 3.6), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(names))
-    colours = ["#2ca02c" if v == "learned" else "#7f7fbf" for v in names]
+    colours = ["#2ca02c" if v.startswith("learned") else "#7f7fbf" for v in names]  # learned, learned-<family>
     err = np.array([[m - t.min(), t.max() - m] for m, t in zip(means, tops)]).T
     ax.bar(x, means - bottom, bottom=bottom, color=colours, yerr=err, capsize=4, width=0.65)
     for i, t in enumerate(tops):
@@ -331,11 +331,12 @@ def filter_families(params: Params) -> list[dict]:
     where = (f"ConvMixer (dim {study.model.dim}, depth {study.model.depth}, kernel {study.model.kernel_size}, patch"
              f" {study.model.patch_size}) on {study.dataset}")
     return [family("filter_study_bars", "filter_study", "ConvMixer with learned vs frozen spatial filters",
-                   f"Final top-1 (%) of the {where}: learned filters (green) vs frozen filter families (purple)."
+                   f"Final top-1 (%) of the {where}: learned filters (green: learned, learned-<family>) vs frozen"
+                   " filter families (purple)."
                    f" Bar = mean over the finished seeds of {study.seeds} (the number above it), error bar = min–max,"
                    " dots = single seeds, dashed line = learned mean; the y axis is cut below the lowest seed."
-                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (perm) clearly"
-                   " worse."),
+                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (softmax) clearly"
+                   " worse; perm and fullperm are arms beyond the paper."),
             family("filter_study_gaussian", "filter_study", "Frozen Gaussian filters: σ × heads",
                    f"Final top-1 (%) of the {where} with frozen Gaussian filters exp(−d²/(2σ)), one cell per σ and"
                    " number of distinct filters (heads), mean over the finished seeds (n in the cell); grey = not"

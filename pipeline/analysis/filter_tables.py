@@ -1,7 +1,8 @@
 """The ConvMixer filter-study tables: [CI] Fig. 4's bar data and [CI] Table 6's Gaussian σ × heads grid.
 
 The study (paper.md section 1.3; claim 5 of 2.10) trains ConvMixers whose depthwise filters are learned or frozen
-(random, impulse, box-n, perm = [CI]'s rand*, Gaussian-σ with `heads` distinct filters). Fig. 4 of [CI] is a bar
+(random, impulse, box-n, softmax = [CI]'s rand*, Gaussian-σ with `heads` distinct filters). `perm` and `fullperm`
+(code-2401's linear format, never swept) are arms beyond the paper: their rows say so. Fig. 4 of [CI] is a bar
 chart only, so its cells are n/p; [SIA] quotes kernel-3 numbers. Table 6 is on augmented CIFAR-10 with 512
 channels; the CPU default runs a far smaller ConvMixer on Fashion-MNIST, so the differences to it measure the
 setting as much as the method.
@@ -16,11 +17,32 @@ import pandas as pd
 
 from pipeline.analysis.published import select
 from pipeline.analysis.tables import NA, NP, Table, final_top1, group_stats, lookup, mean_pm, num, published_cell
+from pipeline.errors import PipelineError
+from pipeline.vocabulary import parse_study_variant
+
+BEYOND = "beyond the paper"
 
 
 def published_family(variant: str) -> str:
-    """Our variant name -> the family name paper/filter_study.csv uses ('box-9' -> 'box')."""
-    return variant.split("-")[0]
+    """Our variant name -> the family name paper/filter_study.csv uses ('box-9' -> 'box'; 'box-1' -> 'impulse', as
+    code-2401's box1 is [CI]'s and [SIA]'s impulse). Trainable variants other than `learned` keep their name: no
+    published bar."""
+    try:
+        parsed = parse_study_variant(variant)
+    except PipelineError:
+        return variant.split("-")[0]
+    if parsed.learned:
+        return parsed.name
+    family = parsed.family
+    return "impulse" if family.kind == "box" and family.param == 1 else family.kind
+
+
+def beyond_paper(variant: str) -> bool:
+    """True for a variant of a family code-2401 never swept (`pipeline.vocabulary.BEYOND_PAPER`)."""
+    try:
+        return parse_study_variant(variant).family.beyond_paper
+    except PipelineError:
+        return False
 
 
 def prop1_note(filters: pd.DataFrame) -> str:
@@ -56,16 +78,20 @@ def filter_table(filters: pd.DataFrame, published: pd.DataFrame, variants: Seque
         first = frame[frame["variant"] == variant].head(1).to_dict("records")
         meta = first[0] if first else {}
         shown, value = published_cell(select(published, "filter_study", variant=published_family(variant)), True)
-        rows.append([variant, "yes" if meta.get("frozen") else "no" if meta else NA, distinct_filters(meta),
+        label = f"{variant} ({BEYOND})" if beyond_paper(variant) else variant
+        rows.append([label, "yes" if meta.get("frozen") else "no" if meta else NA, distinct_filters(meta),
                      mean_pm(s["mean"], s["std"], s["n"]), num(s["mean"] - learned, True), shown,
                      num(s["mean"] - value, True)])
-        data.append({"variant": variant, "frozen": meta.get("frozen"), "heads": meta.get("heads"), **s,
-                     "delta_vs_learned": s["mean"] - learned, "published": value,
+        data.append({"variant": variant, "beyond_paper": beyond_paper(variant), "frozen": meta.get("frozen"),
+                     "heads": meta.get("heads"), **s, "delta_vs_learned": s["mean"] - learned, "published": value,
                      "ours_minus_published": s["mean"] - value})
     caption = (f"ConvMixer with learned or frozen depthwise filters: {final_top1(frame)} (%), mean ± std over"
                " seeds. Published: [CI] Fig. 4 is a bar chart (n/p); [SIA] quotes kernel 3, embedding 512 (dataset"
                " presumably CIFAR-10); the first published number is the one differenced (the settings differ, see"
-               " paper/filter_study.csv)." + prop1_note(filters))
+               " paper/filter_study.csv)." + prop1_note(filters)
+               + (f" Rows marked '{BEYOND}' are families code-2401 builds only in its linear format and never swept"
+                  " (not [CI]'s rand*, which is softmax); they decide no claim." if any(map(beyond_paper, order))
+                  else ""))
     return Table("filter_study", "Filter study: learned vs frozen filters ([CI] Fig. 4 bar data)", caption,
                  ["Variant", "Frozen", "Distinct filters", "Top-1 %", "Δ vs learned (pts)", "Published %",
                   "Ours - first published"], rows, pd.DataFrame(data), section="filter_study")

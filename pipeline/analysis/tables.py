@@ -37,7 +37,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     data: pd.DataFrame = field(repr=False)
-    section: str = "results"  #: headline | results | ci_alpha | filter_study | appendix
+    section: str = "results"  #: headline | results | ci_alpha | filter_study | init_diagnostics | appendix
 
     def manifest(self) -> dict:
         """The JSON entry of results/tables/tables.json the report renders from."""
@@ -399,3 +399,50 @@ def headline_table(comparisons: list[dict]) -> Table:
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",
                   "Δ (pts)", f"{level} CI", "Verdict"], rows, data, section="headline")
+
+
+def _span(values: Sequence[float], fmt: str = "{:.2f}") -> str:
+    """'0.20–0.28' (or one value) over blocks."""
+    low, high = min(values), max(values)
+    return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)}–{fmt.format(high)}"
+
+
+def init_diagnostics_table(attention: dict) -> Table | None:
+    """Init diagnostics per variant and arm beside default's (issue 20, point 3), from the attention stage's
+    records (`pipeline.analysis.attention`, `pipeline.method.inits.diagnostics`); None when none has them."""
+    rows, data = [], []
+    for variant, arms in attention.items():
+        for arm, rec in sorted(arms.items(), key=lambda kv: kv[0] != "default"):
+            diag = rec.get("diagnostics")
+            if not diag:
+                continue
+            linear, layers = diag["linear_fraction"], [str(k) for k in rec["layers"]]
+            built = (rec.get("init") or {}).get("mixer", "") if linear is not None and arm != "default" else ""
+            local = {src: [sum(rec["measures"][src][k]["locality_mass"]) / len(rec["measures"][src][k]["locality_mass"])
+                           for k in layers] for src in ("pseudo", "real") if src in rec["measures"]}  # fmt: skip
+            uniform = rec["measures"]["pseudo"][layers[0]]["uniform_locality_mass"]
+            rows.append([variant, arm, built or NA, _span([100 * v for v in linear], "{:.0f}%") if linear else NA,
+                         _span(diag["branch_ratio"]), f"{diag['trunk_rms']:.2f}",
+                         " / ".join(f"{v:.2f}" for v in local.get("real", [])) or NA,
+                         " / ".join(f"{v:.2f}" for v in local["pseudo"]), f"{uniform:.2f}"])
+            data.append({"variant": variant, "arm": arm, "construction": built, "layers": " ".join(layers),
+                         "linear_fraction": " ".join(f"{v:.4f}" for v in linear) if linear else "",
+                         "branch_ratio": " ".join(f"{v:.4f}" for v in diag["branch_ratio"]),
+                         "trunk_rms": diag["trunk_rms"], "locality_real": " ".join(f"{v:.4f}" for v in local.get(
+                             "real", [])), "locality_pseudo": " ".join(f"{v:.4f}" for v in local["pseudo"]),
+                         "uniform_locality": uniform})
+    if not rows:
+        return None
+    return Table("init_diagnostics", "Init diagnostics of every variant and arm, beside default's",
+                 "Models at initialization (seed 0), on the attention stage's validation images. Construction:"
+                 " a Mixer's impulse.mixer / mimetic.mixer (ours; no official code: 'filter' and 'default_gain'"
+                 " write at PyTorch default's gain with GELU nonlinear, 'shift' and 'exact' at unit gain in"
+                 " linear-regime units). Linear regime: token-MLP units whose GELU is affine to within 5% of"
+                 " their pre-activation spread (pipeline/method/inits/diagnostics.py), range over blocks."
+                 " Branch / residual: RMS of the token-mixing branch (Mixer token MLP, attention) over RMS of the"
+                 " block's input, range over blocks. Trunk RMS: the last block's output, before the final norm."
+                 " Locality: mixing mass inside the 3×3 neighbourhood, head mean, at the recorded layers"
+                 " (report.attention_layers), on the images and on the positional pseudo-input.",
+                 ["Variant", "Arm", "Construction", "Linear-regime units", "Branch / residual", "Trunk RMS",
+                  "Locality (images)", "Locality (pseudo)", "Uniform"], rows, pd.DataFrame(data),
+                 section="init_diagnostics")

@@ -1,7 +1,8 @@
 """The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6; paper.md section 1.3).
 
 `build_convmixer` builds timm's ConvMixer with the spatial-mixing layer of each block replaced by filters of
-`pipeline.method.filters`.
+`pipeline.method.filters`, in [CI]'s block (spatial conv -> BatchNorm, code-2401) or [SIA]'s (spatial conv ->
+GELU -> BatchNorm, code-2404 and timm).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from timm.models.convmixer import ConvMixer as TimmConvMixer
 from torch import Tensor, nn
 
 from pipeline.errors import PipelineError
-from pipeline.method.filters import check_heads, head_assignment, make_filters, make_perm
-from pipeline.vocabulary import FilterFamily, check_kernel_size, parse_filter, parse_study_variant
+from pipeline.method.filters import check_heads, head_assignment, make_filters, make_token_mixer, softmax_taps
+from pipeline.vocabulary import check_convmixer_block, check_kernel_size, parse_study_variant
 
 
 class SharedFilters(nn.Module):
@@ -45,7 +46,21 @@ class SharedFilters(nn.Module):
 
 
 class SpatialConv(SharedFilters):
-    """Depthwise k x k conv with zero 'same' padding; the weight is (heads, k, k)."""
+    """Depthwise k x k conv with zero 'same' padding; the weight is (heads, k, k).
+
+    With `softmax=True` (the `softmax` family, [CI]'s rand*) the stored weight holds raw taps and every forward
+    pass applies `softmax_taps` of them, as code-2401's `SpatialConv2d.forward` does: a trainable layer learns the
+    raw taps through the softmax, a frozen one applies one fixed positive filter summing to 1.
+    """
+
+    def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool, softmax: bool = False):
+        super().__init__(weight, choice, bias, trainable)
+        self.softmax = softmax
+
+    def per_channel(self) -> Tensor:
+        """The (C, k, k) filters each channel applies (after the softmax over taps, for `softmax`)."""
+        weight = softmax_taps(self.weight) if self.softmax else self.weight
+        return weight[self.choice]
 
     def forward(self, x: Tensor) -> Tensor:
         k = self.weight.shape[-1]
@@ -55,7 +70,7 @@ class SpatialConv(SharedFilters):
 class SpatialLinear(SharedFilters):
     """Token mixing by N x N matrices, code-2401's linear format: y[b, c] = x[b, c] @ M[choice[c]]^T + bias[c].
 
-    Needed for `perm`, which has no convolutional structure; any conv filter can be run this way too
+    Needed for `perm` and `fullperm`, which have no convolutional structure; any conv filter can be run this way too
     (`pipeline.method.filters.linear_format`). The weight is (heads, N, N) for an H x W grid, N = H*W.
     """
 
@@ -79,23 +94,27 @@ class ConvMixer(TimmConvMixer):
     stem: conv patch x patch, stride patch -> GELU -> BatchNorm; then depth x [Residual(spatial mixing ->
     GELU -> BatchNorm), 1x1 conv -> GELU -> BatchNorm]; global average pooling; linear head. The GELU after
     the spatial mixing follows [SIA] (code-2404) and timm; [CI]'s conv-format block omits it, which its own
-    code comment calls a bug, while [CI]'s linear-format block has it (paper.md sections 1.3 and 4.16).
+    code comment calls a bug, while [CI]'s linear-format block has it (paper.md sections 1.3 and 4.16):
+    `spatial_gelu=False` gives [CI]'s Residual(spatial mixing -> BatchNorm).
 
     Args:
         dim, depth, kernel_size, patch_size, in_chans, num_classes: as in timm's ConvMixer.
         spatial: called once per block (in order) to make its spatial-mixing layer, e.g. a `SpatialConv`;
             None keeps timm's learned depthwise `nn.Conv2d`.
+        spatial_gelu: False drops the GELU between the spatial mixing and its BatchNorm.
         generator: if given, the stem, the 1x1 convs and the head are drawn from it with PyTorch's default
             init (kaiming_uniform(a=sqrt 5), bias U(+-1/sqrt(fan_in))), and the global RNG is left as it was.
     """
 
     def __init__(self, dim: int, depth: int, kernel_size: int, patch_size: int, in_chans: int, num_classes: int,
-                 spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None):
+                 spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None,
+                 spatial_gelu: bool = True):
         with torch.random.fork_rng(devices=[], enabled=generator is not None):  # leave the global RNG alone
             super().__init__(dim, depth, kernel_size, patch_size, in_chans, num_classes)
-        if spatial is not None:
-            for block in self.blocks:
-                block[0].fn[0] = spatial()
+        for block in self.blocks:
+            mixing, _gelu, norm = block[0].fn
+            block[0].fn = nn.Sequential(spatial() if spatial is not None else mixing,
+                                        *([_gelu] if spatial_gelu else []), norm)
         if generator is not None:
             for module in self.modules():
                 if isinstance(module, nn.Conv2d | nn.Linear):
@@ -125,21 +144,25 @@ def build_convmixer(
     num_classes: int,
     img_size: int,
     heads: int | None = None,
+    block: str = "ci",
     generator: torch.Generator | None = None,
 ) -> ConvMixer:
     """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`).
 
     Args:
         variant: 'learned' (trainable filters drawn U(-1/k, 1/k), which is code-2401's `random` init and
-            also PyTorch's default conv init for a depthwise k x k conv), or a frozen family understood by
-            `pipeline.method.filters.parse_filter`: random, impulse, box-<n>, gaussian-<sigma>, perm.
+            also PyTorch's default conv init for a depthwise k x k conv), 'learned-<family>' (trainable, drawn
+            from that family), or a frozen family understood by `pipeline.vocabulary.parse_filter`: random,
+            softmax, impulse, box-<n>, gaussian-<sigma>, perm, fullperm.
         dim, depth, kernel_size, patch_size: the ConvMixer (paper: 512, 6, 5, 2).
-        in_chans, num_classes, img_size: the data; img_size sets the token grid of `perm`.
+        in_chans, num_classes, img_size: the data; img_size sets the token grid of `perm` / `fullperm`.
         heads: number of distinct filters shared over the dim channels; None = one per channel.
+        block: 'ci' (code-2401: conv format spatial conv -> BatchNorm without GELU; its linear format, perm and
+            fullperm, keeps the GELU) or 'sia' (code-2404 and timm: spatial mixing -> GELU -> BatchNorm).
         generator: the only source of randomness; None uses a fresh generator seeded 0.
 
-    Each block draws its own filters. Spatial biases are drawn U(+-1/k) (conv) or U(+-1/dim) (perm), as in
-    code-2401, and are frozen with the filters.
+    Each block draws its own filters. Spatial biases are drawn U(+-1/k) (conv) or U(+-1/dim) (linear format),
+    as in code-2401, and are frozen with the filters.
     """
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     _check_sizes(dim=dim, depth=depth, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
@@ -147,18 +170,22 @@ def build_convmixer(
     check_kernel_size(kernel_size)
     heads = dim if heads is None else heads
     check_heads(dim, heads)
-    family, trainable = _spatial_family(variant, kernel_size)
+    check_convmixer_block(block)
+    study = parse_study_variant(variant, kernel_size)
+    family, trainable = study.family, study.learned
     grid = (img_size // patch_size,) * 2
 
     def spatial() -> nn.Module:
         choice = head_assignment(dim, heads, generator)
         if family.linear_format:
-            weight = torch.stack([make_perm(grid[0] * grid[1], generator) for _ in range(heads)])
+            weight = torch.stack([make_token_mixer(family, grid[0] * grid[1], generator) for _ in range(heads)])
             return SpatialLinear(weight, choice, _uniform(dim, 1 / dim, generator), trainable, grid)
         weight = make_filters(family, heads, kernel_size, generator)
-        return SpatialConv(weight, choice, _uniform(dim, 1 / kernel_size, generator), trainable)
+        return SpatialConv(weight, choice, _uniform(dim, 1 / kernel_size, generator), trainable,
+                           softmax=family.softmax_taps)
 
-    return ConvMixer(dim, depth, kernel_size, patch_size, in_chans, num_classes, spatial, generator)
+    gelu = block == "sia" or family.linear_format  # code-2401's linear-format block has the GELU
+    return ConvMixer(dim, depth, kernel_size, patch_size, in_chans, num_classes, spatial, generator, gelu)
 
 
 def _uniform(n: int, bound: float, generator: torch.Generator) -> Tensor:
@@ -174,9 +201,3 @@ def _check_sizes(**sizes: int) -> None:
             f"img_size {sizes['img_size']} is not divisible by patch_size {sizes['patch_size']}: choose a "
             "patch_size that divides it (the stem would drop the border pixels)"
         )
-
-
-def _spatial_family(variant: str, kernel_size: int) -> tuple[FilterFamily, bool]:
-    """(family, trainable) of a study variant: 'learned' is code-2401's `random` init, trained."""
-    family = parse_study_variant(variant, kernel_size)
-    return (parse_filter("random"), True) if family is None else (family, False)

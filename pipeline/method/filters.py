@@ -1,21 +1,28 @@
 """ConvMixer spatial-filter families of [CI] (paper.md section 1.3) and the rank check of Proposition 1.
 
 The filter study asks how much a ConvMixer needs to *learn* its depthwise spatial filters. Each family below
-is a pure function of a `torch.Generator`; `pipeline.method.models.build_convmixer` turns them into frozen (or
+is a pure function of a `torch.Generator`; `pipeline.method.convmixer.build_convmixer` turns them into frozen (or
 trainable) spatial-mixing layers.
 
 | name             | weights (before scaling)                         | scaling (code-2401, [CI] column)   |
 |------------------|--------------------------------------------------|------------------------------------|
 | `random`         | U(-1/k, 1/k)                                     | none                               |
+| `softmax` (rand*)| U(-1/k, 1/k) stored; softmax over the k*k taps   | none (each filter sums to 1)       |
+|                  | in every forward pass (`softmax_taps`)           |                                    |
 | `impulse`        | one-hot at a uniformly random tap                | x sqrt(1/3)                        |
 | `box-<n>`        | n distinct random taps set to 1                  | x sqrt(1/(3n))                     |
 | `gaussian-<s>`   | exp(-d^2 / (2 s)) around a random integer tap    | so that mean ||w||^2 * 3 = 1       |
-| `perm` ("rand*") | N x N matrix, one 1 per row at a random column   | x sqrt(1/3)                        |
+| `perm`           | N x N matrix, one 1 per row at a random column   | x sqrt(1/3)                        |
+| `fullperm`       | N x N random permutation matrix                  | x sqrt(1/3)                        |
 
-Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init` and
-`SpatialConv2d_Linear_init`). We use [CI]'s scalings throughout (the constant 3 of sqrt(1/3), sqrt(1/(3n)),
-mean||w||^2 * 3 = 1; the code does not say where the 3 comes from) because the study reproduces [CI]'s
-Fig. 4 and Table 6, and `perm` exists only in [CI]. [SIA] (code-2404) would put k where [CI] puts 3.
+Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init`,
+`SpatialConv2d.forward` and `SpatialConv2d_Linear_init`). We use [CI]'s scalings throughout (the constant 3 of
+sqrt(1/3), sqrt(1/(3n)), mean||w||^2 * 3 = 1; the code does not say where the 3 comes from) because the study
+reproduces [CI]'s Fig. 4 and Table 6. [SIA] (code-2404) would put k where [CI] puts 3.
+
+[CI] Fig. 4's rand* is `softmax`: code-2401's `convmixer.sh` sweeps exactly random, softmax, box1 and box25, each
+learned and frozen (paper.md section 1.3; inferred from the sweep). Frozen, a softmax bank is nearly a box filter.
+`perm` and `fullperm` exist only in code-2401's linear format, which it never swept: arms beyond the paper.
 
 Deliberate differences from code-2401:
 - `gaussian-<s>`: `s` is a *variance*, exactly as in the code, although [CI]'s text says "standard deviation"
@@ -24,8 +31,9 @@ Deliberate differences from code-2401:
   satisfy mean ||w||^2 * 3 = 1 exactly.
 - `head_assignment` gives every one of the `heads` filters to ceil/floor(C/heads) channels in a random order;
   the code draws each channel's filter with replacement, so a few filters could go unused and the number of
-  distinct filters ("heads" of [CI] Table 6) would be smaller than stated.
-- Not implemented: code-2401's `softmax`, `lowrank*`, `fullperm` and the fitted `qk` linear formats.
+  distinct filters ("heads" of [CI] Table 6) would be smaller than stated. With heads = C (code-2401's sweep)
+  both give a random permutation.
+- Not implemented: code-2401's `lowrank*` and the fitted `qk` linear formats (never swept).
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ from torch import Tensor
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import FilterFamily, check_kernel_size, parse_filter
 
-#: The constant of code-2401's scalings: impulse x sqrt(1/3), box-n x sqrt(1/(3n)), perm x sqrt(1/3).
+#: The constant of code-2401's scalings: impulse x sqrt(1/3), box-n x sqrt(1/(3n)), (full)perm x sqrt(1/3).
 CI_GAIN = 3.0
+
 
 def _random(heads: int, k: int, param: float | None, g: torch.Generator) -> Tensor:
     return (2 * torch.rand(heads, k, k, generator=g) - 1) / k
@@ -67,7 +76,21 @@ def _gaussian(heads: int, k: int, param: float | None, g: torch.Generator) -> Te
     return w / (w.flatten(1).pow(2).sum(1).mean() * CI_GAIN).sqrt()
 
 
-_MAKERS = {"random": _random, "impulse": _impulse, "box": _box, "gaussian": _gaussian}
+# `softmax` stores the same U(-1/k, 1/k) taps as `random`; its layer passes them through `softmax_taps`.
+_MAKERS = {"random": _random, "softmax": _random, "impulse": _impulse, "box": _box, "gaussian": _gaussian}
+
+
+def softmax_taps(weight: Tensor) -> Tensor:
+    """The filters a `softmax` layer applies: a softmax over each filter's k*k taps (code-2401
+    `SpatialConv2d.forward` with init 'softmax', applied to the stored weight in every forward pass, no scaling).
+
+    Args:
+        weight: (..., k, k) stored taps.
+
+    Returns:
+        Tensor of the same shape; each k x k filter is positive and sums to 1.
+    """
+    return weight.flatten(-2).softmax(-1).reshape(weight.shape)
 
 
 def make_filters(
@@ -75,9 +98,11 @@ def make_filters(
 ) -> Tensor:
     """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401.
 
+    For `softmax` these are the stored taps; the filters applied are `softmax_taps` of them.
+
     Args:
-        family: a conv-format family name (`random`, `impulse`, `box-<n>`, `gaussian-<sigma>`) or its
-            parsed `FilterFamily`.
+        family: a conv-format family name (`random`, `softmax`, `impulse`, `box-<n>`, `gaussian-<sigma>`) or
+            its parsed `FilterFamily`.
         heads: number of distinct filters ("heads" of [CI] Table 6).
         kernel_size: odd side k of each filter.
         generator: the only source of randomness.
@@ -86,15 +111,16 @@ def make_filters(
         Tensor (heads, k, k), float32.
 
     Raises:
-        PipelineError: bad family or value, even kernel, heads < 1, or a linear-format family (`perm`).
+        PipelineError: bad family or value, even kernel, heads < 1, or a linear-format family (`perm`,
+            `fullperm`).
     """
     check_kernel_size(kernel_size)
     fam = parse_filter(family, kernel_size) if isinstance(family, str) else family
     if fam.linear_format:
         raise PipelineError(
             f"filter family {fam.name!r} has no k x k convolutional form: it is an N x N token-mixing matrix "
-            "(code-2401's linear format); draw it with make_perm(num_tokens, generator), or let "
-            "pipeline.method.models.build_convmixer build it"
+            "(code-2401's linear format); draw it with make_token_mixer(family, num_tokens, generator), or let "
+            "pipeline.method.convmixer.build_convmixer build it"
         )
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
         raise PipelineError(f"heads = {heads!r}: need a whole number >= 1 of distinct filters")
@@ -102,7 +128,7 @@ def make_filters(
 
 
 def make_perm(num_tokens: int, generator: torch.Generator) -> Tensor:
-    """The `perm` ("rand*") token-mixing matrix of [CI] Fig. 4: one sqrt(1/3) per row at a random column.
+    """The `perm` token-mixing matrix: one sqrt(1/3) per row at a random column (an arm beyond the paper).
 
     Columns are drawn with replacement (code-2401 `SpatialConv2d_Linear_init('perm')`), so this is generally
     not a permutation: some tokens feed several outputs, some none. It has no convolutional structure.
@@ -110,10 +136,36 @@ def make_perm(num_tokens: int, generator: torch.Generator) -> Tensor:
     Returns:
         Tensor (N, N); row i holds the weight with which output token i copies its one input token.
     """
-    if num_tokens < 1:
-        raise PipelineError(f"num_tokens = {num_tokens}: a token grid needs at least one token")
+    _check_tokens(num_tokens)
     cols = torch.randint(0, num_tokens, (num_tokens,), generator=generator)
     return F.one_hot(cols, num_tokens).float() * math.sqrt(1 / CI_GAIN)
+
+
+def make_fullperm(num_tokens: int, generator: torch.Generator) -> Tensor:
+    """The `fullperm` token-mixing matrix: a random permutation matrix x sqrt(1/3) (code-2401
+    `SpatialConv2d_Linear_init('fullperm')`; an arm beyond the paper). Every token feeds exactly one output.
+
+    Returns:
+        Tensor (N, N); row i holds sqrt(1/3) at the column of the token output i copies.
+    """
+    _check_tokens(num_tokens)
+    cols = torch.randperm(num_tokens, generator=generator)
+    return F.one_hot(cols, num_tokens).float() * math.sqrt(1 / CI_GAIN)
+
+
+def make_token_mixer(family: str | FilterFamily, num_tokens: int, generator: torch.Generator) -> Tensor:
+    """One N x N matrix of a linear-format family (`perm` or `fullperm`)."""
+    fam = parse_filter(family) if isinstance(family, str) else family
+    makers = {"perm": make_perm, "fullperm": make_fullperm}
+    if fam.kind not in makers:
+        raise PipelineError(f"filter family {fam.name!r} is a k x k filter, not a token-mixing matrix: draw it with"
+                            " make_filters (or pipeline.method.filters.linear_format for its matrix form)")
+    return makers[fam.kind](num_tokens, generator)
+
+
+def _check_tokens(num_tokens: int) -> None:
+    if num_tokens < 1:
+        raise PipelineError(f"num_tokens = {num_tokens}: a token grid needs at least one token")
 
 
 def head_assignment(channels: int, heads: int, generator: torch.Generator) -> Tensor:

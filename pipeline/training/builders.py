@@ -42,7 +42,7 @@ def timm_model(model: ModelConfig, meta: DatasetMeta) -> nn.Module:
 
 def vit(params: Params, variant: str, arm: str, meta: DatasetMeta, seed: int) -> nn.Module:
     """Model variant `variant` of the grid for this dataset, initialized by `arm` (seeded by `seed`)."""
-    return initialized(params.models[variant], arm, params.method_options(arm), meta, seed)
+    return initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
 
 
 def initialized(model_cfg: ModelConfig, arm: str, options: dict, meta: DatasetMeta, seed: int,

@@ -3,14 +3,15 @@ the stages `filter_study@` and `filter_gaussian@` (also `python -m pipeline filt
 
 The motivation of the paper ([CI] 2401.12511 Fig. 4 and Table 6; paper.md sections 1.3, 1.4): a ConvMixer whose
 depthwise spatial filters are frozen at random or random-impulse values does about as well as one that learns
-them; frozen box filters (linearly dependent) do worse, and a random "permutation" token mixer (rand*, no
-convolutional structure) worse again. With frozen Gaussian filters accuracy falls as sigma grows and as the number
-of distinct filters ("heads") shrinks.
+them; frozen box filters (linearly dependent) and frozen softmax filters (rand*, nearly a box filter) do worse.
+With frozen Gaussian filters accuracy falls as sigma grows and as the number of distinct filters ("heads") shrinks.
 
-`variant` is `learned` or a frozen family of `pipeline.vocabulary.parse_filter` (random, impulse, box-<n>,
-gaussian-<sigma>, perm). The run goes through the shared run skeleton (`pipeline.training.run`) with the study's recipe
-(`train` updated by `filter_study.train`, validated at load) and writes `results/filter_study/<variant>[-h<heads>]/
-seed<k>/` like a ViT run. The learned variant also measures the effective rank k of its patch embeddings (99% of
+`variant` is `learned`, `learned-<family>` (trainable, drawn from that family) or a frozen family of
+`pipeline.vocabulary.parse_filter` (random, softmax, impulse, box-<n>, gaussian-<sigma>; perm and fullperm are arms
+beyond the paper). The spatial block is params `filter_study.model.block` ('ci': code-2401's, 'sia': code-2404's).
+The run goes through the shared run skeleton (`pipeline.training.run`) with the study's recipe (`train` updated by
+`filter_study.train`, validated at load) and writes `results/filter_study/<variant>[-h<heads>]/seed<k>/` like a ViT
+run. The learned variant also measures the effective rank k of its patch embeddings (99% of
 the energy) and checks Proposition 1, D >= k * f^2.
 """
 
@@ -41,7 +42,7 @@ def build_model(cfg: ConvMixerConfig, variant: str, heads: int | None, meta: Dat
     torch.manual_seed(seed)
     return build_convmixer(variant, dim=cfg.dim, depth=cfg.depth, kernel_size=cfg.kernel_size,
                            patch_size=cfg.patch_size, in_chans=meta.channels, num_classes=meta.num_classes,
-                           img_size=model_input(cfg, meta)[0], heads=heads,
+                           img_size=model_input(cfg, meta)[0], heads=heads, block=cfg.block,
                            generator=torch.Generator().manual_seed(seed))
 
 
@@ -67,12 +68,14 @@ def rank_check(model: torch.nn.Module, loaders: Loaders, kernel_size: int, dim: 
 def study_run(params: Params, variant: str, seed: int, heads: int | None) -> Run:
     """One filter-study cell as a `Run`."""
     study = params.filter_study
-    family = parse_study_variant(variant, study.model.kernel_size)
+    parsed = parse_study_variant(variant, study.model.kernel_size)
+    family = None if parsed.learned else parsed.family
     name = variant_name(variant, heads)
     config = {"study": "filter_study", "variant": variant, "heads": heads, "seed": seed, "dataset": study.dataset,
               "model": dataclasses.asdict(study.model), "train": dataclasses.asdict(params.filter_recipe),
               "data": data_identity(params.data)}
     facts = {"variant": name, "family": "learned" if family is None else family.kind, "frozen": family is not None,
+             "init": parsed.family.name, "block": study.model.block,
              "heads": heads, "sigma": family.param if family is not None and family.kind == "gaussian" else None,
              "kernel_size": study.model.kernel_size, "dim": study.model.dim}
 
@@ -90,8 +93,8 @@ def study_run(params: Params, variant: str, seed: int, heads: int | None) -> Run
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("variant", help="learned, or a frozen filter family: random, impulse, box-<n>, "
-                                        "gaussian-<sigma>, perm")
+    parser.add_argument("variant", help="learned, learned-<family>, or a frozen filter family: random, softmax, "
+                                        "impulse, box-<n>, gaussian-<sigma>, perm, fullperm")
     parser.add_argument("seed", type=int)
     parser.add_argument("--heads", type=int, default=None, help="number of distinct filters (default: one per channel)")
 

@@ -30,7 +30,7 @@ def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int) -
     """The grid cell (dataset, variant, arm, seed) as a `Run`."""
     model_cfg = params.models[variant]
     config = {"dataset": dataset, "variant": variant, "arm": arm, "seed": seed,
-              "model": dataclasses.asdict(model_cfg), "init": params.method_options(arm),
+              "model": dataclasses.asdict(model_cfg), "init": params.method_options(arm, variant),
               "train": dataclasses.asdict(params.train),
               "data": data_identity(params.data)}
     return Run(module=__spec__.name, kind="train", key=(dataset, variant, arm, f"seed{seed}"), dataset=dataset,

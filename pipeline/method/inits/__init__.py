@@ -22,10 +22,12 @@ on the number of threads (ViT-B/16 weights differ by up to 7.5e-9 between 1 and 
 The modules, in the one direction they import each other: primitives `geometry`, `rng`, `arch`, `lowrank`
 (factorisations and row writers), `targets` (offsets, impulse targets, peak checks); `default` (baselines and
 PyTorch's init); the architecture-specific constructions `swin`, `mixer`; the methods `impulse`, `mimetic`,
-`ci_random`; and `measures`.
+`ci_random`; and `measures`, `diagnostics`.
 
 `attention_maps`, `peak_agreement` and `locality_mass` (`measures.py`) check the result on the positional
-pseudo-input or on images; `impulse_offsets` / `layer_offsets` give each head's intended offset.
+pseudo-input or on images; `init_diagnostics` (`diagnostics.py`) says on images whether a token MLP sits in
+GELU's linear regime and how loud each mixing branch is against the residual (issue 20); `impulse_offsets` /
+`layer_offsets` give each head's intended offset.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pipeline.errors import PipelineError
 from pipeline.method.inits.arch import family, mixing_grid
 from pipeline.method.inits.ci_random import random_init
 from pipeline.method.inits.default import default_init, timm_init
+from pipeline.method.inits.diagnostics import init_diagnostics
 from pipeline.method.inits.impulse import impulse_init
 from pipeline.method.inits.measures import attention_maps, locality_mass, peak_agreement, uniform_locality_mass
 from pipeline.method.inits.mimetic import mimetic_init
@@ -101,6 +104,7 @@ __all__ = [
     "apply_init",
     "attention_maps",
     "family",
+    "init_diagnostics",
     "impulse_offsets",
     "layer_offsets",
     "locality_mass",

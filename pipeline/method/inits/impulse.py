@@ -66,7 +66,7 @@ from pipeline.method.inits.lowrank import (
     using_official_route,
     write_qk_heads_,
 )
-from pipeline.method.inits.mixer import mixer_impulse_
+from pipeline.method.inits.mixer import CONSTRUCTIONS, mixer_filter_, mixer_impulse_
 from pipeline.method.inits.swin import swin_impulse_
 from pipeline.method.inits.targets import (
     check_kernel,
@@ -183,6 +183,7 @@ def impulse_init(
     scale: float = 1000.0,
     noise_std: float = 0.6,
     offsets: str = "official",
+    mixer: str = "filter",
 ) -> list[torch.Tensor]:
     """The `impulse` arm on a ViT, Swin or Mixer (the latter two: see `swin.py`, `mixer.py`).
 
@@ -193,10 +194,14 @@ def impulse_init(
         norm_p: ViT pos_embed multiplier. norm_q: Frobenius norm of each ViT head's Q and K.
         norm_v: V/proj multiplier (ViT, Swin). scale: impulse weight in the target; noise_std: std of the
             trunc-normal noise (times 3) off the impulse. offsets: 'official' or 'random' (see `targets`).
+        mixer: the Mixer construction, 'filter' (a random f x f filter per block at default gain; the
+            default, ours: no official code) or 'shift' (one impulse offset per block, exact); see `mixer.py`.
 
     Returns:
         The parameters it wrote beyond PyTorch's defaults (apply_init checks only these for non-finite values).
     """
+    if mixer not in CONSTRUCTIONS:
+        raise PipelineError(f"impulse.mixer = {mixer!r}: allowed are {', '.join(CONSTRUCTIONS)}")
     if scale <= 0 or noise_std < 0:
         raise PipelineError(f"impulse.scale = {scale}, noise_std = {noise_std}: need scale > 0 and noise_std >= 0")
     heads = layer_offsets(model, kernel_size, offsets, generator)
@@ -207,4 +212,6 @@ def impulse_init(
     if kind == SWIN:
         return swin_impulse_(model, heads, generator, kernel_size=kernel_size, norm_v=norm_v, scale=scale,
                              noise_std=noise_std)  # fmt: skip
+    if mixer == "filter":
+        return mixer_filter_(model, generator, kernel_size=kernel_size)
     return mixer_impulse_(model, heads, generator, kernel_size=kernel_size, scale=scale, noise_std=noise_std)

@@ -33,7 +33,9 @@ eigensolver); the product Q_h K_h equals the full SVD's to rounding (`lowrank.of
 Architectures. ViT and Swin: every attention layer as above (Swin's relative-position bias keeps its default).
 MlpMixer has no attention; its token-mixing MLP plays the role of the attention map (see `mixer.py`), so
 `mimetic` sets each block's token-mixing map to alpha_qk Z + beta_qk I on the N tokens ("attention close to
-identity plus noise", the QK half of the recipe), written exactly with `mixer.write_token_mixing_`.
+identity plus noise", the QK half of the recipe), written by `mixer.write_default_gain_` (option
+`mixer='default_gain'`, the default: default's gain, GELU nonlinear, the Jacobian at 0 half the map rescaled) or
+exactly, at the map's own gain, by `mixer.write_token_mixing_` (`mixer='exact'`: linear-regime units).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from pipeline.method.inits.lowrank import (
     write_qk_heads_,
     write_rows_,
 )
-from pipeline.method.inits.mixer import write_token_mixing_
+from pipeline.method.inits.mixer import WRITERS, write_default_gain_, write_token_mixing_
 
 #: form -> law of Z.
 FORMS = {"official": "uniform", "paper": "normal"}
@@ -91,6 +93,7 @@ def mimetic_init(
     alpha_vo: float = 0.4,
     beta_vo: float = 0.4,
     form: str = "official",
+    mixer: str = "default_gain",
 ) -> list[torch.Tensor]:
     """The `mimetic` arm: PyTorch defaults, then the mimetic attention (or token-mixing) weights.
 
@@ -102,18 +105,24 @@ def mimetic_init(
             code-2505's R L convention for 'official').
         form: 'official' (code-2505, uniform Z, v = L and proj = R) or 'paper' (Trockman & Kolter: Gaussian Z,
             value-then-proj = alpha_vo Z - beta_vo I); see the module doc.
+        mixer: MlpMixer only, the writer of the token map: 'default_gain' or 'exact' (see the module doc).
 
     Returns:
         The parameters it wrote beyond PyTorch's defaults.
     """
     if form not in FORMS:
         raise PipelineError(f"mimetic.form = {form!r}: allowed are {', '.join(FORMS)}")
+    if mixer not in WRITERS:
+        raise PipelineError(f"mimetic.mixer = {mixer!r}: allowed are {', '.join(WRITERS)}")
     pytorch_default_(model, kind, generator)
     if kind == MIXER:
         for block in blocks(model, kind):
             tokens = block.mlp_tokens.fc1.in_features
             mixing = ortho_like_target(tokens, alpha_qk, beta_qk, +1, generator, law=FORMS[form])[0]
-            write_token_mixing_(block.mlp_tokens, mixing, "mimetic")
+            if mixer == "exact":
+                write_token_mixing_(block.mlp_tokens, mixing, "mimetic")
+            else:
+                write_default_gain_(block.mlp_tokens, mixing, generator, "mimetic")
         return [p for block in blocks(model, kind) for p in block.mlp_tokens.parameters()]
     layers = attention_layers(model, kind)
     for i, attn in enumerate(layers):

@@ -1,4 +1,23 @@
-"""Impulse (and mimetic) token mixing for timm's MlpMixer (our design; code-2505 covers ViT only).
+"""Impulse (and mimetic) token mixing for timm's MlpMixer (our design; no official code: paper.md 2.5, Table 3).
+
+Two constructions, the init option `impulse.mixer` (`CONSTRUCTIONS`):
+
+- 'filter' (the default): block b's token map is the 2-D convolution with its own random f x f filter
+  k_b ~ N(0, 1) (zero padding), written by `write_default_gain_`: fc1 = a O V_r^T, fc2 = U_r S_r O^T / a, biases 0
+  (U_r S_r V_r^T the top r = min(N, tokens_dim) SVD of the map, O a random orthogonal tokens_dim x tokens_dim),
+  scaled so that ||fc2 fc1||_F = sqrt(N) / 3 and E|fc1 row|^2 = 1/3, PyTorch's default's expected values
+  (U(+-1/sqrt(fan_in)) draws). Each unit's pre-activation then has default's spread, GELU stays in its
+  nonlinear regime, and since GELU'(z) + GELU'(-z) = 1 the block's Jacobian at 0 (and its mean over inputs
+  symmetric about 0) is half the written map, as default's is half of its fc2 fc1. One filter per block spans all
+  f^2 offsets at once (the token MLP is shared by all channels, so per-channel filters are not expressible).
+  It uses kernel_size only (not scale, noise_std or offsets). When tokens_dim < N the map is cut to rank
+  tokens_dim (the CPU Mixer: 48 of 49), which leaves its 3x3 locality mass at 0.97-1.00.
+- 'shift': one impulse offset per block at unit gain, written exactly (`write_token_mixing_`, below). It leaves
+  most token-MLP units in GELU's linear regime and the token branch above the residual (issue 20, point 3;
+  `diagnostics.py` measures both), so it is kept as an option, not the default.
+
+Mimetic's Mixer arm (`mimetic.mixer`) writes its map alpha Z + beta I with the same two writers: 'default_gain'
+(the default) or 'exact'. The rest of this docstring is the 'shift' construction.
 
 Reasoning. A MixerBlock mixes tokens with one MLP shared by all channels: for every channel c,
 y[:, c] = fc2(act(fc1 x[:, c] + b1)) + b2 over the N tokens. Its mixing weights are the Jacobian
@@ -52,13 +71,24 @@ from torch import nn
 
 from pipeline.errors import PipelineError
 from pipeline.method.inits.arch import MIXER, token_grid
-from pipeline.method.inits.lowrank import balanced_factors, top_factors
-from pipeline.method.inits.targets import check_kernel, check_peaks, hit_rate, impulse_targets
+from pipeline.method.inits.lowrank import balanced_factors, canonical_signs, top_factors
+from pipeline.method.inits.rng import normal
+from pipeline.method.inits.targets import (
+    check_kernel,
+    check_peaks,
+    hit_rate,
+    impulse_matrices,
+    impulse_targets,
+)
 
 #: A linear-regime unit with fc1 row w gets bias LINEAR_BIAS * (1 + |w|): GELU's input stays >= 4 within 4 |w|.
 LINEAR_BIAS = 4.0
 #: The activation must be this close to linear over that range (relative to the range), else PipelineError.
 LINEAR_TOL = 1e-3
+#: `impulse.mixer` choices: the default first.
+CONSTRUCTIONS = ("filter", "shift")
+#: `mimetic.mixer` choices (the writer of its map): the default first.
+WRITERS = ("default_gain", "exact")
 
 
 def check_token_mlp(mlp: nn.Module, where: str) -> None:
@@ -155,4 +185,51 @@ def mixer_impulse_(
             grid,
             "raise mlp_ratio[0] (tokens_dim) or use a smaller token grid",
         )
+    return [p for block in model.blocks for p in block.mlp_tokens.parameters()]
+
+
+def random_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
+    """A Haar-random n x n orthogonal matrix (QR of a Gaussian, signs fixed by R's diagonal), float64."""
+    q, r = torch.linalg.qr(normal((n, n), 1.0, generator))
+    return q * torch.sign(torch.diagonal(r))
+
+
+def write_default_gain_(mlp: nn.Module, mixing: torch.Tensor, generator: torch.Generator, where: str) -> torch.Tensor:
+    """fc1 = a O V_r^T, fc2 = U_r S_r O^T / a, zero biases, at PyTorch's default gain (see the module doc).
+
+    Returns the written fc2 fc1 (N x N float64): the top-r map rescaled to Frobenius norm sqrt(N) / 3; the MLP's
+    Jacobian at 0 is half of it (GELU'(0) = 1/2).
+    """
+    check_token_mlp(mlp, where)
+    hidden, tokens = mlp.fc1.out_features, mixing.shape[0]
+    rank = min(hidden, tokens)
+    u, s, vh = torch.linalg.svd(mixing)
+    left, right = canonical_signs(u[:, :rank] * s[:rank], vh[:rank])  # U_r S_r, V_r^T
+    left = left * (tokens**0.5 / 3) / s[:rank].norm().clamp_min(1e-300)
+    mix = random_orthogonal(hidden, generator)[:, :rank]  # orthonormal columns: fc2 fc1 = U_r S_r V_r^T
+    gain = (max(hidden, tokens) / (3 * tokens)) ** 0.5  # E|fc1 row|^2 = 1/3, as U(+-1/sqrt(N)) gives
+    with torch.no_grad():
+        for layer, weight in ((mlp.fc1, gain * mix @ right), (mlp.fc2, left @ mix.T / gain)):
+            layer.weight.copy_(weight.to(layer.weight.device, layer.weight.dtype))
+            if layer.bias is not None:
+                layer.bias.zero_()
+    return left @ right
+
+
+def filter_matrix(kernel: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+    """(N x N float64) the map y[q] = sum_o kernel[o] x[q + o] of an f x f kernel on the grid, zero padding."""
+    size = kernel.shape[0]
+    half = size // 2
+    offsets = [(dy, dx) for dy in range(-half, half + 1) for dx in range(-half, half + 1)]
+    return torch.einsum("o,onm->nm", kernel.reshape(-1).double(), impulse_matrices(offsets, grid))
+
+
+def mixer_filter_(model: nn.Module, generator: torch.Generator, *, kernel_size: int) -> list[torch.Tensor]:
+    """The 'filter' construction: a random f x f filter per MixerBlock at default gain (see the module doc);
+    returns the parameters written."""
+    grid = token_grid(model, MIXER)
+    check_kernel(kernel_size, grid, "token grid")
+    for b, block in enumerate(model.blocks):
+        kernel = normal((kernel_size, kernel_size), 1.0, generator)
+        write_default_gain_(block.mlp_tokens, filter_matrix(kernel, grid), generator, f"Mixer block {b}")
     return [p for block in model.blocks for p in block.mlp_tokens.parameters()]
