@@ -26,7 +26,7 @@ from pipeline.analysis.coverage import (
 )
 from pipeline.analysis.document import block_markdown
 from pipeline.analysis.fidelity import fidelity_table, load_fidelity
-from pipeline.analysis.published import load_claims
+from pipeline.analysis.published import load_claims, load_published
 from pipeline.errors import PipelineError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +107,23 @@ def test_every_table_and_figure_of_paper_md_has_a_row():
     rows = {(e.paper, e.item) for e in load_coverage(PAPER)}
     missing = sorted(section_2_items(paper_md().read_text()) - rows)
     assert not missing, f"add rows to paper/coverage.yaml for: {missing}"
+
+
+def test_every_paper_table_of_the_published_numbers_has_a_row():
+    """Each `table` of paper/*.csv from [NeurIPS], [SIA] or [CI] is a row: by its number, or (tables labelled by
+    content) by its name inside a row's title."""
+    rows = load_coverage(PAPER)
+    missing = []
+    for name in sorted(set(load_published(PAPER)["table"])):
+        tag = re.match(r"\[?(NeurIPS|SIA|CI)\]? ", name)
+        if not tag:
+            continue  # the course reproduction, reference points: not the papers' tables
+        paper, rest = tag.group(1), name[tag.end():]
+        number = re.search(r"\b(Table|Fig\.) (\d+)", rest)
+        ok = any(e.paper == paper and (f"{number.group(1)} {number.group(2)}" == e.item if number else
+                                       rest.lower() in e.title.lower()) for e in rows)
+        missing += [] if ok else [name]
+    assert not missing, f"paper/*.csv tables without a row in paper/coverage.yaml: {missing}"
 
 
 def dvc_stages() -> set[str]:
