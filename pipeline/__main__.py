@@ -4,7 +4,7 @@
     python -m pipeline check                     # validate params.yaml, print the planned runs
     python -m pipeline profile paper-small       # apply profiles/paper-small.yaml onto params.yaml
     python -m pipeline repro                     # the stale stages of dvc.yaml, in parallel
-    python -m pipeline readme                    # copy the report's headline into README.md
+    python -m pipeline readme                    # the report's headline, coverage and fidelity into README.md
 
 Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
 `--set key.sub=value` overrides and validates it before doing any work (`pipeline.entry`). dvc.yaml runs the
@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
-    "readme": ("pipeline.analysis.readme", "copy reports/headline.md into README.md (--check: exit 1 if stale)"),
+    "readme": ("pipeline.analysis.readme", "README.md's generated blocks (--check: exit 1 if stale)"),
     "repro": ("pipeline.scale.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 

@@ -21,6 +21,8 @@ from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
+from pipeline.analysis.coverage import load_coverage
+from pipeline.analysis.fidelity import load_fidelity
 from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
@@ -68,7 +70,7 @@ def built(tmp_path_factory) -> tuple[Path, Path, Path, Path]:
 
 
 def report(root: Path, figures: str = "reports/figures") -> tuple[Path, Path, Path]:
-    inp = read_inputs(root / "results/tables", root / figures)
+    inp = read_inputs(root / "results/tables", root / figures, PAPER)
     return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports")
 
 
@@ -92,7 +94,8 @@ def test_markdown_reads_top_down_from_the_question(built):
     for c in claims:  # every claim with its four-word verdict and its one line of evidence
         assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
     order = ["## What was run", "## Headline", "## Method: how the verdicts are reached", "## The claims in detail",
-             "## Tables", "## Figures", "## How to reproduce", "## Appendix: every run"]
+             "## Coverage of the papers' tables and figures", "## Fidelity to the official code", "## Tables",
+             "## Figures", "## How to reproduce", "## Appendix: every run"]
     assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
 
 
@@ -168,18 +171,27 @@ def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(bui
     assert glance.strip() in report_md  # the same table, rendered by the same code
 
 
+def marked_readme(path: Path, *names: str) -> Path:
+    """A README with the blocks `names` between their markers, each holding stale text."""
+    blocks = "".join(f"## {n}\n\n{readme.markers(n)[0]}\nold {n}\n{readme.markers(n)[1]}\n\n" for n in names)
+    path.write_text(f"# Project\n\n{blocks}## More\n")
+    return path
+
+
 def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeypatch, capsys):
-    readme_md = tmp_path / "README.md"
-    readme_md.write_text(f"# Project\n\n## The CPU default\n\n{readme.BEGIN}\nold numbers\n{readme.END}\n\n## More\n")
-    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3])]
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
+            str(built[0] / "results/tables")]
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the CLI reads params.yaml
     assert cli([*args, "--check"]) == 1 and "differs" in capsys.readouterr().err
     assert cli(args) == 0
     text = readme_md.read_text()
-    assert "old numbers" not in text and built[3].read_text().strip() in text
+    assert "old headline" not in text and built[3].read_text().strip() in text
     assert text.startswith("# Project") and text.endswith("## More\n")
     assert cli([*args, "--check"]) == 0
     assert cli(args) == 0 and readme_md.read_text() == text  # idempotent
+    marked_readme(readme_md, "headline", "coverage")
+    assert cli(args) == 2 and "the fidelity markers are missing" in capsys.readouterr().err
     readme_md.write_text("# no markers\n")
     assert cli(args) == 2 and "headline markers are missing" in capsys.readouterr().err
     assert cli(["readme", "--readme", str(readme_md), "--headline", str(tmp_path / "none.md")]) == 2
@@ -232,7 +244,7 @@ def test_no_runs_yet_gives_an_honest_headline(tmp_path):
 def test_stage_main_writes_the_three_files(stage_inputs, repo_root):
     params = load_params(repo_root / "params.yaml")
     args = Namespace(tables=str(stage_inputs / "results/tables"), figures=str(stage_inputs / "reports/figures"),
-                     out=str(stage_inputs / "reports"))
+                     out=str(stage_inputs / "reports"), paper=str(repo_root / "paper"))
     assert main(params, args) == 0
     assert (stage_inputs / "reports/report.md").read_text().startswith(f"# {params.report.title}")
     assert (stage_inputs / "reports/headline.md").is_file()
@@ -248,3 +260,58 @@ def test_first_page_renders_to_png(built, tmp_path):
         rows = [sum(1 for x in range(grey.width) if grey.getpixel((x, y)) < 128) for y in range(grey.height)]
         inked = sum(1 for r in rows if r) / grey.height
         assert inked > 0.3  # text over the page, not a near-blank page 1
+
+
+def section(text: str, heading: str) -> str:
+    return text.split(f"## {heading}\n")[1].split("\n## ")[0]
+
+
+def test_the_report_has_a_coverage_row_per_table_and_figure_and_a_fidelity_row_per_entry(built):
+    text = built[1].read_text()
+    coverage, fidelity = load_coverage(PAPER), load_fidelity(PAPER)
+    rows = section(text, "Coverage of the papers' tables and figures")
+    for e in coverage:  # the run's profile ('test') is no row's: every verdict says so
+        claim = ", ".join(e.claims) or "none"
+        assert f"| [{e.paper}] | {e.item} | {e.title} | {e.status} |" in rows, e.id
+        assert f"| {claim} | {'not run' if e.claims else 'no claim'} |" in rows, e.id
+    assert rows.count("\n| [") == len(coverage) and "Verdict (test)" in rows
+    rows = section(text, "Fidelity to the official code")
+    for e in fidelity:
+        assert f"| {e.experiment} | {e.short_source} | " in rows, e.id
+        assert f"**{e.experiment}** (official code: {e.source})\n\n- The same: {e.same}" in rows, e.id
+    assert rows.count("\n| ") == len(fidelity) + 1  # the header and a row per entry
+    titles = [o.title for o in flatten(PdfReader(built[2]).outline)]
+    assert {"Coverage of the papers' tables and figures", "Fidelity to the official code"} <= set(titles)
+    pdf = pdf_text(built[2])
+    assert "ViT-Tiny from scratch on six small datasets" in pdf.replace("\n", " ") and "Why we differ:" in pdf
+    flags = [w for e in fidelity for w in f"{e.same} {e.effect}".split() if w.startswith("--")]
+    assert flags and all(f.strip("`,.:;)") in pdf for f in flags)  # printed as written, not read as underline
+
+
+def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
+    tables = stage_inputs / "results/tables"
+    ran = json.loads((tables / "what_was_run.json").read_text())
+    (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
+    claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
+    rows = section(report(stage_inputs)[0].read_text(), "Coverage of the papers' tables and figures")
+    assert f"| train, aggregate · paper-small, cpu, cpu-claims | 1 | 1: {claims['1']} |" in rows  # [NeurIPS] Table 1
+    assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims | 9 | not run |" in rows  # cpu does not run the grid
+    assert "Verdict (cpu)" in rows
+
+
+def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypatch, capsys):
+    paper = tmp_path / "paper"
+    shutil.copytree(PAPER, paper)
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(paper), "--tables",
+            str(tmp_path / "no-run")]
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert cli(args) == 0
+    text = readme_md.read_text()
+    assert "| Verdict (no run) |" in text and "no run: results/tables/claims.json was not found" in text
+    assert all(f"| {e.experiment} |" in text for e in load_fidelity(paper) if "|" not in e.experiment)
+    fid = paper / "fidelity.yaml"
+    fid.write_text(fid.read_text().replace("effect: \"not measured\"", "effect: \"+1.0 pts (a new measurement)\"", 1))
+    assert cli([*args, "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "the fidelity block differs from paper/fidelity.yaml" in err and "coverage block" not in err

@@ -57,10 +57,17 @@ class ReportPDF(FPDF):
         self.set_text_color(0)
 
 
+def _escape(text: str) -> str:
+    """Text with fpdf2's underline (--) and italics (__) markers escaped: the report's only inline markup is
+    ``**bold**``, and a command's flags (--set) or a name (my__var) must print as written."""
+    return text.replace("--", "\\--").replace("__", "\\__")
+
+
 def _text(pdf: ReportPDF, text: str, size: float = BODY_PT, style: str = "") -> None:
     """A left-aligned paragraph; ``**bold**`` is honoured, Markdown code backticks are dropped."""
     pdf.set_font(FONT, style, size)
-    pdf.multi_cell(0, size * 0.5, text.replace("`", ""), markdown=True, align="L", new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(0, size * 0.5, _escape(text.replace("`", "")), markdown=True, align="L", new_x="LMARGIN",
+                   new_y="NEXT")
 
 
 def _heading(pdf: ReportPDF, block: Heading, keep: float = 0.0) -> None:
@@ -76,7 +83,7 @@ def _heading(pdf: ReportPDF, block: Heading, keep: float = 0.0) -> None:
 
 def _keep(cell: str) -> str:
     """Join 'mean ± std' with no-break spaces so a cell never wraps inside it; drop Markdown code backticks."""
-    return str(cell).replace(" ± ", "\u00a0±\u00a0").replace("`", "")
+    return _escape(str(cell).replace(" ± ", "\u00a0±\u00a0").replace("`", ""))
 
 
 PAD = 2.5  #: mm of cell padding and rule around a column's text

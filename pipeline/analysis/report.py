@@ -1,7 +1,7 @@
 """`python -m pipeline report`: reports/report.md, reports/report.pdf and reports/headline.md.
 
-Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, what_was_run.json) and the
-figures stage's reports/figures/figures.json. The report reads top-down:
+Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, what_was_run.json), the
+figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/fidelity.yaml. The report reads top-down:
 
 1. page 1: the question (did the method under study, params `init`, beat its baselines?) with its answer per
    dataset and model variant, the claims of paper.md 2.10 at a glance (verdict and one line of evidence each),
@@ -11,7 +11,9 @@ figures stage's reports/figures/figures.json. The report reads top-down:
 3. the method: how intervals and verdicts are computed, and the analysis plan (paper/plan.yaml) in full, so a
    change to the plan shows in the report;
 4. each claim in detail: its evidence, every comparison with its verdict, p-values and minimal detectable effect,
-   and for an inconclusive one the seeds a new experiment would need;
+   and for an inconclusive one the seeds a new experiment would need; then the coverage of the papers' tables and
+   figures (paper/coverage.yaml, with this run's verdicts) and the fidelity to the official code
+   (paper/fidelity.yaml);
 5. the tables (each beside the published numbers of paper/ where they exist), 6. the figures, one caption per
    figure family before its figures, 7. how to reproduce, and an appendix with every run.
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import entry
+from pipeline.analysis.coverage import CoverageEntry, coverage_table, load_coverage, run_verdicts
 from pipeline.analysis.document import (
     Block,
     Bullets,
@@ -41,13 +44,14 @@ from pipeline.analysis.document import (
     block_markdown,
     to_markdown,
 )
+from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, fidelity_table, load_fidelity
 from pipeline.analysis.pdf import render_pdf
 from pipeline.analysis.tables import NA, num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside
 
-TABLES, FIGURES, OUT = Path("results/tables"), Path("reports/figures"), Path("reports")
+TABLES, FIGURES, OUT, PAPER = Path("results/tables"), Path("reports/figures"), Path("reports"), Path("paper")
 FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study"}
 TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid", "filter_study": "Filter study (ConvMixer)",
                   "init_diagnostics": "Init diagnostics (Mixer and Swin constructions are ours)"}
@@ -64,6 +68,8 @@ class ReportInputs:
     ran: dict  #: what_was_run.json
     figures: dict  #: figures.json: {"families": [...], "figures": [...]}
     figures_dir: Path
+    coverage: list[CoverageEntry]  #: paper/coverage.yaml
+    fidelity: list[FidelityEntry]  #: paper/fidelity.yaml
 
 
 def _json(path: Path, what: str):
@@ -75,15 +81,16 @@ def _json(path: Path, what: str):
         raise PipelineError(f"{path}: not valid JSON ({exc}); {what}") from None
 
 
-def read_inputs(tables_dir: str | Path, figures_dir: str | Path) -> ReportInputs:
-    """Read results/tables and (if present) reports/figures/figures.json."""
+def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str | Path = PAPER) -> ReportInputs:
+    """Read results/tables, (if present) reports/figures/figures.json, and paper/coverage.yaml and fidelity.yaml."""
     tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
     fix = "run the aggregate stage first (dvc repro aggregate, or python -m pipeline aggregate)"
     manifest = figures_dir / "figures.json"
     figures = (_json(manifest, "re-run the figures stage (dvc repro figures)") if manifest.is_file()
                else {"families": [], "figures": []})
     return ReportInputs(_json(tables_dir / "tables.json", fix), _json(tables_dir / "claims.json", fix),
-                        _json(tables_dir / "what_was_run.json", fix), figures, figures_dir)
+                        _json(tables_dir / "what_was_run.json", fix), figures, figures_dir, load_coverage(paper_dir),
+                        load_fidelity(paper_dir))
 
 
 def level(inp: ReportInputs) -> str:
@@ -298,6 +305,22 @@ def claim_blocks(inp: ReportInputs) -> list[Block]:
     return blocks
 
 
+def coverage_blocks(inp: ReportInputs) -> list[Block]:
+    """Every table and figure of the three papers: what regenerates it, its claims and their verdicts here."""
+    return [Heading("Coverage of the papers' tables and figures"), Paragraph(
+        "Every table and figure of [NeurIPS], [SIA] and [CI] (../shared/paper.md section 2): the stages and profiles"
+        " that regenerate it, or why none does, the claims it is evidence for and their verdicts at this run's"
+        " profile."), coverage_table(inp.coverage, inp.ran.get("profile"), run_verdicts(inp.claims))]
+
+
+def fidelity_blocks(inp: ReportInputs) -> list[Block]:
+    """Each arm and experiment against the official code it reproduces, and every difference that remains."""
+    return [Heading("Fidelity to the official code"), Paragraph(
+        "Each experiment runs as the official code runs it, where that code exists; each remaining difference is"
+        " named with its reason, the option that restores the official behaviour, and its measured effect."),
+            fidelity_table(inp.fidelity, full=False), *fidelity_details(inp.fidelity)]
+
+
 def table_blocks(inp: ReportInputs) -> list[Block]:
     """The result tables, grouped as the aggregate ordered them."""
     blocks: list[Block] = [Heading("Tables"), Paragraph(
@@ -351,7 +374,7 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
     lines += ["make repro              # creates .venv from requirements.lock, then runs dvc repro",
               "python -m pipeline check   # validates params.yaml and prints the planned runs",
               "dvc repro               # fetch, train, filter study, attention, aggregate, figures, report",
-              "python -m pipeline readme  # copies reports/headline.md into README.md",
+              "python -m pipeline readme  # headline.md, the coverage and fidelity tables into README.md",
               "dvc exp show            # results/summary.json per dataset, variant and arm, across experiments"]
     return [Heading("How to reproduce"), Paragraph(
         "Every number above comes from the runs' metrics.json files under results/ through `python -m pipeline"
@@ -362,7 +385,7 @@ def build_report(inp: ReportInputs, report_dir: Path) -> list[Block]:
     """All blocks of the report, in reading order (page 1: the question, the claims at a glance, what was run)."""
     appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
     return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *method_blocks(inp),
-            *claim_blocks(inp),
+            *claim_blocks(inp), *coverage_blocks(inp), *fidelity_blocks(inp),
             *table_blocks(inp), *figure_blocks(inp, report_dir), *reproduce_blocks(inp),
             *([Heading("Appendix: every run"), *appendix] if appendix else [])]
 
@@ -407,11 +430,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tables", default=str(TABLES), help="the aggregate's tables (default: results/tables)")
     parser.add_argument("--figures", default=str(FIGURES), help="default: reports/figures")
     parser.add_argument("--out", default=str(OUT), help="where the report goes (default: reports)")
+    parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml and fidelity.yaml (default: paper)")
 
 
 def main(params: Params, args) -> int:
     out = Path(getattr(args, "out", OUT))
-    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES))
+    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER))
     md, pdf, head = write_report(params.report.title, build_report(inp, out), headline_markdown(inp), out)
     print(f"report: wrote {md}, {pdf} and {head} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
