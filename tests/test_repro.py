@@ -8,6 +8,7 @@ each test leaves it clean (`dvc status` up to date).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -220,32 +221,43 @@ def test_gpu_cells_get_their_own_gpus(inside, monkeypatch):
     assert is_clean(inside)
 
 
+@pytest.mark.timeout(480)
 def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
+    if not is_clean(inside):  # run alone, the project is fresh: only the two edited cells may be stale below
+        sh(inside, "dvc", "repro", "-q", env=tool_env(STEP_SLEEP="0"))
     edit(inside, "cell-0", "cell-1", text="slow\n")
     env = tool_env(PYTHONPATH=str(ROOT), STEP_SLEEP="60")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "-j", "2"], cwd=inside, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pids = []
-    for line in proc.stdout:
-        if line.startswith("start"):
-            pids.append(int(line.split("(pid ")[1].split(";")[0]))
-        if len(pids) == 2:
-            break
-    deadline = time.monotonic() + 60  # under load `dvc repro --single-item` takes a while to start its command
+    try:
+        pids = []
+        for line in proc.stdout:
+            if line.startswith(("start  cell@0 ", "start  cell@1 ")):
+                pids.append(int(line.split("(pid ")[1].split(";")[0]))
+            if len(pids) == 2:
+                break
+        deadline = time.monotonic() + 120  # under load `dvc repro --single-item` takes a while to start its command
 
-    def running(pid: int) -> bool:
-        kids = psutil.Process(pid).children(recursive=True) if psutil.pid_exists(pid) else []
-        return any("step.py" in " ".join(k.cmdline()) for k in kids if k.is_running())
+        def running(pid: int) -> bool:
+            kids = psutil.Process(pid).children(recursive=True) if psutil.pid_exists(pid) else []
+            return any("step.py" in " ".join(k.cmdline()) for k in kids if k.is_running())
 
-    while not all(running(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    tree = {p: [k.cmdline() for k in psutil.Process(p).children(recursive=True)] for p in pids if psutil.pid_exists(p)}
-    assert all(running(p) for p in pids), f"the stages' commands never started: {tree}"
-    proc.send_signal(signal.SIGINT)
-    rest = proc.communicate(timeout=60)[0]
-    assert proc.returncode == 130, rest
-    assert "cancelled cell@0" in rest and "cancelled cell@1" in rest
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        while not all(running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tree = {p: [k.cmdline() for k in psutil.Process(p).children(recursive=True)]
+                for p in pids if psutil.pid_exists(p)}
+        assert all(running(p) for p in pids), f"the stages' commands never started: {tree}"
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[0]
+        assert proc.returncode == 130, rest
+        assert "cancelled cell@0" in rest and "cancelled cell@1" in rest
+        assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        if proc.poll() is None:  # a failed assertion must not leave the runner and its stages behind
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    child.kill()
+            proc.kill()
     status = sh(inside, "dvc", "status")
     assert "cell@0" in status and "cell@1" in status  # DVC recorded nothing for them: they run next time
     monkeypatch.setenv("STEP_SLEEP", "0")
