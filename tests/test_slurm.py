@@ -197,16 +197,17 @@ def minutes(runtime: str) -> int:
 @pytest.mark.slurm
 @pytest.mark.timeout(900)
 def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):
-    """The runner submits one smoke cell; once it has checkpointed, the test moves the job's time limit to two
-    minutes past what it has run (`scontrol update`), so that SLURM's time-limit signal (`slurm.signal_s` = 90 s
-    before the limit; SLURM acts on limits every 30 s) comes now rather than after minutes of training. SLURM signals
+    """The runner submits one smoke cell; once it has checkpointed, the test moves the job's time limit to one or two
+    minutes past what it has run (`scontrol update`), inside the time-limit signal's window (`slurm.signal_s` =
+    150 s before the limit), so that SLURM signals the job at its next pass over time limits (every 30 s) rather
+    than after minutes of training. The cell has epochs enough to outlast that pass on a fast machine. SLURM signals
     the job, submitit requeues it (same job id), the test gives it its 30 minutes back, and the second run of the
     cell resumes from its checkpoint. Nothing here sets the cell's environment: what its metrics.json records of
     SLURM (job id, nodes, restarts) is what SLURM gave the job."""
     cell = "train@fashion_mnist-vit-impulse-0"
-    epochs = 150  # longer than the 30 s SLURM may take to signal
+    epochs = 500  # tens of seconds at the smoke model's speed on a fast CPU: longer than SLURM's 30 s to signal
     repo = copy_repo(tmp_path / "requeue", "smoke", {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30,
-                                                     "slurm.signal_s": 90, "train.epochs": epochs})
+                                                     "slurm.signal_s": 150, "train.epochs": epochs})
     runner = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell], cwd=repo,
                               env=cluster, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
