@@ -70,6 +70,14 @@ def test_alpha_zero_attends_by_position_only_and_alpha_one_by_content():
         assert not torch.allclose(zero(images(1)), zero(images(2)))
 
 
+def test_values_and_queries_read_the_layer_normed_tokens():
+    """LN(c x) = LN(x): at alpha 0.5 a layer's output is the same for tokens scaled by 5 (raw x would scale it)."""
+    attn, pe = model(0.5).blocks[0].attn, posemb_sincos_2d(4, 4, 32)
+    x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(attn(5 * x, pe), attn(x, pe), rtol=1e-4, atol=1e-5)
+
+
 def test_the_sincos_pe_matches_its_closed_form():
     pe = posemb_sincos_2d(3, 5, 8)
     omega = 1.0 / 10000 ** torch.tensor([0.0, 1.0])

@@ -49,15 +49,19 @@ class MixedAttention(nn.Module):
     def split(self, t: Tensor) -> Tensor:
         return t.unflatten(-1, (self.heads, self.head_dim)).transpose(-3, -2)  # (B, N, h d) -> (B, h, N, d)
 
-    def attention(self, x: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for block input `x` (before the block's LN)."""
-        z = self.alpha * self.norm(x) + (1.0 - self.alpha) * pe.to(x.dtype)
+    def maps(self, h: Tensor, pe: Tensor) -> Tensor:
+        """(B, heads, N, N) attention maps for the layer-normed input `h`."""
+        z = self.alpha * h + (1.0 - self.alpha) * pe.to(h.dtype)
         q, k = map(self.split, self.to_qk(z).chunk(2, dim=-1))
         return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
 
+    def attention(self, x: Tensor, pe: Tensor) -> Tensor:
+        """(B, heads, N, N) attention maps for block input `x` (before the layer's LN)."""
+        return self.maps(self.norm(x), pe)
+
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
-        v = self.split(self.to_v(self.norm(x)))
-        out = self.attention(x, pe) @ v
+        h = self.norm(x)
+        out = self.maps(h, pe) @ self.split(self.to_v(h))
         return self.to_out(out.transpose(-3, -2).flatten(-2))
 
 
