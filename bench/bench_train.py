@@ -5,6 +5,7 @@ already in memory; both measured in this process, interleaved, best of --repeats
 (the engine should reach >= 0.9 of the bare loop on CPU).
 
     .venv/bin/python bench/bench_train.py                       # CPU default ViT, 2 threads
+    .venv/bin/python bench/bench_train.py --model simple_vit    # [CI]'s grid model as cpu-claims builds it
     .venv/bin/python bench/bench_train.py --device cuda --model vit_base_patch16_224 --img 224 --amp bf16 --compile
 """
 
@@ -18,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from pipeline.config import Resources, TrainConfig
+from pipeline.method.simple_vit import SimpleViT
 from pipeline.training.engine import Dist, build_parts, train_one_epoch
 
 
@@ -26,6 +28,9 @@ def make_model(args):
     if args.model == "cpu-default":  # params.yaml's ViT
         return timm.create_model("vit_tiny_patch16_224", patch_size=4, embed_dim=args.embed, depth=6, num_heads=3,
                                  **kw)
+    if args.model == "simple_vit":  # [CI]'s grid model at cpu-claims' geometry (7x7 tokens at 28 px, 3 heads)
+        return SimpleViT(image_size=args.img, patch_size=4, num_classes=10, dim=args.embed, depth=6, heads=3,
+                         head_dim=args.embed // 3, mlp_dim=args.embed, channels=args.chans, alpha=0.1)
     return timm.create_model(args.model, **kw)
 
 

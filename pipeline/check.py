@@ -23,15 +23,14 @@ from pathlib import Path
 import torch
 from timm.optim import create_optimizer_v2
 
-from pipeline.config import ModelConfig, Params, TrainConfig, yaml_load
+from pipeline.config import ModelConfig, Params, SimpleVitConfig, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
-from pipeline.method.mixed_attention import mix_attention_input
-from pipeline.training import builders, filter_study
+from pipeline.training import builders, ci_alpha, filter_study
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
 
@@ -57,23 +56,30 @@ def on_device(row: dict, device: str) -> bool:
     return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
 
 
-def throughput(m: ModelConfig, table: list[dict], device: str) -> dict | None:
+def throughput_key(m: ModelConfig | SimpleVitConfig) -> tuple[str, int, int | None]:
+    """(model name, image size, width) as bench/throughput.yaml names a model: a timm model, or [CI]'s Simple ViT
+    ('simple_vit')."""
+    if isinstance(m, SimpleVitConfig):
+        return "simple_vit", m.image_size, m.dim
+    return m.name, m.img_size or 224, m.embed_dim
+
+
+def throughput(m: ModelConfig | SimpleVitConfig, table: list[dict], device: str) -> dict | None:
     """The entry of bench/throughput.yaml for this model (name, image size, width) on `device`, if any."""
     for row in table:
-        if (row["model"] == m.name and row["img_size"] == (m.img_size or 224) and row["embed_dim"] == m.embed_dim
-                and on_device(row, device)):
+        if (row["model"], row["img_size"], row["embed_dim"]) == throughput_key(m) and on_device(row, device):
             return row
     return None
 
 
-def grid_estimate(label: str, model: ModelConfig, datasets: list[str], runs: int, epochs: int, params: Params,
-                  table: list[dict], device: str) -> list[str]:
+def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: list[str], runs: int, epochs: int,
+                  params: Params, table: list[dict], device: str) -> list[str]:
     """Lines estimating one grid's training compute: `runs` runs per dataset of `epochs` epochs of `model`."""
     row = throughput(model, table, device)
     if row is None:
-        others = sorted({r["device"] for r in table if r["model"] == model.name
-                         and r["img_size"] == (model.img_size or 224)})
-        return [f"compute estimate of {label}: no throughput figure for {model.name} at this size on {device}"
+        name, size, _ = throughput_key(model)
+        others = sorted({r["device"] for r in table if (r["model"], r["img_size"]) == (name, size)})
+        return [f"compute estimate of {label}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
                 + "; measure it with bench/bench_gpu.py --yaml bench/throughput.yaml (GPU) or bench/bench_train.py"]
     total = 0.0
@@ -173,8 +179,8 @@ def check_builds(params: Params) -> int:
             if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
                 cfg = params.ci_alpha.model
                 with keyed("ci_alpha.model"):
-                    model = mix_attention_input(builders.timm_model(cfg, meta), params.ci_alpha.alphas[0])
-                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *builders.input_size(cfg, meta), n)
+                    model = ci_alpha.simple_vit(cfg, meta, params.ci_alpha.alphas[0])
+                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *ci_alpha.input_size(cfg, meta), n)
                 built += 1
             study = params.filter_study
             if study.enabled and dataset == study.dataset:

@@ -27,6 +27,7 @@ from ruamel.yaml import YAML, YAMLError
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import (
+    CI_ARMS,
     INIT_METHODS,
     ConvMixerBlock,
     InitMethod,
@@ -384,17 +385,68 @@ class ReportConfig:
 
 
 @dataclass
+class SimpleVitConfig:
+    """[CI]'s Simple ViT (`pipeline.method.simple_vit`); defaults are code-2401's (paper.md section 3.4)."""
+
+    image_size: int = 32  #: images are resized to it
+    patch_size: int = 2  #: 16 x 16 tokens at 32 px
+    dim: int = 512  #: a multiple of 4 (the 2-D sin-cos embedding)
+    depth: int = 6
+    heads: int = 8
+    head_dim: int = 64  #: also the rank of each head's Q/K factors (at most dim)
+    mlp_dim: int = 512
+    channels: int | None = None  #: null = the dataset's (1 or 3)
+
+    def validate(self, key: str) -> None:
+        for name in ("image_size", "patch_size", "dim", "depth", "heads", "head_dim", "mlp_dim"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise PipelineError(f"{key}.{name} = {value}: must be a positive integer")
+        if self.image_size % self.patch_size:
+            raise PipelineError(f"{key}.patch_size = {self.patch_size} does not divide {key}.image_size ="
+                                f" {self.image_size}; choose a divisor (the border pixels would be dropped)")
+        if self.dim % 4:
+            raise PipelineError(f"{key}.dim = {self.dim}: the 2-D sin-cos position embedding needs a multiple of 4")
+        if self.head_dim > self.dim:
+            raise PipelineError(f"{key}.head_dim = {self.head_dim} exceeds {key}.dim = {self.dim}: each head's Q/K"
+                                " factors have rank head_dim, at most dim; lower it")
+        if self.channels not in (None, 1, 3):
+            raise PipelineError(f"{key}.channels = {self.channels}: set 1, 3 or null (the dataset's own)")
+
+
+@dataclass
+class ImpulseFitConfig:
+    """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.ci_2401`); defaults are its own."""
+
+    steps: int = 10000  #: Adam steps per layer
+    lr: float = 1e-4
+    sigma: float = 0.1  #: softmax scale of the fit, kept as the layer's attention scale
+    renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
+    window: int = 5  #: odd; offsets are drawn in the window x window kernel
+
+    def __post_init__(self):
+        for name in ("steps", "renorm_every"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
+                raise PipelineError(f"ci_alpha.impulse_fit.{name} = {getattr(self, name)!r}: must be a positive"
+                                    " integer")
+        _positive("ci_alpha.impulse_fit.lr", self.lr)
+        _positive("ci_alpha.impulse_fit.sigma", self.sigma)
+        check_kernel_size(self.window, "ci_alpha.impulse_fit.window")
+
+
+@dataclass
 class CiAlphaConfig:
-    """[CI] 2401.12511 Tables 3-8: ViTs whose attention input mixes content and position, Z = alpha X + (1-alpha) P
-    (`pipeline.method.mixed_attention`), trained per alpha, arm and seed (stages
-    ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
+    """[CI] 2401.12511 Tables 3-8: code-2401's Simple ViT whose attention input mixes content and position,
+    Z = alpha LN(x) + (1 - alpha) PE (`pipeline.method.simple_vit`), with its impulse, mimetic and random arms
+    (`pipeline.method.ci_2401`), trained per alpha, arm and seed (stages ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
     """
 
     datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
     alphas: list = field(default_factory=lambda: [0.0, 0.1, 0.5])  #: [CI]'s grid is 0, 0.1, ..., 0.5
-    arms: list = field(default_factory=lambda: ["impulse", "mimetic", "random"])
+    arms: list = field(default_factory=lambda: list(CI_ARMS))
     seeds: list = field(default_factory=lambda: [0, 1, 2])
-    model: ModelConfig = field(default_factory=ModelConfig)  #: a timm ViT with a learned position embedding
+    model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
+    impulse_fit: ImpulseFitConfig = field(default_factory=ImpulseFitConfig)
     train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
 
     def __post_init__(self):
@@ -402,8 +454,13 @@ class CiAlphaConfig:
             if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
                 raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
         for arm in self.arms:
-            _choice("ci_alpha.arms", arm, INIT_METHODS)
+            _choice("ci_alpha.arms", arm, CI_ARMS)
         self.model.validate("ci_alpha.model")
+        grid = self.model.image_size // self.model.patch_size
+        if "impulse" in self.arms and self.impulse_fit.window > 2 * grid - 1:
+            raise PipelineError(f"ci_alpha.impulse_fit.window = {self.impulse_fit.window}: wider than the {grid}x{grid}"
+                                f" token grid allows (at most {2 * grid - 1}); lower it or raise ci_alpha.model's"
+                                " image_size / patch_size ratio")
 
 
 def _default_models() -> dict:

@@ -17,6 +17,10 @@ from pipeline.errors import PipelineError
 InitMethod = Literal["default", "timm", "mimetic", "impulse", "random"]
 INIT_METHODS: tuple[str, ...] = get_args(InitMethod)
 
+#: The arms of [CI]'s alpha grid, with code-2401's laws on its Simple ViT (`pipeline.method.ci_2401`).
+CiArm = Literal["impulse", "mimetic", "random"]
+CI_ARMS: tuple[str, ...] = get_args(CiArm)
+
 #: timm's `weight_init` modes: 'skip' = PyTorch's defaults, as the official code builds its models; '' = timm's
 #: own init; 'reset' = PyTorch's defaults plus timm's pos_embed/cls_token init (MLP-Mixer: 'skip' and '' only).
 WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]

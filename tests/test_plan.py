@@ -44,14 +44,25 @@ def test_check_exits_2_with_one_line(params_file, capsys):
     assert err.startswith("error: train: opt = 'adamx'") and err.count("\n") == 1
 
 
-def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file):
+def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_path, monkeypatch):
+    """The [CI] grid's Simple ViT is found by (simple_vit, image size, width); the row here is test data."""
+    import pipeline.check
+
+    table = tmp_path / "throughput.yaml"
+    table.write_text(pipeline.check.THROUGHPUT.read_text() + "- {model: simple_vit, img_size: 32, embed_dim: 512,"
+                     " device: cpu-2core, images_per_s: 54, source: test}\n")
+    monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
     params = load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
     lines = estimate_lines(params)
     assert lines[0].startswith("compute estimate of vit at 277 images/s")
     assert "  fashion_mnist: 15 runs x 18,000 images = 0.02 h each" in lines
     ci = lines.index(next(line for line in lines if line.startswith("compute estimate of the [CI] alpha grid")))
-    assert lines[ci + 1] == "  fashion_mnist: 18 runs x 18,000 images = 0.02 h each"  # 3 alphas x 3 arms x 2 seeds
-    assert lines[-1] == "  total: 0.3 hours on a cpu-2core CPU (training only)"
+    assert lines[ci].startswith("compute estimate of the [CI] alpha grid at 54 images/s")
+    assert lines[ci + 1] == "  fashion_mnist: 18 runs x 18,000 images = 0.09 h each"  # 3 alphas x 3 arms x 2 seeds
+    assert lines[-1] == "  total: 1.7 hours on a cpu-2core CPU (training only)"
+    lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
+                                                     "ci_alpha.model.dim=256"]))
+    assert "no throughput figure for simple_vit at this size on cpu" in lines[-1]
 
 
 def test_the_profiles_every_planned_model_builds(params_file):

@@ -4,7 +4,8 @@
   arm on timm ViT/DeiT, Swin and MLP-Mixer; the measures of attention at init (`peak_agreement`, `locality_mass`).
 - `models`: `create_timm_model`, timm's factory with the project's error messages.
 - `convmixer`, `filters`: the filter study's ConvMixer and its learned or frozen spatial filter families.
-- `mixed_attention`: [CI]'s alpha-mixed attention input as a module swap on timm's ViT.
+- `simple_vit`, `ci_2401`: [CI]'s Simple ViT with the alpha-mixed attention input and its three arms (impulse fit,
+  mimetic, random), as code-2401 builds them.
 
 Nothing here reads params, files or DVC, or prints.
 """

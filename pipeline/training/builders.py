@@ -1,15 +1,15 @@
 """From validated params to the grid's models: the initialized timm models and what a run records about them.
 
 The glue between `pipeline.config` and the libraries (`pipeline.method`, `pipeline.data.load`): every stage that
-builds a grid model (train, [CI]'s grid, attention, figures, check) builds it here, from the dataset's facts as
+builds a grid model (train, attention, figures, check) builds it here, from the dataset's facts as
 `fetch` recorded them (`pipeline.data.meta.dataset_meta`), so a model is built the same way wherever it is rebuilt.
-The filter study's ConvMixer is built in its stage module (`pipeline.training.filter_study`).
+The filter study's ConvMixer and [CI]'s Simple ViT are built in their stage modules (`pipeline.training.filter_study`,
+`pipeline.training.ci_alpha`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import timm
 import torch
@@ -45,15 +45,11 @@ def vit(params: Params, variant: str, arm: str, meta: DatasetMeta, seed: int) ->
     return initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
 
 
-def initialized(model_cfg: ModelConfig, arm: str, options: dict, meta: DatasetMeta, seed: int,
-                adapt: Callable[[nn.Module], object] | None = None) -> nn.Module:
+def initialized(model_cfg: ModelConfig, arm: str, options: dict, meta: DatasetMeta, seed: int) -> nn.Module:
     """The timm model of `model_cfg` for this dataset, initialized by `arm` with `options` from a generator seeded
-    by `seed`; `adapt` changes the built model before the init (e.g. [CI]'s alpha-mixed attention), so that the
-    init sees the model it will train."""
+    by `seed`."""
     torch.manual_seed(seed)  # anything the constructor draws; apply_init redefines what the method depends on
     model = timm_model(model_cfg, meta)
-    if adapt is not None:
-        adapt(model)
     return apply_init(model, arm, generator=torch.Generator().manual_seed(seed), **options)
 
 

@@ -1,12 +1,14 @@
 """`python -m pipeline.training.ci_alpha <dataset> <alpha> <arm> <seed>`: one cell of [CI]'s alpha grid, the stage
 `ci_alpha@<dataset>-<alpha>-<arm>-<seed>` (also `python -m pipeline ci-alpha ...`).
 
-[CI] 2401.12511 Tables 3, 4, 5, 7, 8 (paper.md section 2.6) train a ViT whose attention input is
-Z = alpha X + (1 - alpha) P for alpha in 0, 0.1, ..., 0.5, with impulse, mimetic and random initial attention.
-This stage builds params `ci_alpha.model` with that attention (`pipeline.method.mixed_attention`), applies the arm's
-init, trains it with the grid's recipe (`train` updated by `ci_alpha.train`) through the shared run skeleton
-(`pipeline.training.run`) and writes `results/ci_alpha/<dataset>/alpha<alpha>/<arm>/seed<k>/` (metrics.json records
-`alpha`).
+[CI] 2401.12511 Tables 3, 4, 5, 7, 8 (paper.md section 2.6) train code-2401's Simple ViT whose attention input is
+Z = alpha LN(x) + (1 - alpha) PE for alpha in 0, 0.1, ..., 0.5, with impulse, mimetic and random initial attention.
+This stage builds params `ci_alpha.model` (`pipeline.method.simple_vit`), applies the arm
+(`pipeline.method.ci_2401`; the impulse fit from `ci_alpha.impulse_fit`, on the run's GPU when it has one), trains
+it with the grid's recipe (`train` updated by `ci_alpha.train`) through the shared run skeleton
+(`pipeline.training.run`) and writes `results/ci_alpha/<dataset>/alpha<alpha>/<arm>/seed<k>/`. metrics.json records
+`alpha`, `arm` and, for the impulse arm, `impulse_fit`: per layer the fit's MSE, the mean weight on the target
+key (`target_mass`), the fraction of queries peaking there (`peak`) and the heads' offsets.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+import torch
+
 from pipeline import entry
-from pipeline.config import Params
+from pipeline.config import ImpulseFitConfig, Params, SimpleVitConfig
+from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
-from pipeline.method.mixed_attention import mix_attention_input
-from pipeline.training import builders
+from pipeline.method.ci_2401 import init_arm
+from pipeline.method.simple_vit import SimpleViT
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import INIT_METHODS
+from pipeline.vocabulary import CI_ARMS
 
 
 def parse_alpha(text: str) -> float:
@@ -30,29 +35,62 @@ def parse_alpha(text: str) -> float:
     except ValueError:
         raise PipelineError(f"alpha {text!r}: not a number; give one in [0, 1]") from None
     if not 0 <= alpha <= 1:
-        raise PipelineError(f"alpha = {text}: must lie in [0, 1] (0: positions only, 1: the stock ViT)")
+        raise PipelineError(f"alpha = {text}: must lie in [0, 1] (0: positions only)")
     return alpha
+
+
+def input_size(cfg: SimpleVitConfig, meta: DatasetMeta) -> tuple[int, int]:
+    """(image side, channels) the model takes: the config's, channels null = the dataset's."""
+    return cfg.image_size, cfg.channels or meta.channels
+
+
+def simple_vit(cfg: SimpleVitConfig, meta: DatasetMeta, alpha: float) -> SimpleViT:
+    """The grid's Simple ViT for this dataset, with PyTorch's default init (drawn from the global RNG)."""
+    return SimpleViT(image_size=cfg.image_size, patch_size=cfg.patch_size, num_classes=meta.num_classes,
+                     dim=cfg.dim, depth=cfg.depth, heads=cfg.heads, head_dim=cfg.head_dim, mlp_dim=cfg.mlp_dim,
+                     channels=input_size(cfg, meta)[1], alpha=alpha)
+
+
+def initialized(cfg: SimpleVitConfig, fit: ImpulseFitConfig, meta: DatasetMeta, alpha: float, arm: str, seed: int,
+                device: str = "cpu") -> tuple[SimpleViT, list[dict]]:
+    """The cell's model, seeded by `seed`, and its impulse-fit records (see `pipeline.method.ci_2401.init_arm`)."""
+    torch.manual_seed(seed)
+    model = simple_vit(cfg, meta, alpha)
+    records = init_arm(model, arm, torch.Generator().manual_seed(seed), device=device, **dataclasses.asdict(fit))
+    return model, records
 
 
 def ci_run(params: Params, dataset: str, alpha_text: str, arm: str, seed: int) -> Run:
     """The grid cell (dataset, alpha, arm, seed) as a `Run`; `alpha_text` names its results folder."""
-    model_cfg, options, alpha = params.ci_alpha.model, params.method_options(arm), parse_alpha(alpha_text)
+    ci, alpha = params.ci_alpha, parse_alpha(alpha_text)
+    if arm not in CI_ARMS:
+        raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
+    fit = ci.impulse_fit
     config = {"grid": "ci_alpha", "dataset": dataset, "alpha": alpha, "arm": arm, "seed": seed,
-              "model": dataclasses.asdict(model_cfg), "init": options, "train": dataclasses.asdict(params.ci_recipe),
-              "data": data_identity(params.data)}
+              "model": dataclasses.asdict(ci.model),
+              "impulse_fit": dataclasses.asdict(fit) if arm == "impulse" else None,
+              "train": dataclasses.asdict(params.ci_recipe), "data": data_identity(params.data)}
+    device = "cuda" if params.resources.device != "cpu" and torch.cuda.is_available() else "cpu"
+    fitted: dict = {}
+
+    def build(meta: DatasetMeta) -> SimpleViT:
+        model, fitted["impulse_fit"] = initialized(ci.model, fit, meta, alpha, arm, seed, device)
+        return model
+
+    def facts(model: SimpleViT) -> dict:
+        records = {"impulse_fit": fitted["impulse_fit"]} if arm == "impulse" else {}
+        return {"variant": "ci", "model": "simple_vit", "family": "vit", "num_heads": ci.model.heads, "arm": arm,
+                "alpha": alpha} | records
+
     return Run(module=__spec__.name, kind="ci_alpha", key=(dataset, f"alpha{alpha_text}", arm, f"seed{seed}"),
-               dataset=dataset, seed=seed,
-               recipe=params.ci_recipe, config=config,
-               build=lambda meta: builders.initialized(model_cfg, arm, options, meta, seed,
-                                                       adapt=lambda m: mix_attention_input(m, alpha)),
-               input_size=lambda meta: builders.input_size(model_cfg, meta),
-               facts=lambda model: builders.model_facts("ci", model_cfg, model) | {"arm": arm, "alpha": alpha})
+               dataset=dataset, seed=seed, recipe=params.ci_recipe, config=config, build=build,
+               input_size=lambda meta: input_size(ci.model, meta), facts=facts)
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("dataset", help="a dataset of params `ci_alpha.datasets`")
     parser.add_argument("alpha", help="the weight of content in the attention input, in [0, 1]")
-    parser.add_argument("arm", choices=INIT_METHODS, help="the init method")
+    parser.add_argument("arm", choices=CI_ARMS, help="the init arm")
     parser.add_argument("seed", type=int)
 
 

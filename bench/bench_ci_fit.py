@@ -1,0 +1,66 @@
+"""Does [CI]'s impulse fit converge at a geometry? Per layer: MSE, mean weight on the target key, peak fraction.
+
+The fit of `pipeline.method.ci_2401.init_arm` (code-2401's `impulse_init`) on a Simple ViT of the given token grid
+and width, one line per fitted layer and seed, then the range over them and the time the fit took.
+
+    .venv/bin/python bench/bench_ci_fit.py --geometry official              # code-2401: 16x16 tokens, D 512, 8x64
+    .venv/bin/python bench/bench_ci_fit.py --geometry laptop                # cpu-claims: 7x7 tokens, D 72, 3x24
+    .venv/bin/python bench/bench_ci_fit.py --geometry laptop --steps 10000 --lr 1e-4   # code-2401's fit there
+    .venv/bin/python bench/bench_ci_fit.py --geometry official --device cuda --layers 6 --seeds 0 1 2
+
+Without --steps/--lr/... the fit is the one params.yaml (official) or profiles/cpu-claims.yaml (laptop) gives
+that geometry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from pipeline.method.ci_2401 import init_arm
+from pipeline.method.simple_vit import SimpleViT
+
+#: (tokens per side, dim, heads, head_dim) and the fit params.yaml / cpu-claims give it
+GEOMETRIES = {
+    "official": ((16, 512, 8, 64), {"steps": 10000, "lr": 1e-4}),
+    "laptop": ((7, 72, 3, 24), {"steps": 1000, "lr": 3e-3}),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--geometry", choices=GEOMETRIES, default="laptop")
+    parser.add_argument("--layers", type=int, default=1, help="layers fitted per seed (each its own fit)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--sigma", type=float, default=0.1)
+    parser.add_argument("--renorm-every", type=int, default=100)
+    parser.add_argument("--window", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    (grid, dim, heads, head_dim), fit = GEOMETRIES[args.geometry]
+    fit = fit | {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
+    fit |= {"sigma": args.sigma, "renorm_every": args.renorm_every, "window": args.window}
+    print(f"{args.geometry}: {grid}x{grid} tokens, D {dim}, {heads} heads x {head_dim}; fit {fit}; {args.device}")
+    rows, start = [], time.perf_counter()
+    for seed in args.seeds:
+        model = SimpleViT(image_size=grid, patch_size=1, num_classes=1, dim=dim, depth=args.layers, heads=heads,
+                          head_dim=head_dim, mlp_dim=dim, channels=1, alpha=0.0)
+        for r in init_arm(model, "impulse", torch.Generator().manual_seed(seed), device=args.device, **fit):
+            rows.append(r)
+            print(f"  seed {seed} layer {r['layer']}: MSE {r['mse']:.4f}  target mass {r['target_mass']:.3f}"
+                  f"  peak {r['peak']:.3f}")
+    seconds = time.perf_counter() - start
+    for key in ("mse", "target_mass", "peak"):
+        values = [r[key] for r in rows]
+        print(f"{key}: {min(values):.4f} - {max(values):.4f} over {len(values)} layer fits")
+    print(f"fit time: {seconds / len(rows):.1f} s per layer ({args.threads} threads)")
+
+
+if __name__ == "__main__":
+    main()

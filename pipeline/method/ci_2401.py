@@ -1,0 +1,135 @@
+"""[CI]'s three arms of its alpha grid on the Simple ViT (`pipeline.method.simple_vit`), with code-2401's laws.
+
+Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with the init
+strings of `vit_pex.sh`; paper.md sections 1.2 and 3.4. Per layer, the Q/K factors of every head are written into
+`to_qk` (queries: rows (h, d) = Q_h[:, d]; keys: rows (h, d) = K_h[d, :]), so head h's logits are Z Q_h K_h Z^T.
+V and the output projection keep PyTorch's default in every arm, as in code-2401.
+
+- `impulse` (`impulse16_64_5_0.1_100`): per layer, each head draws an offset uniformly in the f x f window
+  (`randint(0, f^2)`), and Q (h, D, d), K (h, d, D), drawn U(+-sqrt(1/(d h))), are fitted by Adam so that
+  softmax(sigma PE Q K^T PE^T) matches the 0/1 impulse matrices in MSE, PE the raw sin-cos embedding; every
+  `renorm_every` steps each column of Q (over D) and of K (over d) is rescaled to the initial mean column norm of Q.
+  The layer's softmax scale becomes sigma. Offsets, initial factors and so the fit differ per layer and per head.
+- `mimetic` (`mimetic512_64`): W = 0.7 sqrt(1/D) U(-1, 1) + 0.7 I per head (noise variance 0.49/(3D)), split by
+  SVD into its top-d factors Q = U_d S_d^(1/2), K = S_d^(1/2) V_d^T.
+- `random` (`random512_64`): Q, K ~ sqrt(1/D) U(-1, 1), the law PyTorch's default already gives `to_qk`
+  (kaiming_uniform(a=sqrt(5)) on fan-in D is U(+-1/sqrt(D))), so the arm keeps the default.
+
+Deliberate differences: draws come from the caller's generator (code-2401 uses the global RNG interleaved with the
+model's construction), and the fit runs on the device it is given.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from pipeline.errors import PipelineError
+from pipeline.method.inits.geometry import shifted_index
+from pipeline.method.inits.rng import uniform
+from pipeline.method.inits.targets import impulse_matrices
+from pipeline.method.simple_vit import MixedAttention, SimpleViT
+from pipeline.vocabulary import CI_ARMS
+
+
+def window_offsets(heads: int, window: int, generator: torch.Generator) -> list[tuple[int, int]]:
+    """One (dy, dx) per head, uniform over the window x window kernel (code-2401: k = randint(0, f^2))."""
+    k = torch.randint(0, window**2, (heads,), generator=generator)
+    return [(int(i) // window - window // 2, int(i) % window - window // 2) for i in k]
+
+
+def fit_quality(maps: Tensor, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> dict:
+    """How well (heads, N, N) softmax maps hold their impulses: the mean weight on the target key and the
+    fraction of queries whose largest weight is there (queries whose target lies inside the grid)."""
+    mass, peak = [], []
+    for h, offset in enumerate(offsets):
+        keys = shifted_index(grid, offset)
+        inside = keys >= 0
+        rows = maps[h][inside]
+        mass.append(rows.gather(1, keys[inside, None]).mean())
+        peak.append((rows.argmax(-1) == keys[inside]).double().mean())
+    return {"target_mass": float(torch.stack(mass).mean()), "peak": float(torch.stack(peak).mean())}
+
+
+def fit_impulse_qk(pe: Tensor, targets: Tensor, rank: int, *, steps: int, lr: float, sigma: float,
+                   renorm_every: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """code-2401's `impulse_init` fit: Q (h, D, rank), K (h, rank, D) with softmax(sigma PE Q K PE^T) ~ targets.
+
+    Returns Q, K and the fitted maps (h, N, N), on `pe`'s device.
+    """
+    heads, dim = targets.shape[0], pe.shape[1]
+    bound = (1.0 / (rank * heads)) ** 0.5
+    q = uniform((heads, dim, rank), bound, generator).float().to(pe.device).requires_grad_()
+    k = uniform((heads, rank, dim), bound, generator).float().to(pe.device).requires_grad_()
+    norm = q.detach().norm(dim=1).mean()
+    optimizer = torch.optim.Adam([q, k], lr=lr)
+
+    def maps() -> Tensor:
+        return torch.softmax(pe @ q @ k @ pe.T * sigma, dim=-1)
+
+    with torch.enable_grad():
+        for step in range(steps):
+            if step % renorm_every == 0:
+                with torch.no_grad():
+                    q.div_(q.norm(dim=1, keepdim=True) / norm)
+                    k.div_(k.norm(dim=1, keepdim=True) / norm)
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(maps(), targets).backward()
+            optimizer.step()
+    with torch.no_grad():
+        return q.detach(), k.detach(), maps()
+
+
+def mimetic_factors(heads: int, dim: int, rank: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """code-2401's `mimetic{D}_{d}`: the top-`rank` SVD factors of 0.7 sqrt(1/D) U(-1, 1) + 0.7 I, per head."""
+    w = 0.7 * uniform((heads, dim, dim), dim**-0.5, generator) + 0.7 * torch.eye(dim, dtype=torch.float64)
+    u, s, vh = torch.linalg.svd(w)
+    root = s[:, :rank].sqrt()
+    return u[:, :, :rank] * root[:, None, :], root[:, :, None] * vh[:, :rank, :]
+
+
+@torch.no_grad()
+def write_qk(attn: MixedAttention, q: Tensor, k: Tensor) -> None:
+    """Write per-head factors Q (h, D, d), K (h, d, D) into the layer's `to_qk` (code-2401's rearrange)."""
+    inner = attn.heads * attn.head_dim
+    attn.to_qk.weight[:inner] = q.transpose(1, 2).reshape(inner, -1).to(attn.to_qk.weight)
+    attn.to_qk.weight[inner:] = k.reshape(inner, -1).to(attn.to_qk.weight)
+
+
+def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: int, lr: float, sigma: float,
+             renorm_every: int, window: int, device: torch.device | str = "cpu") -> list[dict]:
+    """Initialise every attention layer of `model` by `arm` (in place, over PyTorch's default init).
+
+    Args:
+        arm: 'impulse', 'mimetic' or 'random' (see the module doc).
+        generator: the source of every draw of the arm.
+        steps, lr, sigma, renorm_every, window: the impulse fit (code-2401: 10000, 1e-4, 0.1, 100, 5).
+        device: where the impulse fit runs.
+
+    Returns:
+        Per layer of the impulse arm, {layer, mse, target_mass, peak, offsets}; [] for the other arms.
+    """
+    if arm not in CI_ARMS:
+        raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
+    if window > model.grid * 2 - 1:
+        raise PipelineError(f"impulse window {window} is wider than the {model.grid}x{model.grid} token grid allows")
+    if arm == "random":
+        return []
+    grid = (model.grid, model.grid)
+    pe = model.pos_embedding.float().to(device)
+    records = []
+    for layer, block in enumerate(model.blocks):
+        attn = block.attn
+        dim = attn.to_qk.in_features
+        if arm == "mimetic":
+            write_qk(attn, *mimetic_factors(attn.heads, dim, attn.head_dim, generator))
+            continue
+        offsets = window_offsets(attn.heads, window, generator)
+        targets = impulse_matrices(offsets, grid).float().to(device)
+        q, k, maps = fit_impulse_qk(pe, targets, attn.head_dim, steps=steps, lr=lr, sigma=sigma,
+                                    renorm_every=renorm_every, generator=generator)
+        write_qk(attn, q, k)
+        attn.scale = sigma
+        records.append({"layer": layer, "mse": float(torch.nn.functional.mse_loss(maps, targets))}
+                       | fit_quality(maps.cpu(), offsets, grid) | {"offsets": [list(o) for o in offsets]})
+    return records

@@ -1,0 +1,118 @@
+"""[CI]'s Simple ViT with the alpha-mixed attention M'_I, as code-2401 builds it for its alpha sweep.
+
+Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`SimpleViT`, `Transformer`, `Attention`,
+`FeedForward`, `posemb_sincos_2d`) run as `vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`, without
+`--input_pe`); paper.md sections 1.2 and 3.4. In every layer
+
+    Z = alpha * LN(x) + (1 - alpha) * PE,   attention = softmax(scale * (Z W_q)(Z W_k)^T),   values = LN(x) W_v,
+
+with PE the fixed (not learned, not normalised) 2-D sin-cos embedding. The PE enters only here: the tokens never
+carry it. Patches are embedded as LN -> Linear -> LN, blocks are pre-norm with bias-free q/k, v and output
+projections, the MLP is LN -> Linear -> GELU -> Linear, and the classifier reads the mean token after a final LN
+(no cls token). `scale` is head_dim^-0.5, except where an init sets it (code-2401's impulse arm uses its fit's
+sigma; `pipeline.method.ci_2401`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from pipeline.errors import PipelineError
+
+
+def posemb_sincos_2d(h: int, w: int, dim: int, temperature: float = 10000.0) -> Tensor:
+    """(h*w, dim) fixed 2-D sin-cos position embedding, rows in raster order; columns x-sin, x-cos, y-sin, y-cos
+    (code-2401's `posemb_sincos_2d`)."""
+    if dim % 4:
+        raise PipelineError(f"dim = {dim}: the 2-D sin-cos embedding needs a multiple of 4")
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    omega = 1.0 / temperature ** (torch.arange(dim // 4) / (dim // 4 - 1))
+    y = y.flatten()[:, None] * omega[None, :]
+    x = x.flatten()[:, None] * omega[None, :]
+    return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
+
+
+class MixedAttention(nn.Module):
+    """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values from LN(x)."""
+
+    def __init__(self, dim: int, heads: int, head_dim: int, alpha: float):
+        super().__init__()
+        inner = heads * head_dim
+        self.heads, self.head_dim, self.alpha = heads, head_dim, float(alpha)
+        self.scale = head_dim**-0.5
+        self.norm = nn.LayerNorm(dim)
+        self.to_qk = nn.Linear(dim, 2 * inner, bias=False)  # rows [0, inner) are queries, [inner, 2 inner) keys
+        self.to_v = nn.Linear(dim, inner, bias=False)
+        self.to_out = nn.Linear(inner, dim, bias=False)
+
+    def split(self, t: Tensor) -> Tensor:
+        return t.unflatten(-1, (self.heads, self.head_dim)).transpose(-3, -2)  # (B, N, h d) -> (B, h, N, d)
+
+    def maps(self, h: Tensor, pe: Tensor) -> Tensor:
+        """(B, heads, N, N) attention maps for the layer-normed input `h`."""
+        z = self.alpha * h + (1.0 - self.alpha) * pe.to(h.dtype)
+        q, k = map(self.split, self.to_qk(z).chunk(2, dim=-1))
+        return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
+
+    def attention(self, x: Tensor, pe: Tensor) -> Tensor:
+        """(B, heads, N, N) attention maps for block input `x` (before the layer's LN)."""
+        return self.maps(self.norm(x), pe)
+
+    def forward(self, x: Tensor, pe: Tensor) -> Tensor:
+        h = self.norm(x)
+        out = self.maps(h, pe) @ self.split(self.to_v(h))
+        return self.to_out(out.transpose(-3, -2).flatten(-2))
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__(nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int, head_dim: int, mlp_dim: int, alpha: float):
+        super().__init__()
+        self.attn = MixedAttention(dim, heads, head_dim, alpha)
+        self.ff = FeedForward(dim, mlp_dim)
+
+    def forward(self, x: Tensor, pe: Tensor) -> Tensor:
+        x = self.attn(x, pe) + x
+        return self.ff(x) + x
+
+
+class SimpleViT(nn.Module):
+    """code-2401's Simple ViT with M'_I in every block (see the module doc).
+
+    Args:
+        image_size, patch_size: square images and patches; the token grid is (image_size // patch_size)^2.
+        num_classes, channels: the classifier's outputs and the image channels.
+        dim, depth, heads, head_dim, mlp_dim: width, blocks, heads and their width, MLP hidden width.
+        alpha: the weight of content in the attention input, in [0, 1] (0: positions only).
+    """
+
+    def __init__(self, *, image_size: int, patch_size: int, num_classes: int, dim: int, depth: int, heads: int,
+                 head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5):
+        super().__init__()
+        if image_size % patch_size:
+            raise PipelineError(f"patch_size = {patch_size} does not divide image_size = {image_size}")
+        if not 0.0 <= alpha <= 1.0:
+            raise PipelineError(f"alpha = {alpha}: must lie in [0, 1]")
+        self.patch_size, self.grid = patch_size, image_size // patch_size
+        patch_dim = channels * patch_size**2
+        self.to_patch_embedding = nn.Sequential(nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim), nn.LayerNorm(dim))
+        self.register_buffer("pos_embedding", posemb_sincos_2d(self.grid, self.grid, dim), persistent=False)
+        self.blocks = nn.ModuleList(Block(dim, heads, head_dim, mlp_dim, alpha) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.linear_head = nn.Linear(dim, num_classes)
+
+    def patches(self, img: Tensor) -> Tensor:
+        """(B, C, H, W) -> (B, tokens, p*p*C), each patch flattened as (p1, p2, c) like code-2401's Rearrange."""
+        b, c, p, g = img.shape[0], img.shape[1], self.patch_size, self.grid
+        return img.reshape(b, c, g, p, g, p).permute(0, 2, 4, 3, 5, 1).reshape(b, g * g, p * p * c)
+
+    def forward(self, img: Tensor) -> Tensor:
+        x = self.to_patch_embedding(self.patches(img))
+        for block in self.blocks:
+            x = block(x, self.pos_embedding)
+        return self.linear_head(self.norm(x).mean(dim=1))
