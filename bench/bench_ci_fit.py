@@ -7,6 +7,10 @@ and width, one line per fitted layer and seed, then the range over them and the 
     .venv/bin/python bench/bench_ci_fit.py --geometry laptop                # cpu-claims: 7x7 tokens, D 72, 3x24
     .venv/bin/python bench/bench_ci_fit.py --geometry laptop --steps 10000 --lr 1e-4   # code-2401's fit there
     .venv/bin/python bench/bench_ci_fit.py --geometry official --device cuda --layers 6 --seeds 0 1 2
+    .venv/bin/python bench/bench_ci_fit.py --geometry official --yaml bench/ci_fit.yaml   # record it
+
+With --yaml the per-layer figures go into that file (one entry per geometry and fit, replaced when measured
+again); the aggregate stage shows them beside the grid's own fits (results/tables/ci_fit.csv, the report).
 
 Without --steps/--lr/... the fit is the one params.yaml (official) or profiles/cpu-claims.yaml (laptop) gives
 that geometry.
@@ -15,12 +19,16 @@ that geometry.
 from __future__ import annotations
 
 import argparse
+import datetime
 import time
+from pathlib import Path
 
 import torch
+import yaml
 
 from pipeline.method.ci_2401 import init_arm
 from pipeline.method.simple_vit import SimpleViT
+from pipeline.outputs import write_text
 
 #: (tokens per side, dim, heads, head_dim) and the fit params.yaml / cpu-claims give it
 GEOMETRIES = {
@@ -41,6 +49,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--yaml", type=Path, help="record the per-layer figures in this file (bench/ci_fit.yaml)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     (grid, dim, heads, head_dim), fit = GEOMETRIES[args.geometry]
@@ -52,7 +61,7 @@ def main() -> None:
         model = SimpleViT(image_size=grid, patch_size=1, num_classes=1, dim=dim, depth=args.layers, heads=heads,
                           head_dim=head_dim, mlp_dim=dim, channels=1, alpha=0.0)
         for r in init_arm(model, "impulse", torch.Generator().manual_seed(seed), device=args.device, **fit):
-            rows.append(r)
+            rows.append(r | {"seed": seed})
             print(f"  seed {seed} layer {r['layer']}: MSE {r['mse']:.4f}  target mass {r['target_mass']:.3f}"
                   f"  peak {r['peak']:.3f}")
     seconds = time.perf_counter() - start
@@ -60,6 +69,22 @@ def main() -> None:
         values = [r[key] for r in rows]
         print(f"{key}: {min(values):.4f} - {max(values):.4f} over {len(values)} layer fits")
     print(f"fit time: {seconds / len(rows):.1f} s per layer ({args.threads} threads)")
+    if args.yaml:
+        entry = {"geometry": args.geometry, "tokens": grid, "dim": dim, "heads": heads, "head_dim": head_dim,
+                 "fit": fit, "device": args.device, "date": datetime.date.today().isoformat(),
+                 "torch": str(torch.__version__),
+                 "layers": [{"seed": r["seed"], "layer": r["layer"]}
+                            | {k: round(r[k], 6) for k in ("mse", "target_mass", "peak")} for r in rows]}
+        record(args.yaml, entry)
+        print(f"recorded {len(rows)} layer fit(s) in {args.yaml}")
+
+
+def record(path: Path, entry: dict) -> None:
+    """Put `entry` into the file's `fits`, replacing one of the same geometry and fit."""
+    fits = (yaml.safe_load(path.read_text()) or {}).get("fits", []) if path.is_file() else []
+    fits = [f for f in fits if (f["geometry"], f["fit"]) != (entry["geometry"], entry["fit"])] + [entry]
+    header = "# [CI] impulse fits measured by bench/bench_ci_fit.py --yaml (the aggregate stage's ci_fit table)\n"
+    write_text(path, header + yaml.safe_dump({"fits": fits}, sort_keys=False))
 
 
 if __name__ == "__main__":

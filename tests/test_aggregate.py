@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from scipy import stats as sps
 
 from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
@@ -193,6 +194,7 @@ def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
     assert (exp.ci_datasets, exp.ci_alphas, exp.ci_arms, exp.ci_seeds) == (
         tuple(params.ci_alpha.datasets), tuple(float(a) for a in params.ci_alpha.alphas),
         tuple(params.ci_alpha.arms), tuple(params.ci_alpha.seeds))
+    assert f"{params.ci_alpha.impulse_fit.steps} steps" in exp.ci_setting  # the fit table names the grid's fit
 
 
 def test_an_empty_results_tree_gives_tables_and_not_tested_claims(tmp_path):
@@ -281,6 +283,34 @@ def test_ci_alpha_table_sits_beside_the_published_cells(tmp_path):
     assert t.rows[2][3] == f"90.05 ± 0.07 (n=2); paper 90.45 (Δ {90.05 - 90.45:+.2f})"  # [CI] Table 3
     assert claim(agg, "9")["verdict"] == "supported"
     assert agg.summary["ci_alpha"]["cifar10"]["0.1"]["impulse"]["n"] == 2
+    assert "ci_fit" not in {t.name for t in agg.tables}  # no cell recorded an impulse fit
+
+
+def test_ci_fit_table_shows_every_layer_fit_of_the_impulse_cells_beside_the_recorded_reference(tmp_path):
+    def fits(mse: float) -> list[dict]:
+        return [{"layer": k, "mse": mse + 0.001 * k, "target_mass": 0.3, "peak": 1.0 - 0.01 * k} for k in range(2)]
+
+    for alpha in (0.0, 0.1):
+        for seed in (0, 1):
+            cell = tmp_path / "r" / "ci_alpha" / "cifar10" / f"alpha{alpha}"
+            write_run(cell / "impulse" / f"seed{seed}", 0.9, alpha=alpha, impulse_fit=fits(0.008 + 0.002 * seed))
+            write_run(cell / "random" / f"seed{seed}", 0.8, alpha=alpha)
+    reference = tmp_path / "ci_fit.yaml"
+    reference.write_text(yaml.safe_dump({"fits": [{
+        "geometry": "official", "tokens": 16, "dim": 512, "heads": 8, "head_dim": 64, "device": "cpu",
+        "date": "2026-11-24", "fit": {"steps": 10000, "lr": 1e-4, "sigma": 0.1, "renorm_every": 100, "window": 5},
+        "layers": [{"seed": 0, "layer": 0, "mse": 0.0018, "target_mass": 0.317, "peak": 1.0}]}]}))
+    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.0, 0.1), ci_arms=("impulse", "random"),
+                     ci_seeds=(0, 1), filters=(), sigmas=(), ci_setting="7×7 tokens, D 72")
+    t = table(aggregate(tmp_path / "r", PAPER, exp, reference), "ci_fit")
+    assert [r[:3] for r in t.rows] == [["this run: cifar10, α 0", "7×7 tokens, D 72", "4"],
+                                       ["this run: cifar10, α 0.1", "7×7 tokens, D 72", "4"],
+                                       ["bench_ci_fit.py, official (cpu, 2026-11-24)",
+                                        "16×16 tokens, D 512, 8 heads × 64; 10000 steps, lr 0.0001, σ 0.1,"
+                                        " renorm 100, f 5", "1"]]
+    assert t.rows[0][3:] == ["0.0095 (0.0080–0.0110)", "0.300", "0.995 (0.990–1.000)"]
+    assert t.rows[2][3:] == ["0.0018", "0.317", "1.000"]
+    assert t.data.loc[0, "mse_max"] == pytest.approx(0.011)
 
 
 def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):

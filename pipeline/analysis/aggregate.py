@@ -22,14 +22,17 @@ The report (`pipeline.analysis.report`) is the human-readable rendering of all o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from pipeline import entry
 from pipeline.analysis import claims as claim_checks
@@ -45,6 +48,7 @@ from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside, write_text
 
 RESULTS, PAPER = Path("results"), Path("paper")
+CI_FIT = Path("bench/ci_fit.yaml")  #: [CI] impulse fits recorded by bench/bench_ci_fit.py --yaml
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Experiment:
     ci_alphas: tuple = ()
     ci_arms: tuple = ()
     ci_seeds: tuple = ()
+    ci_setting: str = ""  #: the grid's geometry and impulse fit, as the fit table names it
     convergence_epochs: tuple = (2, 4, 8)
     confidence: float = 0.95
     kernel_size: int = 3  #: the impulse filters' f (claim 3's f², claim 7's neighbourhood)
@@ -84,10 +89,16 @@ class Experiment:
         def grid(key: str) -> tuple:
             return tuple(getattr(ci, key, None) or ())
 
+        setting = ""
+        if ci is not None:
+            m = ci.model
+            setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
+                                         dataclasses.asdict(ci.impulse_fit))
+
         return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
                    tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
                    tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
-                   grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"),
+                   grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"), setting,
                    tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
                    params.profile, digest(params))
 
@@ -126,8 +137,16 @@ def headline_rows(ev: claim_checks.Evidence) -> list[dict]:
     return rows
 
 
+def load_fit_reference(path: str | Path) -> list[dict]:
+    """The fits bench/bench_ci_fit.py recorded (its `--yaml` file), [] when there is none."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return (yaml.safe_load(path.read_text()) or {}).get("fits", [])
+
+
 def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, published: pd.DataFrame,
-                 exp: Experiment, headline: list[dict]) -> list[tables.Table]:
+                 exp: Experiment, headline: list[dict], fit_reference: Sequence[dict] = ()) -> list[tables.Table]:
     """Every table, in reading order; a table whose inputs do not exist is left out, not faked."""
     small = [d for d in exp.datasets if d != "imagenet"]
     out = [tables.headline_table(headline) if headline else None, tables.vit_table(runs, exp.arms),
@@ -138,6 +157,7 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.context_table(runs, filters, published, exp.arms, exp.filter_dataset),
            tables.convergence_table(runs, published, exp.arms, exp.convergence_epochs),
            tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
+           tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
            filter_table(filters, published, exp.filters),
            gaussian_table(filters, published, exp.sigmas, exp.heads),
            tables.runs_table(runs, filters, ci)]
@@ -243,7 +263,7 @@ def check_confidence(plans: dict, exp: Experiment) -> None:
                             f" gives {level:g} (two-sided = 1 - 2 * one-sided alpha); change one to match the other")
 
 
-def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggregate:
+def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT) -> Aggregate:
     """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run."""
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
@@ -259,7 +279,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment) -> Aggreg
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci)
     head = headline_rows(ev)
-    built = build_tables(runs, filters, ci, published, exp, head)
+    built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit))
     built += [t for t in [tables.init_diagnostics_table(ev.attention)] if t is not None]
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing, exp)
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],

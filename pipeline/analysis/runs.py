@@ -40,6 +40,8 @@ RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss
               "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
 #: what a ViT-family run records about its model (pipeline.training.builders): timm name, family, heads
 MODEL_FIELDS = ("model", "family", "num_heads")
+#: what a cell of [CI]'s α grid records beyond a ViT run: its impulse fit per layer (pipeline.method.ci_2401)
+CI_FIELDS = ("impulse_fit",)
 #: how a timm model name maps to a family (for an attention record, which names its model only)
 FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
 #: extra fields of a filter-study run
@@ -187,11 +189,11 @@ def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Seq
     """[CI]'s α grid (results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/): (rows found, runs missing).
 
     A run is matched on the `alpha` its metrics.json records; the row's `alpha` is the configured value it
-    matched. Columns: dataset, alpha, arm, seed, the RUN_FIELDS, the MODEL_FIELDS, history.
+    matched. Columns: dataset, alpha, arm, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS, history.
     """
     ci_root = Path(ci_root)
     rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS
+    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
     for dataset in datasets:
         for arm in arms:
             for seed in seeds:

@@ -441,3 +441,49 @@ def init_diagnostics_table(attention: dict) -> Table | None:
                  ["Variant", "Arm", "Construction", "Linear-regime units", "Branch / residual", "Trunk RMS",
                   "Locality (images)", "Locality (pseudo)", "Uniform"], rows, pd.DataFrame(data),
                  section="init_diagnostics")
+
+
+def fit_setting(tokens: int, dim: int, heads: int, head_dim: int, fit: dict) -> str:
+    """'7×7 tokens, D 72, 3 heads × 24; 1000 steps, lr 0.003, σ 0.1, renorm 100, f 5': a geometry and its fit."""
+    return (f"{tokens}×{tokens} tokens, D {dim}, {heads} heads × {head_dim}; {fit['steps']} steps, lr {fit['lr']:g},"
+            f" σ {fit['sigma']:g}, renorm {fit['renorm_every']}, f {fit['window']}")
+
+
+def _spread(values: Sequence[float], fmt: str) -> str:
+    """'0.0091 (0.0077–0.0111)': the mean and the range (one value when they print alike)."""
+    mean, span = fmt.format(sum(values) / len(values)), _span(values, fmt)
+    return mean if span == mean else f"{mean} ({span})"
+
+
+def ci_fit_table(ci: pd.DataFrame, setting: str, reference: Sequence[dict]) -> Table | None:
+    """How well [CI]'s impulse fit holds its impulses: per dataset and α of this run's impulse cells (every layer
+    of every seed), beside the fits `bench/bench_ci_fit.py --yaml` recorded (code-2401's geometry among them);
+    None when no cell recorded a fit."""
+    fitted = ci[ci["arm"] == "impulse"] if ci is not None and len(ci) else pd.DataFrame()
+    fitted = fitted[fitted["impulse_fit"].map(lambda f: isinstance(f, list) and bool(f))] if len(fitted) else fitted
+    if fitted.empty:
+        return None
+    keys = ("mse", "target_mass", "peak")
+    groups = [(f"this run: {d}, α {a:g}", setting, [layer for fits in g["impulse_fit"] for layer in fits])
+              for (d, a), g in fitted.groupby(["dataset", "alpha"], sort=False)]
+    for ref in reference:
+        source = f"bench_ci_fit.py, {ref['geometry']} ({ref['device']}, {ref['date']})"
+        shape = fit_setting(ref["tokens"], ref["dim"], ref["heads"], ref["head_dim"], ref["fit"])
+        groups.append((source, shape, ref["layers"]))
+    rows, data = [], []
+    for source, shape, layers in groups:
+        values = {k: [float(layer[k]) for layer in layers] for k in keys}
+        rows.append([source, shape, str(len(layers)), _spread(values["mse"], "{:.4f}"),
+                     _spread(values["target_mass"], "{:.3f}"), _spread(values["peak"], "{:.3f}")])
+        data.append({"source": source, "setting": shape, "fits": len(layers)}
+                    | {f"{k}_{stat}": f(values[k]) for k in keys
+                       for stat, f in (("mean", lambda v: sum(v) / len(v)), ("min", min), ("max", max))})
+    return Table("ci_fit", "[CI] impulse fit: how well each layer's attention holds its impulse",
+                 "code-2401 fits each layer's Q/K so that softmax(σ·PE·Q·Kᵀ·PEᵀ) matches an impulse per head"
+                 " (pipeline/method/ci_2401.py). Per layer fit: MSE to the 0/1 impulse matrices, target mass (mean"
+                 " attention weight on the impulse's key) and peak (fraction of queries whose largest weight is"
+                 " there); mean (range) over every layer of every seed. code-2401's own fit at its geometry"
+                 " (16×16 tokens, D 512) is the reference a laptop geometry's fit should resemble; the bench rows"
+                 " come from bench/ci_fit.yaml (`python bench/bench_ci_fit.py --yaml bench/ci_fit.yaml`).",
+                 ["Source", "Geometry and fit", "Layer fits", "MSE", "Target mass", "Peak"], rows,
+                 pd.DataFrame(data), section="ci_alpha")
