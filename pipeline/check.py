@@ -179,7 +179,7 @@ def check_builds(params: Params) -> int:
             if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
                 cfg = params.ci_alpha.model
                 with keyed("ci_alpha.model"):
-                    model = ci_alpha.simple_vit(cfg, meta, params.ci_alpha.alphas[0])
+                    model = ci_alpha.simple_vit(cfg, meta, alpha=params.ci_alpha.alphas[0])
                 check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *ci_alpha.input_size(cfg, meta), n)
                 built += 1
             study = params.filter_study

@@ -44,18 +44,19 @@ def input_size(cfg: SimpleVitConfig, meta: DatasetMeta) -> tuple[int, int]:
     return cfg.image_size, cfg.channels or meta.channels
 
 
-def simple_vit(cfg: SimpleVitConfig, meta: DatasetMeta, alpha: float) -> SimpleViT:
-    """The grid's Simple ViT for this dataset, with PyTorch's default init (drawn from the global RNG)."""
+def simple_vit(cfg: SimpleVitConfig, meta: DatasetMeta, **attention) -> SimpleViT:
+    """The Simple ViT for this dataset, with PyTorch's default init (drawn from the global RNG); `attention` is
+    the attention form's arguments (alpha; or attention='model3', value, trainable_qk)."""
     return SimpleViT(image_size=cfg.image_size, patch_size=cfg.patch_size, num_classes=meta.num_classes,
                      dim=cfg.dim, depth=cfg.depth, heads=cfg.heads, head_dim=cfg.head_dim, mlp_dim=cfg.mlp_dim,
-                     channels=input_size(cfg, meta)[1], alpha=alpha)
+                     channels=input_size(cfg, meta)[1], **attention)
 
 
-def initialized(cfg: SimpleVitConfig, fit: ImpulseFitConfig, meta: DatasetMeta, alpha: float, arm: str, seed: int,
-                device: str = "cpu") -> tuple[SimpleViT, list[dict]]:
+def initialized(cfg: SimpleVitConfig, fit: ImpulseFitConfig, meta: DatasetMeta, arm: str, seed: int,
+                device: str = "cpu", **attention) -> tuple[SimpleViT, list[dict]]:
     """The cell's model, seeded by `seed`, and its impulse-fit records (see `pipeline.method.ci_2401.init_arm`)."""
     torch.manual_seed(seed)
-    model = simple_vit(cfg, meta, alpha)
+    model = simple_vit(cfg, meta, **attention)
     records = init_arm(model, arm, torch.Generator().manual_seed(seed), device=device, **dataclasses.asdict(fit))
     return model, records
 
@@ -74,7 +75,7 @@ def ci_run(params: Params, dataset: str, alpha_text: str, arm: str, seed: int) -
     fitted: dict = {}
 
     def build(meta: DatasetMeta) -> SimpleViT:
-        model, fitted["impulse_fit"] = initialized(ci.model, fit, meta, alpha, arm, seed, device)
+        model, fitted["impulse_fit"] = initialized(ci.model, fit, meta, arm, seed, device, alpha=alpha)
         return model
 
     def facts(model: SimpleViT) -> dict:
