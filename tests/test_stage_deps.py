@@ -62,8 +62,8 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
-    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "attention", "figures",
-                      "aggregate", "report"}
+    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "attention",
+                      "figures", "aggregate", "report"}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
