@@ -349,6 +349,42 @@ def ci_alpha_table(ci: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str
                  ["Dataset", "Init", *(f"α {a:g}" for a in alphas)], rows, pd.DataFrame(data), section="ci_alpha")
 
 
+#: [CI] Table 2's columns: (qk, value) and its header
+CI_TABLE2_COLUMNS = ((("trained", "value"), "T w/ V"), (("trained", "novalue"), "T w/o V"),
+                     (("frozen", "value"), "NT w/ V"), (("frozen", "novalue"), "NT w/o V"))
+
+
+def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str]) -> Table | None:
+    """[CI] Table 2 layout: per dataset, arms down (random, mimetic, impulse), Q/K trained (T) / frozen (NT) ×
+    with / without value across; each cell our mean ± std (n) and the published CIFAR-10 cell beside it
+    (paper/ci_table2.csv: the paper has Table 2 on CIFAR-10 only)."""
+    if m3 is None or m3.empty:
+        return None
+    stats = group_stats(m3, ["dataset", "arm", "qk", "value"])
+    order = [a for a in ("random", "mimetic", "impulse") if a in arms] + [a for a in arms if a not in
+                                                                          ("random", "mimetic", "impulse")]
+    rows, data = [], []
+    for dataset in dict.fromkeys(m3["dataset"]):
+        for arm in order:
+            line = [dataset, arm]
+            for (qk, value), _ in CI_TABLE2_COLUMNS:
+                s = lookup(stats, dataset=dataset, arm=arm, qk=qk, value=value)
+                paper = published_cell(select(published, "ci_table2", table="[CI] Table 2", dataset="cifar10",
+                                              arm=arm, qk=qk, values=value))[1]
+                line.append(f"{mean_pm(s['mean'], s['std'], s['n'])}; CIFAR-10 paper "
+                            + (f"{paper:.2f}" if math.isfinite(paper) else NP))
+                data.append({"dataset": dataset, "arm": arm, "qk": qk, "value": value,
+                             **{k: s[k] for k in ("n", "mean", "std")}, "published_cifar10": paper})
+            rows.append(line)
+    caption = (f"[CI]'s Model III, attention softmax(scale·Q·K) that never reads the input: {final_top1(m3)} (%),"
+               " mean ± std over seeds (n), Q/K trained (T) or frozen at init (NT), values LN(x)·W_v (w/ V) or"
+               " LN(x) (w/o V), no augmentation; beside it the published CIFAR-10 cell of [CI] Table 2"
+               " (paper/ci_table2.csv), a different dataset and scale, shown for the pattern, not the level.")
+    return Table("ci_table2", "[CI] Model III: init × Q/K trained or frozen × value (Table 2 layout)", caption,
+                 ["Dataset", "Init", *(h for _, h in CI_TABLE2_COLUMNS)], rows, pd.DataFrame(data),
+                 section="ci_alpha")
+
+
 def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | None = None) -> Table:
     """Every run read, with its final/best top-1, epochs, wall time, throughput and hardware."""
     frames = [runs.assign(study="ViT " + runs["dataset"] + ", " + runs["variant"], name=runs["arm"]),
