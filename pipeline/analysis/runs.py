@@ -24,6 +24,7 @@ without the file has `correct` None and `top1` its validation top-1.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -216,17 +217,13 @@ def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequenc
     root = Path(root)
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
-    for dataset in datasets:
-        for arm in arms:
-            for qk in qks:
-                for value in values:
-                    for seed in seeds:
-                        folder = root / dataset / arm / qk / value / f"seed{seed}"
-                        if (folder / "metrics.json").exists():
-                            rows.append({"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
-                                        | _row(read_metrics(folder / "metrics.json"), fields, folder))
-                        else:
-                            missing.append(str(folder))
+    for dataset, arm, qk, value, seed in itertools.product(datasets, arms, qks, values, seeds):
+        folder = root / dataset / arm / qk / value / f"seed{seed}"
+        if not (folder / "metrics.json").exists():
+            missing.append(str(folder))
+            continue
+        cell = {"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
+        rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
     columns = ["dataset", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
     return pd.DataFrame(rows, columns=columns), missing
 

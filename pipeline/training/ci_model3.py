@@ -13,18 +13,13 @@ layer (MSE, `target_mass`, `peak`, offsets) as `ci_alpha` does.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-
-import torch
 
 from pipeline import entry
 from pipeline.config import Params
-from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
-from pipeline.method.simple_vit import SimpleViT
-from pipeline.training.ci_alpha import initialized, input_size
-from pipeline.training.run import Run, data_identity, start
+from pipeline.training.ci_alpha import simple_vit_cell
+from pipeline.training.run import Run, start
 from pipeline.vocabulary import CI_ARMS, CI_QK, CI_VALUE
 
 
@@ -38,29 +33,10 @@ def attention_form(qk: str, value: str) -> dict:
 
 def ci_model3_run(params: Params, dataset: str, arm: str, qk: str, value: str, seed: int) -> Run:
     """The grid cell (dataset, arm, qk, value, seed) as a `Run`."""
-    ci, form = params.ci_model3, attention_form(qk, value)
-    if arm not in CI_ARMS:
-        raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
-    fit = ci.impulse_fit
-    config = {"grid": "ci_model3", "dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed,
-              "model": dataclasses.asdict(ci.model),
-              "impulse_fit": dataclasses.asdict(fit) if arm == "impulse" else None,
-              "train": dataclasses.asdict(params.ci_model3_recipe), "data": data_identity(params.data)}
-    device = "cuda" if params.resources.device != "cpu" and torch.cuda.is_available() else "cpu"
-    fitted: dict = {}
-
-    def build(meta: DatasetMeta) -> SimpleViT:
-        model, fitted["impulse_fit"] = initialized(ci.model, fit, meta, arm, seed, device, **form)
-        return model
-
-    def facts(model: SimpleViT) -> dict:
-        records = {"impulse_fit": fitted["impulse_fit"]} if arm == "impulse" else {}
-        return {"variant": "ci_model3", "model": "simple_vit", "family": "vit", "num_heads": ci.model.heads,
-                "arm": arm, "qk": qk, "value": value} | records
-
-    return Run(module=__spec__.name, kind="ci_model3", key=(dataset, arm, qk, value, f"seed{seed}"),
-               dataset=dataset, seed=seed, recipe=params.ci_model3_recipe, config=config, build=build,
-               input_size=lambda meta: input_size(ci.model, meta), facts=facts)
+    form = attention_form(qk, value)
+    return simple_vit_cell(__spec__.name, "ci_model3", (dataset, arm, qk, value, f"seed{seed}"), params,
+                           params.ci_model3, params.ci_model3_recipe, dataset, arm, seed, {"qk": qk, "value": value},
+                           **form)
 
 
 def add_arguments(parser) -> None:
