@@ -37,7 +37,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     data: pd.DataFrame = field(repr=False)
-    section: str = "results"  #: headline | results | ci_alpha | filter_study | init_diagnostics | appendix
+    section: str = "results"  #: headline | results | ci_alpha | ci_model3 | filter_study | init_diagnostics | appendix
 
     def manifest(self) -> dict:
         """The JSON entry of results/tables/tables.json the report renders from."""
@@ -393,7 +393,7 @@ def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[st
                " (paper/ci_table2.csv), a different dataset and scale, shown for the pattern, not the level.")
     return Table("ci_table2", "[CI] Model III: init × Q/K trained or frozen × value (Table 2 layout)", caption,
                  ["Dataset", "Init", *(h for _, h in CI_TABLE2_COLUMNS)], rows, pd.DataFrame(data),
-                 section="ci_alpha")
+                 section="ci_model3")
 
 
 def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | None = None) -> Table:
