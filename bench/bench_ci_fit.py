@@ -8,12 +8,16 @@ and width, one line per fitted layer and seed, then the range over them and the 
     .venv/bin/python bench/bench_ci_fit.py --geometry laptop --steps 10000 --lr 1e-4   # code-2401's fit there
     .venv/bin/python bench/bench_ci_fit.py --geometry official --device cuda --layers 6 --seeds 0 1 2
     .venv/bin/python bench/bench_ci_fit.py --geometry official --yaml bench/ci_fit.yaml   # record it
+    .venv/bin/python bench/bench_ci_fit.py --attention model3 --geometry laptop --layers 2   # Model III's fit
+    .venv/bin/python bench/bench_ci_fit.py --attention model3 --geometry official --steps 10000 --lr 1e-4
 
 With --yaml the per-layer figures go into that file (one entry per geometry and fit, replaced when measured
 again); the aggregate stage shows them beside the grid's own fits (results/tables/ci_fit.csv, the report).
 
 Without --steps/--lr/... the fit is the one params.yaml (official) or profiles/cpu-claims.yaml (laptop) gives
-that geometry.
+that geometry, for the alpha grid (`ci_alpha.impulse_fit`) or, with --attention model3, for Model III
+(`ci_model3.impulse_fit`: sigma 1.0, fitted on Q, K directly). --yaml records the alpha grid's fits only (the
+ci_fit table is the alpha grid's).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ GEOMETRIES = {
     "official": ((16, 512, 8, 64), {"steps": 10000, "lr": 1e-4}),
     "laptop": ((7, 72, 3, 24), {"steps": 1000, "lr": 3e-3}),
 }
+#: Model III's fits (sigma 1.0) where they differ from the alpha grid's
+MODEL3_FITS = {"official": {"steps": 10000, "lr": 1e-4}, "laptop": {"steps": 1000, "lr": 1e-2}}
 
 
 def main() -> None:
@@ -44,22 +50,30 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int)
     parser.add_argument("--lr", type=float)
-    parser.add_argument("--sigma", type=float, default=0.1)
+    parser.add_argument("--attention", choices=("mixed", "model3"), default="mixed",
+                        help="mixed: the alpha grid's M'_I (fit through PE); model3: Model III (fit on Q, K)")
+    parser.add_argument("--sigma", type=float, help="default 0.1 (mixed), 1.0 (model3)")
     parser.add_argument("--renorm-every", type=int, default=100)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--yaml", type=Path, help="record the per-layer figures in this file (bench/ci_fit.yaml)")
     args = parser.parse_args()
+    if args.yaml and args.attention == "model3":
+        parser.error("--yaml records the alpha grid's fits only")
     torch.set_num_threads(args.threads)
+    model3 = args.attention == "model3"
     (grid, dim, heads, head_dim), fit = GEOMETRIES[args.geometry]
-    fit = fit | {k: v for k, v in (("steps", args.steps), ("lr", args.lr)) if v is not None}
-    fit |= {"sigma": args.sigma, "renorm_every": args.renorm_every, "window": args.window}
-    print(f"{args.geometry}: {grid}x{grid} tokens, D {dim}, {heads} heads x {head_dim}; fit {fit}; {args.device}")
+    fit = (MODEL3_FITS[args.geometry] if model3 else fit) | {k: v for k, v in (("steps", args.steps),
+                                                                              ("lr", args.lr)) if v is not None}
+    sigma = args.sigma if args.sigma is not None else (1.0 if model3 else 0.1)
+    fit |= {"sigma": sigma, "renorm_every": args.renorm_every, "window": args.window}
+    print(f"{args.geometry}, {args.attention}: {grid}x{grid} tokens, D {dim}, {heads} heads x {head_dim}; fit {fit};"
+          f" {args.device}; a uniform map puts {1 / grid**2:.4f} on the target")
     rows, start = [], time.perf_counter()
     for seed in args.seeds:
         model = SimpleViT(image_size=grid, patch_size=1, num_classes=1, dim=dim, depth=args.layers, heads=heads,
-                          head_dim=head_dim, mlp_dim=dim, channels=1, alpha=0.0)
+                          head_dim=head_dim, mlp_dim=dim, channels=1, alpha=0.0, attention=args.attention)
         for r in init_arm(model, "impulse", torch.Generator().manual_seed(seed), device=args.device, **fit):
             rows.append(r | {"seed": seed})
             print(f"  seed {seed} layer {r['layer']}: MSE {r['mse']:.4f}  target mass {r['target_mass']:.3f}"

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("pipeline.training.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the model grid"),
     "ci-alpha": ("pipeline.training.ci_alpha",
                  "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
+    "ci-model3": ("pipeline.training.ci_model3",
+                  "stage ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>: one cell of [CI]'s Model III grid"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),

@@ -30,7 +30,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
-from pipeline.training import builders, ci_alpha, filter_study
+from pipeline.training import builders, ci_alpha, ci_model3, filter_study
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
 
@@ -109,6 +109,11 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
                                len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table,
                                device)
+    m3 = params.ci_model3
+    if m3.datasets:
+        lines += grid_estimate("the [CI] Model III grid", m3.model, m3.datasets,
+                               len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds),
+                               params.ci_model3_recipe.epochs, params, table, device)
     return lines
 
 
@@ -179,8 +184,15 @@ def check_builds(params: Params) -> int:
             if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
                 cfg = params.ci_alpha.model
                 with keyed("ci_alpha.model"):
-                    model = ci_alpha.simple_vit(cfg, meta, params.ci_alpha.alphas[0])
+                    model = ci_alpha.simple_vit(cfg, meta, alpha=params.ci_alpha.alphas[0])
                 check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *ci_alpha.input_size(cfg, meta), n)
+                built += 1
+            m3 = params.ci_model3
+            if dataset in m3.datasets and m3.qk and m3.value:
+                with keyed("ci_model3.model"):
+                    model = ci_alpha.simple_vit(m3.model, meta, **ci_model3.attention_form(m3.qk[0], m3.value[0]))
+                check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
+                             *ci_alpha.input_size(m3.model, meta), n)
                 built += 1
             study = params.filter_study
             if study.enabled and dataset == study.dataset:
@@ -214,6 +226,11 @@ def main(params: Params, args) -> int:
     n_ci = len(ci.datasets) * len(ci.alphas) * len(ci.arms) * len(ci.seeds)
     print(f"[CI] alpha-grid runs: {n_ci}" + (f" = {len(ci.datasets)} dataset(s) x {len(ci.alphas)} alpha(s) x"
                                             f" {len(ci.arms)} arm(s) x {len(ci.seeds)} seed(s)" if n_ci else " (off)"))
+    m3 = params.ci_model3
+    n_m3 = len(m3.datasets) * len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds)
+    print(f"[CI] Model III runs: {n_m3}" + (f" = {len(m3.datasets)} dataset(s) x {len(m3.arms)} arm(s) x"
+                                            f" {len(m3.qk)} qk x {len(m3.value)} value x {len(m3.seeds)} seed(s)"
+                                            if n_m3 else " (off)"))
     for line in estimate_lines(params, args.device):
         print(line)
     return 0

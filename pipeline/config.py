@@ -28,6 +28,8 @@ from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import (
     CI_ARMS,
+    CI_QK,
+    CI_VALUE,
     INIT_METHODS,
     ConvMixerBlock,
     InitMethod,
@@ -424,14 +426,24 @@ class ImpulseFitConfig:
     renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
     window: int = 5  #: odd; offsets are drawn in the window x window kernel
 
-    def __post_init__(self):
+    def validate(self, key: str, grid: int | None) -> None:
+        """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
         for name in ("steps", "renorm_every"):
             if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
-                raise PipelineError(f"ci_alpha.impulse_fit.{name} = {getattr(self, name)!r}: must be a positive"
-                                    " integer")
-        _positive("ci_alpha.impulse_fit.lr", self.lr)
-        _positive("ci_alpha.impulse_fit.sigma", self.sigma)
-        check_kernel_size(self.window, "ci_alpha.impulse_fit.window")
+                raise PipelineError(f"{key}.{name} = {getattr(self, name)!r}: must be a positive integer")
+        _positive(f"{key}.lr", self.lr)
+        _positive(f"{key}.sigma", self.sigma)
+        check_kernel_size(self.window, f"{key}.window")
+        if grid is not None and self.window > 2 * grid - 1:
+            raise PipelineError(f"{key}.window = {self.window}: wider than the {grid}x{grid} token grid allows (at"
+                                f" most {2 * grid - 1}); lower it or raise the model's image_size / patch_size ratio")
+
+
+@dataclass
+class Model3FitConfig(ImpulseFitConfig):
+    """code-2401's impulse fit for Model III: directly on Q, K (no PE), sigma 1.0 (paper.md sections 1.2, 3.4)."""
+
+    sigma: float = 1.0  #: softmax scale of the fit, kept as the impulse layers' attention scale
 
 
 @dataclass
@@ -457,10 +469,38 @@ class CiAlphaConfig:
             _choice("ci_alpha.arms", arm, CI_ARMS)
         self.model.validate("ci_alpha.model")
         grid = self.model.image_size // self.model.patch_size
-        if "impulse" in self.arms and self.impulse_fit.window > 2 * grid - 1:
-            raise PipelineError(f"ci_alpha.impulse_fit.window = {self.impulse_fit.window}: wider than the {grid}x{grid}"
-                                f" token grid allows (at most {2 * grid - 1}); lower it or raise ci_alpha.model's"
-                                " image_size / patch_size ratio")
+        self.impulse_fit.validate("ci_alpha.impulse_fit", grid if "impulse" in self.arms else None)
+
+
+@dataclass
+class CiModel3Config:
+    """[CI] 2401.12511 Tables 1-2 (Model III): code-2401's Simple ViT whose attention maps are learnable per-layer,
+    per-head factors softmax(scale Q K) that never read the input (`pipeline.method.simple_vit`), with its impulse,
+    mimetic and random arms (`pipeline.method.ci_2401`), Q/K trained or frozen and values LN(x) W_v or LN(x)
+    (stages ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>).
+    """
+
+    datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
+    arms: list = field(default_factory=lambda: list(CI_ARMS))
+    qk: list = field(default_factory=lambda: list(CI_QK))  #: trained (Table 2's T) / frozen (NT)
+    value: list = field(default_factory=lambda: list(CI_VALUE))  #: value (w/ V) / novalue (w/o V)
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
+    impulse_fit: Model3FitConfig = field(default_factory=Model3FitConfig)
+    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
+
+    def __post_init__(self):
+        for key, values, allowed in (("arms", self.arms, CI_ARMS), ("qk", self.qk, CI_QK),
+                                     ("value", self.value, CI_VALUE)):
+            for value in values:
+                _choice(f"ci_model3.{key}", value, allowed)
+        self.model.validate("ci_model3.model")
+        grid = self.model.image_size // self.model.patch_size
+        self.impulse_fit.validate("ci_model3.impulse_fit", grid if "impulse" in self.arms else None)
+        if "novalue" in self.value and self.model.heads * self.model.head_dim != self.model.dim:
+            raise PipelineError(f"ci_model3.value: 'novalue' reads LN(x) as the heads' values, so ci_model3.model's"
+                                f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"
+                                f" ({self.model.dim}); change them or drop 'novalue'")
 
 
 def _default_models() -> dict:
@@ -514,12 +554,15 @@ class Params:
     data: DataConfig = field(default_factory=DataConfig)
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
     ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
+    ci_model3: CiModel3Config = field(default_factory=CiModel3Config)
     report: ReportConfig = field(default_factory=ReportConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
     filter_recipe: TrainConfig = field(init=False, repr=False)
     #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
     ci_recipe: TrainConfig = field(init=False, repr=False)
+    #: [CI]'s Model III grid's recipe: `train` updated by `ci_model3.train` (not a YAML key)
+    ci_model3_recipe: TrainConfig = field(init=False, repr=False)
 
     def __post_init__(self):
         for value in self.baselines:
@@ -530,7 +573,7 @@ class Params:
                 " [default, default]); dvc.yaml's train matrix reads ${baselines[0]} and ${baselines[1]}"
             )
         for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds),
-                           ("ci_alpha.seeds", self.ci_alpha.seeds)):
+                           ("ci_alpha.seeds", self.ci_alpha.seeds), ("ci_model3.seeds", self.ci_model3.seeds)):
             for s in seeds:
                 if isinstance(s, bool) or not isinstance(s, int) or s < 0:
                     raise PipelineError(f"{key}: {s!r} is not a non-negative integer seed")
@@ -550,17 +593,19 @@ class Params:
         self.train.check_split("train", self.resources.ranks)
         self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
         self.ci_recipe = self._recipe("ci_alpha.train", self.ci_alpha.train)
+        self.ci_model3_recipe = self._recipe("ci_model3.train", self.ci_model3.train)
         if self.filter_study.enabled and self.filter_study.dataset not in self.datasets:
             raise PipelineError(
                 f"filter_study.dataset = {self.filter_study.dataset!r} is not in datasets {self.datasets}: the"
                 " fetch@ stages fetch only `datasets`; add it there, or switch the study off with"
                 " filter_study.filters: [] and filter_study.gaussian_sigmas: []"
             )
-        for name in self.ci_alpha.datasets:
-            if name not in self.datasets:
-                raise PipelineError(f"ci_alpha.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
-                                    " stages fetch only `datasets`; add it there (or switch the grid off with"
-                                    " ci_alpha.datasets: [])")
+        for grid, names in (("ci_alpha", self.ci_alpha.datasets), ("ci_model3", self.ci_model3.datasets)):
+            for name in names:
+                if name not in self.datasets:
+                    raise PipelineError(f"{grid}.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
+                                        " stages fetch only `datasets`; add it there (or switch the grid off with"
+                                        f" {grid}.datasets: [])")
 
     def _recipe(self, key: str, overrides: dict) -> TrainConfig:
         """`train` updated by a sub-experiment's overrides, validated under `key`."""

@@ -21,6 +21,12 @@ INIT_METHODS: tuple[str, ...] = get_args(InitMethod)
 CiArm = Literal["impulse", "mimetic", "random"]
 CI_ARMS: tuple[str, ...] = get_args(CiArm)
 
+#: [CI] Table 2's columns for Model III: Q/K trained (T) or frozen at init (NT); values LN(x) W_v (w/ V) or LN(x).
+CiQk = Literal["trained", "frozen"]
+CI_QK: tuple[str, ...] = get_args(CiQk)
+CiValue = Literal["value", "novalue"]
+CI_VALUE: tuple[str, ...] = get_args(CiValue)
+
 #: timm's `weight_init` modes: 'skip' = PyTorch's defaults, as the official code builds its models; '' = timm's
 #: own init; 'reset' = PyTorch's defaults plus timm's pos_embed/cls_token init (MLP-Mixer: 'skip' and '' only).
 WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]

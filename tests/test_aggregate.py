@@ -135,7 +135,8 @@ def test_every_published_number_appears_in_paper_md():
 
 
 def test_claims_yaml_lists_every_claim_of_section_2_10():
-    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9"]
+    """Section 2.10's nine, then [CI] Table 2's NT effect (10), the largest single effect of the papers."""
+    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10"]
 
 
 @pytest.mark.parametrize("row, message", [
@@ -286,6 +287,30 @@ def test_ci_alpha_table_sits_beside_the_published_cells(tmp_path):
     assert "ci_fit" not in {t.name for t in agg.tables}  # no cell recorded an impulse fit
 
 
+def test_ci_table2_reads_the_model3_grid_beside_the_published_cells_and_judges_claim_10(tmp_path):
+    """Table 2's layout from results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/; a missing cell is listed."""
+    base = {"random": 0.60, "mimetic": 0.61, "impulse": 0.75}
+    for arm, top1 in base.items():
+        for qk, value in [("trained", "value"), ("trained", "novalue"), ("frozen", "value"), ("frozen", "novalue")]:
+            for seed in (0, 1, 2):
+                if (arm, qk, value, seed) != ("mimetic", "trained", "novalue", 2):
+                    write_run(tmp_path / "r" / "ci_model3" / "cifar10" / arm / qk / value / f"seed{seed}",
+                              top1 + 0.002 * seed + (0.01 if arm == "impulse" and seed == 1 else 0.0), arm=arm,
+                              qk=qk, value=value)
+    exp = experiment(m3_datasets=("cifar10",), m3_arms=("impulse", "mimetic", "random"),
+                     m3_qk=("trained", "frozen"), m3_values=("value", "novalue"), m3_seeds=(0, 1, 2),
+                     filters=(), sigmas=())
+    agg = aggregate(tmp_path / "r", PAPER, exp)
+    t = table(agg, "ci_table2")
+    assert t.columns == ["Dataset", "Init", "T w/ V", "T w/o V", "NT w/ V", "NT w/o V"]
+    assert [r[1] for r in t.rows] == ["random", "mimetic", "impulse"]
+    assert t.rows[2][4] == "75.53 ± 0.61 (n=3); CIFAR-10 paper 77.81"  # [CI] Table 2, impulse NT w/ V
+    assert t.rows[1][3].startswith("61.10 ± 0.14 (n=2)")
+    assert any(m.endswith("ci_model3/cifar10/mimetic/trained/novalue/seed2") for m in agg.what_was_run["missing"])
+    assert claim(agg, "10")["verdict"] == "supported" and len(claim(agg, "10")["comparisons"]) == 4
+    assert agg.summary["ci_model3"]["cifar10"]["impulse"]["frozen"]["value"]["n"] == 3
+
+
 def test_ci_fit_table_shows_every_layer_fit_of_the_impulse_cells_beside_the_recorded_reference(tmp_path):
     def fits(mse: float) -> list[dict]:
         return [{"layer": k, "mse": mse + 0.001 * k, "target_mass": 0.3, "peak": 1.0 - 0.01 * k} for k in range(2)]
@@ -350,7 +375,7 @@ def test_claims_from_a_consistent_results_tree(results):
     verdicts = {c["id"]: c["verdict"] for c in agg.claims}
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
                         "5a": "supported",  # random/impulse within 2 points, box and softmax clearly worse
-                        "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested",
+                        "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested", "10": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
     assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])

@@ -18,7 +18,7 @@ from pipeline.errors import PipelineError
 
 PAPER = Path(__file__).resolve().parent.parent / "paper"
 #: the plan, with planned n as this file's runs have them
-PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds": 3})
+PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds": 3, "ci_model3.seeds": 3})
 
 #: variant -> (timm model, family, heads, parameters), as the runs record them
 VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),
@@ -355,3 +355,41 @@ def test_headline_is_per_dataset_and_variant():
                     ("cifar10", "vit", "impulse", "mimetic", "supported"),
                     ("cifar10", "swin", "impulse", "default", "supported"),
                     ("cifar10", "swin", "impulse", "mimetic", "supported")]
+
+
+# --- [CI]'s Model III grid (Table 2) -----------------------------------------------------------------------------
+
+#: [CI] Table 2 (CIFAR-10): (qk, value, arm) -> top-1 %
+TABLE2 = {("trained", "value", "random"): 73.04, ("trained", "value", "mimetic"): 73.46,
+          ("trained", "value", "impulse"): 74.95, ("frozen", "value", "random"): 61.76,
+          ("frozen", "value", "mimetic"): 61.24, ("frozen", "value", "impulse"): 77.81,
+          ("frozen", "novalue", "random"): 59.56, ("frozen", "novalue", "mimetic"): 59.98,
+          ("frozen", "novalue", "impulse"): 77.11}
+
+
+def m3_frame(top1: dict, noise: dict | None = None) -> pd.DataFrame:
+    """{(qk, value, arm): base top-1 in %} -> rows for seeds 0-2 (noise[seed][arm] added, in points)."""
+    noise = noise or {0: {}, 1: {}, 2: {}}
+    return pd.DataFrame([{"dataset": "cifar10", "arm": arm, "qk": qk, "value": value, "seed": s,
+                          "top1": (v + 0.3 * s + noise[s].get(arm, 0.0)) / 100}
+                         for (qk, value, arm), v in top1.items() for s in noise])
+
+
+def test_claim_10_judges_the_frozen_columns_of_table_2():
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, m3=m3_frame(TABLE2)), "10")
+    assert c["verdict"] == "supported"
+    labels = [(x["label"], x["a"], x["b"]) for x in c["comparisons"]]
+    assert labels == [("cifar10, NT w/ V", "impulse", "random"), ("cifar10, NT w/ V", "impulse", "mimetic"),
+                      ("cifar10, NT w/o V", "impulse", "random"), ("cifar10, NT w/o V", "impulse", "mimetic")]
+    # impulse level with the others at NT w/o V, with seed noise: not shown either way
+    tied = dict(TABLE2) | {("frozen", "novalue", "impulse"): 59.8}
+    noisy = {0: {"impulse": 1.5}, 1: {"impulse": -1.5}, 2: {"impulse": 0.2}}
+    assert judged(evidence({("cifar10", "vit"): ORDERED}, m3=m3_frame(tied, noisy)), "10")["verdict"] == \
+        "inconclusive"
+
+
+def test_claim_10_is_not_tested_without_the_frozen_grid():
+    assert judged(evidence({("cifar10", "vit"): ORDERED}), "10")["verdict"] == "not tested"
+    trained_only = {k: v for k, v in TABLE2.items() if k[0] == "trained"}
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, m3=m3_frame(trained_only)), "10")
+    assert c["verdict"] == "not tested" and "params `ci_model3`" in c["evidence"][0]

@@ -33,11 +33,12 @@ PACKAGE = ROOT / "pipeline"
 
 def stages() -> list[tuple[str, str, list[Path]]]:
     """(stage name, command, code deps below pipeline/) of every stage dvc.yaml defines, with every stage group
-    switched on (the [CI] grid and the Gaussian filter grid are off in the default params), as DVC resolves them."""
+    switched on (the [CI] grids and the Gaussian filter grid are off in the default params), as DVC resolves them."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(ROOT / "dvc.yaml", tmp)
         params = yaml.safe_load((ROOT / "params.yaml").read_text())
         params["ci_alpha"]["datasets"] = params["datasets"][:1]
+        params["ci_model3"]["datasets"] = params["datasets"][:1]
         params["filter_study"]["gaussian_sigmas"] = [1.0]
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
         out = []
@@ -61,8 +62,8 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
-    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "attention", "figures",
-                      "aggregate", "report"}
+    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "attention",
+                      "figures", "aggregate", "report"}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
@@ -91,7 +92,7 @@ NOT_TRAINING = ("pipeline/__main__.py", "pipeline/check.py", "pipeline/profiles.
 
 
 @pytest.mark.parametrize("module", ["pipeline.training.train", "pipeline.training.filter_study",
-                                    "pipeline.training.ci_alpha"])
+                                    "pipeline.training.ci_alpha", "pipeline.training.ci_model3"])
 def test_training_cells_reach_no_download_cli_analysis_or_scale_out_code(module):
     reached = sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
     assert not [f for f in reached if f.startswith(NOT_TRAINING)]

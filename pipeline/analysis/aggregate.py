@@ -40,7 +40,14 @@ from pipeline.analysis import tables
 from pipeline.analysis.analysis_plan import load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import check_images, load_ci_alpha_runs, load_filter_runs, load_vit_runs, read_metrics
+from pipeline.analysis.runs import (
+    check_images,
+    load_ci_alpha_runs,
+    load_ci_model3_runs,
+    load_filter_runs,
+    load_vit_runs,
+    read_metrics,
+)
 from pipeline.analysis.stats import mean_std
 from pipeline.config import Params, digest
 from pipeline.data.registry import DATASETS
@@ -75,11 +82,16 @@ class Experiment:
     kernel_size: int = 3  #: the impulse filters' f (claim 3's f², claim 7's neighbourhood)
     profile: str = ""
     params_digest: str = ""
+    m3_datasets: tuple = ()  #: [CI]'s Model III grid (params `ci_model3`); empty: the grid is off
+    m3_arms: tuple = ()
+    m3_qk: tuple = ()
+    m3_values: tuple = ()
+    m3_seeds: tuple = ()
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
         return {"seeds": len(self.seeds), "filter_study.seeds": len(self.filter_seeds),
-                "ci_alpha.seeds": len(self.ci_seeds)}
+                "ci_alpha.seeds": len(self.ci_seeds), "ci_model3.seeds": len(self.m3_seeds)}
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
@@ -95,12 +107,14 @@ class Experiment:
             setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
                                          dataclasses.asdict(ci.impulse_fit))
 
+        m3 = params.ci_model3
         return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
                    tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
                    tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
                    grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"), setting,
                    tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
-                   params.profile, digest(params))
+                   params.profile, digest(params), tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk),
+                   tuple(m3.value), tuple(m3.seeds))
 
 
 @dataclass
@@ -146,7 +160,8 @@ def load_fit_reference(path: str | Path) -> list[dict]:
 
 
 def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, published: pd.DataFrame,
-                 exp: Experiment, headline: list[dict], fit_reference: Sequence[dict] = ()) -> list[tables.Table]:
+                 exp: Experiment, headline: list[dict], fit_reference: Sequence[dict] = (),
+                 m3: pd.DataFrame | None = None) -> list[tables.Table]:
     """Every table, in reading order; a table whose inputs do not exist is left out, not faked."""
     small = [d for d in exp.datasets if d != "imagenet"]
     out = [tables.headline_table(headline) if headline else None, tables.vit_table(runs, exp.arms),
@@ -158,6 +173,7 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.convergence_table(runs, published, exp.arms, exp.convergence_epochs),
            tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
            tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
+           tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
            filter_table(filters, published, exp.filters),
            gaussian_table(filters, published, exp.sigmas, exp.heads),
            tables.runs_table(runs, filters, ci)]
@@ -176,6 +192,8 @@ def table_notes(built: list[tables.Table], exp: Experiment) -> list[str]:
         notes.append("ImageNet-1K is configured but no ImageNet run was found.")
     if exp.ci_datasets and "ci_alpha" not in names:
         notes.append("[CI] α grid: no run of the configured grid was found.")
+    if exp.m3_datasets and "ci_table2" not in names:
+        notes.append("[CI] Model III grid (Table 2): no run of the configured grid was found.")
     if exp.filters and "filter_study" not in names:
         notes.append("Filter study: no run of the configured variants was found.")
     if exp.sigmas and exp.heads and "gaussian" not in names:
@@ -188,9 +206,10 @@ def _stats(frame: pd.DataFrame) -> dict:
     return {"top1_mean": mean, "top1_std": std, "n": n}
 
 
-def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame) -> dict:
+def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame,
+                    m3: pd.DataFrame | None = None) -> dict:
     """DVC metrics: mean/std/n of final top-1 (fractions, as metrics.json) per dataset, variant and arm; per
-    filter-study variant; per [CI] dataset, α and arm."""
+    filter-study variant; per [CI] dataset, α and arm; per Model III dataset, arm, qk and value."""
     out: dict = {}
     for (d, v, a), frame in runs.groupby(["dataset", "variant", "arm"], sort=False):
         out.setdefault(d, {}).setdefault(v, {})[a] = _stats(frame)
@@ -200,6 +219,10 @@ def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame)
         out["ci_alpha"] = {}
         for (d, alpha, a), frame in ci.groupby(["dataset", "alpha", "arm"], sort=False):
             out["ci_alpha"].setdefault(d, {}).setdefault(f"{alpha:g}", {})[a] = _stats(frame)
+    if m3 is not None and len(m3):
+        out["ci_model3"] = {}
+        for (d, a, qk, v), frame in m3.groupby(["dataset", "arm", "qk", "value"], sort=False):
+            out["ci_model3"].setdefault(d, {}).setdefault(a, {}).setdefault(qk, {})[v] = _stats(frame)
     return out
 
 
@@ -215,18 +238,20 @@ def dataset_facts(names) -> list[dict]:
 
 
 def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, missing: list[str],
-                 exp: Experiment) -> dict:
+                 exp: Experiment, m3: pd.DataFrame | None = None) -> dict:
     """What was run: profile, params digest, models, datasets (cited), revisions, hardware, versions, sizes, times."""
-    frames = [runs, filters, ci]
+    m3 = m3 if m3 is not None else pd.DataFrame(columns=["wall_time_s"])
+    frames = [runs, filters, ci, m3]
     recorded = {v: rows.iloc[0] for v, rows in runs.groupby("variant", sort=False)}
     models = {v: {"model": name, "num_heads": heads} | ({"family": recorded[v]["family"],
                                                          "params": recorded[v]["params"]} if v in recorded else {})
               for v, name, heads in exp.models}
     wall = {f"{name}_total_s": float(frame["wall_time_s"].sum())
-            for name, frame in (("vit", runs), ("filter_study", filters), ("ci_alpha", ci))}
+            for name, frame in (("vit", runs), ("filter_study", filters), ("ci_alpha", ci), ("ci_model3", m3))}
     wall["per_arm_mean_s"] = {f"{d}/{v}/{a}": float(f["wall_time_s"].mean())
                               for (d, v, a), f in runs.groupby(["dataset", "variant", "arm"], sort=False)}
-    used = [*exp.datasets, *([exp.filter_dataset] if exp.filters or exp.sigmas else []), *exp.ci_datasets]
+    used = [*exp.datasets, *([exp.filter_dataset] if exp.filters or exp.sigmas else []), *exp.ci_datasets,
+            *exp.m3_datasets]
     return {"profile": exp.profile, "params_digest": exp.params_digest, "models": models,
             "datasets": list(exp.datasets), "dataset_facts": dataset_facts(used), "arms": list(exp.arms),
             "seeds": list(exp.seeds),
@@ -234,7 +259,10 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
                              "heads": list(exp.heads), "seeds": list(exp.filter_seeds)},
             "ci_alpha": {"datasets": list(exp.ci_datasets), "alphas": list(exp.ci_alphas), "arms": list(exp.ci_arms),
                          "seeds": list(exp.ci_seeds)},
-            "runs": {"vit": len(runs), "filter_study": len(filters), "ci_alpha": len(ci)}, "missing": missing,
+            "ci_model3": {"datasets": list(exp.m3_datasets), "arms": list(exp.m3_arms), "qk": list(exp.m3_qk),
+                          "value": list(exp.m3_values), "seeds": list(exp.m3_seeds)},
+            "runs": {"vit": len(runs), "filter_study": len(filters), "ci_alpha": len(ci), "ci_model3": len(m3)},
+            "missing": missing,
             "git_rev": _unique(frames, "git_rev"), "hardware": _unique(frames, "hardware"),
             "cpu_count": _unique(frames, "cpu_count"), "world_size": _unique(frames, "world_size"),
             "versions": {k: _unique(frames, k) for k in ("python", "torch", "torchvision", "timm")},
@@ -243,15 +271,19 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
             "wall_time": wall, "confidence": exp.confidence}
 
 
-def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment) -> None:
+def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment,
+                      m3: pd.DataFrame | None = None) -> None:
     """The runs of one dataset that record per-image correctness were all scored on the same test images."""
-    for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets]):
+    for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.m3_datasets]):
         named = [(f"results/train/{d}/{r.variant}/{r.arm}/seed{r.seed}", r.images)
                  for r in runs[runs["dataset"] == d].itertuples()]
         named += [(f"results/filter_study/{r.variant}/seed{r.seed}", r.images) for r in filters.itertuples()
                   if d == exp.filter_dataset]
         named += [(f"results/ci_alpha/{d}/alpha{r.alpha:g}/{r.arm}/seed{r.seed}", r.images)
                   for r in ci[ci["dataset"] == d].itertuples()]
+        if m3 is not None:
+            named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}", r.images)
+                      for r in m3[m3["dataset"] == d].itertuples()]
         check_images(named)
 
 
@@ -273,19 +305,21 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                                 exp.filter_seeds)
     ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,
                                         exp.ci_seeds)
-    check_test_images(runs, filters, ci, exp)
+    m3, m3_missing = load_ci_model3_runs(results / "ci_model3", exp.m3_datasets, exp.m3_arms, exp.m3_qk,
+                                         exp.m3_values, exp.m3_seeds)
+    check_test_images(runs, filters, ci, exp, m3)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
-                               load_attention(results / "attention", exp.variants, exp.arms), ci)
+                               load_attention(results / "attention", exp.variants, exp.arms), ci, m3)
     head = headline_rows(ev)
-    built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit))
+    built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
     built += [t for t in [tables.init_diagnostics_table(ev.attention)] if t is not None]
-    ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing, exp)
+    ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing + m3_missing, exp, m3)
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
     return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
-                     summary_metrics(runs, filters, ci), ran | {"table_notes": table_notes(built, exp)})
+                     summary_metrics(runs, filters, ci, m3), ran | {"table_notes": table_notes(built, exp)})
 
 
 def jsonable(obj):
@@ -327,7 +361,8 @@ def main(params: Params, args) -> int:
     write_aggregate(agg, results / "tables", results / "summary.json")
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in agg.claims)
     runs = agg.what_was_run["runs"]
-    print(f"aggregate: {runs['vit']} ViT, {runs['filter_study']} filter-study and {runs['ci_alpha']} [CI] α-grid runs"
+    print(f"aggregate: {runs['vit']} ViT, {runs['filter_study']} filter-study, {runs['ci_alpha']} [CI] α-grid and"
+          f" {runs['ci_model3']} Model III runs"
           f" ({len(agg.what_was_run['missing'])} missing); {len(agg.tables)} tables in {results / 'tables'};"
           f" claims {verdicts}")
     return 0

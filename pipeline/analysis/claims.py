@@ -42,6 +42,9 @@ Claims over the model variants of params `models` (each run records its `family`
 - 9: [CI]'s α grid (results/ci_alpha): impulse > mimetic and mimetic > random at every α on every dataset; "the
   best α is 0.1 for the designed inits": for impulse and mimetic, α = 0.1 against every other α (paired by
   seed). Without α = 0.1 in the grid, or with one α only, that part is not tested and the evidence says so.
+- 10: [CI]'s Model III grid (results/ci_model3), Table 2's NT columns: with Q/K frozen at init, impulse > random
+  and impulse > mimetic, with value and without, on every dataset (paired by seed; one Holm family). Not tested
+  without frozen Q/K runs of all three arms; the trained (T) columns are shown in the table, not judged.
 
 The margins and effects of interest are the plan's (the papers state none); the report prints them.
 """
@@ -244,6 +247,7 @@ class Evidence:
     filter_dataset: str
     attention: dict = field(default_factory=dict)  #: variant -> arm -> results/attention/<variant>/<arm>/measures.json
     ci: pd.DataFrame | None = None  #: [CI]'s α grid (`runs.load_ci_alpha_runs`)
+    m3: pd.DataFrame | None = None  #: [CI]'s Model III grid (`runs.load_ci_model3_runs`)
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
@@ -617,8 +621,26 @@ def claim_9(ev: Evidence, plan: ClaimPlan) -> Finding:
     return Finding(checks, notes)
 
 
+def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
+    """[CI] Table 2: with Q/K frozen (NT), impulse > random and impulse > mimetic, with and without value."""
+    m3 = ev.m3
+    frozen = m3[m3["qk"] == "frozen"] if m3 is not None and not m3.empty else None
+    if frozen is None or not set(CI_ARMS) <= set(frozen["arm"]):
+        return Finding([], ["no frozen-Q/K runs of [CI]'s Model III grid with impulse, mimetic and random (params"
+                            " `ci_model3`)", "the published cells are in paper/ci_table2.csv"])
+    checks = []
+    for d in dict.fromkeys(frozen["dataset"]):
+        for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
+            cell = {"dataset": d, "value": value}
+            checks += [Check(f"{d}, NT {'w/' if value == 'value' else 'w/o'} V",
+                             ev.estimate(r, per_seed_scores(frozen, arm=r.a, **cell),
+                                         per_seed_scores(frozen, arm=r.b, **cell), (r.a, r.b)), r)
+                       for r in (plan.rule("impulse_random"), plan.rule("impulse_mimetic"))]
+    return Finding(checks, ["the trained (T) columns are in the Table 2 table, not judged"])
+
+
 CLAIMS = {"1": claim_1, "2": claim_2, "3": claim_3, "4": claim_4, "5a": claim_5a, "5b": claim_5b, "6": claim_6,
-          "7": claim_7, "8": claim_8, "9": claim_9}
+          "7": claim_7, "8": claim_8, "9": claim_9, "10": claim_10}
 
 
 def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:

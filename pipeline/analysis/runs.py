@@ -9,7 +9,8 @@ inits may still be there):
 - the filter study: `results/filter_study/<variant>/seed<k>/`, and its Gaussian σ × heads grid, matched on the
   `sigma` and `heads` each run records;
 - [CI]'s α grid: `results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/`, matched on the `alpha` each run records
-  (not on how the folder spells the number).
+  (not on how the folder spells the number);
+- [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`.
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
@@ -23,6 +24,7 @@ without the file has `correct` None and `top1` its validation top-1.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -206,6 +208,24 @@ def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Seq
                     else:
                         missing.append(f"{ci_root}/{dataset}/alpha{alpha}/{arm}/seed{seed} (alpha {alpha})")
     return pd.DataFrame(rows, columns=["dataset", "alpha", "arm", "seed", *fields, *SCORED, "history"]), missing
+
+
+def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequence[str], qks: Sequence[str],
+                        values: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """[CI]'s Model III grid (results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/): (rows found, runs
+    missing). Columns: dataset, arm, qk, value, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS, history."""
+    root = Path(root)
+    rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
+    for dataset, arm, qk, value, seed in itertools.product(datasets, arms, qks, values, seeds):
+        folder = root / dataset / arm / qk / value / f"seed{seed}"
+        if not (folder / "metrics.json").exists():
+            missing.append(str(folder))
+            continue
+        cell = {"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
+        rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
+    columns = ["dataset", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
+    return pd.DataFrame(rows, columns=columns), missing
 
 
 def at_epoch(history: list[dict], epoch: int, key: str) -> float:

@@ -14,7 +14,7 @@ Fig. 4's bar data and [CI] Table 6 (`pipeline.analysis.filter_tables`). The publ
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -37,7 +37,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     data: pd.DataFrame = field(repr=False)
-    section: str = "results"  #: headline | results | ci_alpha | filter_study | init_diagnostics | appendix
+    section: str = "results"  #: headline | results | ci_alpha | ci_model3 | filter_study | init_diagnostics | appendix
 
     def manifest(self) -> dict:
         """The JSON entry of results/tables/tables.json the report renders from."""
@@ -319,34 +319,81 @@ def convergence_table(runs: pd.DataFrame, published: pd.DataFrame, arms: Sequenc
                  rows, data)
 
 
+def ci_arm_order(arms: Sequence[str]) -> list[str]:
+    """[CI]'s row order: random, mimetic, impulse, then any other arm."""
+    known = ("random", "mimetic", "impulse")
+    return [a for a in known if a in arms] + [a for a in arms if a not in known]
+
+
+def ci_grid(frame: pd.DataFrame, arms: Sequence[str], cells: Sequence[dict],
+            cell: Callable[[str, str, dict, dict], tuple[str, dict]]) -> tuple[list[list[str]], list[dict]]:
+    """The [CI] tables' body: per dataset, arms down in [CI]'s order, `cells` (column keys) across; `cell(dataset,
+    arm, keys, stats)` gives a cell's text and its data beyond the stats. Returns (rows, data records)."""
+    keys = list(cells[0]) if cells else []
+    stats = group_stats(frame, ["dataset", "arm", *keys])
+    rows, data = [], []
+    for dataset in dict.fromkeys(frame["dataset"]):
+        for arm in ci_arm_order(arms):
+            line = [dataset, arm]
+            for where in cells:
+                s = lookup(stats, dataset=dataset, arm=arm, **where)
+                text, extra = cell(dataset, arm, where, s)
+                line.append(text)
+                data.append({"dataset": dataset, "arm": arm, **where, **{k: s[k] for k in ("n", "mean", "std")},
+                             **extra})
+            rows.append(line)
+    return rows, data
+
+
 def ci_alpha_table(ci: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str],
                    alphas: Sequence[float]) -> Table | None:
     """[CI] Tables 3-8 layout: per dataset, arms down (random, mimetic, impulse), α across; each cell our mean ±
     std (n) and the published cell beside it (paper/ci_alpha.csv)."""
     if ci is None or ci.empty:
         return None
-    stats = group_stats(ci, ["dataset", "alpha", "arm"])
-    order = [a for a in ("random", "mimetic", "impulse") if a in arms] + [a for a in arms if a not in
-                                                                          ("random", "mimetic", "impulse")]
-    rows, data = [], []
-    for dataset in dict.fromkeys(ci["dataset"]):
-        for arm in order:
-            line = [dataset, arm]
-            for alpha in alphas:
-                s = lookup(stats, dataset=dataset, alpha=float(alpha), arm=arm)
-                value = published_cell(select(published, "ci_alpha", dataset=dataset, arm=arm, alpha=alpha))[1]
-                diff = s["mean"] - value
-                line.append(f"{mean_pm(s['mean'], s['std'], s['n'])}; paper "
-                            + (f"{value:.2f} (Δ {num(diff, True)})" if math.isfinite(value) else NP))
-                data.append({"dataset": dataset, "arm": arm, "alpha": float(alpha), **{k: s[k] for k in
-                             ("n", "mean", "std")}, "published": value, "ours_minus_published": diff})
-            rows.append(line)
+
+    def cell(dataset: str, arm: str, where: dict, s: dict) -> tuple[str, dict]:
+        value = published_cell(select(published, "ci_alpha", dataset=dataset, arm=arm, **where))[1]
+        diff = s["mean"] - value
+        return (f"{mean_pm(s['mean'], s['std'], s['n'])}; paper "
+                + (f"{value:.2f} (Δ {num(diff, True)})" if math.isfinite(value) else NP),
+                {"published": value, "ours_minus_published": diff})
+
+    rows, data = ci_grid(ci, arms, [{"alpha": float(a)} for a in alphas], cell)
     caption = (f"[CI]'s M′_I attention, Z = α·LN(x) + (1 − α)·PE: {final_top1(ci)} (%), mean ± std over seeds"
                " (n); beside it the published cell of [CI] Tables 3-8 (paper/ci_alpha.csv; Simple ViT on"
                " CIFAR-10/100, SVHN, Tiny-ImageNet; n/p where the paper has no such cell) and ours minus it, in"
                " points. The paper's Δ rows are relative % and are not repeated here.")
     return Table("ci_alpha", "[CI] α grid: init × α (Tables 3-8 layout)", caption,
                  ["Dataset", "Init", *(f"α {a:g}" for a in alphas)], rows, pd.DataFrame(data), section="ci_alpha")
+
+
+#: [CI] Table 2's columns: (qk, value) and its header
+CI_TABLE2_COLUMNS = ((("trained", "value"), "T w/ V"), (("trained", "novalue"), "T w/o V"),
+                     (("frozen", "value"), "NT w/ V"), (("frozen", "novalue"), "NT w/o V"))
+
+
+def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[str]) -> Table | None:
+    """[CI] Table 2 layout: per dataset, arms down (random, mimetic, impulse), Q/K trained (T) / frozen (NT) ×
+    with / without value across; each cell our mean ± std (n) and the published CIFAR-10 cell beside it
+    (paper/ci_table2.csv: the paper has Table 2 on CIFAR-10 only)."""
+    if m3 is None or m3.empty:
+        return None
+
+    def cell(dataset: str, arm: str, where: dict, s: dict) -> tuple[str, dict]:
+        paper = published_cell(select(published, "ci_table2", table="[CI] Table 2", dataset="cifar10", arm=arm,
+                                      qk=where["qk"], values=where["value"]))[1]
+        return (f"{mean_pm(s['mean'], s['std'], s['n'])}; CIFAR-10 paper "
+                + (f"{paper:.2f}" if math.isfinite(paper) else NP), {"published_cifar10": paper})
+
+    rows, data = ci_grid(m3, arms, [{"qk": qk, "value": v} for (qk, v), _ in CI_TABLE2_COLUMNS], cell)
+    caption = (f"[CI]'s Model III, attention softmax(scale·Q·K) that never reads the input: {final_top1(m3)} (%),"
+               " mean ± std over seeds (n), Q/K trained (T) or frozen at init (NT), values LN(x)·W_v (w/ V) or"
+               " LN(x) (w/o V), no augmentation; beside it the published CIFAR-10 cell of [CI] Table 2"
+               " (paper/ci_table2.csv), a different dataset and scale, shown for the pattern, not the level.")
+    return Table("ci_table2", "[CI] Model III: init × Q/K trained or frozen × value (Table 2 layout)", caption,
+                 ["Dataset", "Init", *(h for _, h in CI_TABLE2_COLUMNS)], rows, pd.DataFrame(data),
+                 section="ci_model3")
 
 
 def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | None = None) -> Table:

@@ -1,4 +1,4 @@
-"""[CI]'s three arms of its alpha grid on the Simple ViT (`pipeline.method.simple_vit`), with code-2401's laws.
+"""[CI]'s three arms on the Simple ViT (`pipeline.method.simple_vit`), M'_I or Model III, with code-2401's laws.
 
 Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with the init
 strings of `vit_pex.sh`; paper.md sections 1.2 and 3.4. Per layer, the Q/K factors of every head are written into
@@ -15,6 +15,12 @@ V and the output projection keep PyTorch's default in every arm, as in code-2401
 - `random` (`random512_64`): Q, K ~ sqrt(1/D) U(-1, 1), the law PyTorch's default already gives `to_qk`
   (kaiming_uniform(a=sqrt(5)) on fan-in D is U(+-1/sqrt(D))), so the arm keeps the default.
 
+Model III (its "Q K format": no `--spatial_pe`, no `--spatial_x`) takes the same laws with the N x N identity in
+place of PE, i.e. with D = N tokens: the impulse fit is softmax(sigma Q K) on Q (h, N, d), K (h, d, N) written into
+the layer's own Q, K (code-2401: `impulse16_{r}_5_1.0_{eta}`, sigma 1.0 per the paper), mimetic is `mimetic{N}_{d}`
+and random `random{N}_{d}`, sqrt(1/N) U(-1, 1), the layer's own default. Only the impulse arm changes the layer's
+softmax scale (to sigma); mimetic and random keep head_dim^-0.5, as in code-2401.
+
 Deliberate differences: draws come from the caller's generator (code-2401 uses the global RNG interleaved with the
 model's construction), and the fit runs on the device it is given.
 """
@@ -28,7 +34,7 @@ from pipeline.errors import PipelineError
 from pipeline.method.inits.geometry import shifted_index
 from pipeline.method.inits.rng import uniform
 from pipeline.method.inits.targets import impulse_matrices
-from pipeline.method.simple_vit import MixedAttention, SimpleViT
+from pipeline.method.simple_vit import FixedAttention, MixedAttention, SimpleViT
 from pipeline.vocabulary import CI_ARMS
 
 
@@ -89,8 +95,13 @@ def mimetic_factors(heads: int, dim: int, rank: int, generator: torch.Generator)
 
 
 @torch.no_grad()
-def write_qk(attn: MixedAttention, q: Tensor, k: Tensor) -> None:
-    """Write per-head factors Q (h, D, d), K (h, d, D) into the layer's `to_qk` (code-2401's rearrange)."""
+def write_qk(attn: MixedAttention | FixedAttention, q: Tensor, k: Tensor) -> None:
+    """Write per-head factors Q (h, D, d), K (h, d, D) into the layer: Model III's own Q, K, or M'_I's `to_qk`
+    (code-2401's rearrange)."""
+    if isinstance(attn, FixedAttention):
+        attn.q.copy_(q)
+        attn.k.copy_(k)
+        return
     inner = attn.heads * attn.head_dim
     attn.to_qk.weight[:inner] = q.transpose(1, 2).reshape(inner, -1).to(attn.to_qk.weight)
     attn.to_qk.weight[inner:] = k.reshape(inner, -1).to(attn.to_qk.weight)
@@ -103,7 +114,8 @@ def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: i
     Args:
         arm: 'impulse', 'mimetic' or 'random' (see the module doc).
         generator: the source of every draw of the arm.
-        steps, lr, sigma, renorm_every, window: the impulse fit (code-2401: 10000, 1e-4, 0.1, 100, 5).
+        steps, lr, sigma, renorm_every, window: the impulse fit (code-2401: 10000, 1e-4, 0.1, 100, 5 for M'_I;
+            sigma 1.0 for Model III).
         device: where the impulse fit runs.
 
     Returns:
@@ -116,11 +128,12 @@ def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: i
     if arm == "random":
         return []
     grid = (model.grid, model.grid)
-    pe = model.pos_embedding.float().to(device)
+    model3 = model.attention == "model3"
+    pe = (torch.eye(model.grid**2) if model3 else model.pos_embedding).float().to(device)
+    dim = pe.shape[1]
     records = []
     for layer, block in enumerate(model.blocks):
         attn = block.attn
-        dim = attn.to_qk.in_features
         if arm == "mimetic":
             write_qk(attn, *mimetic_factors(attn.heads, dim, attn.head_dim, generator))
             continue

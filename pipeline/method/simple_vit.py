@@ -1,4 +1,4 @@
-"""[CI]'s Simple ViT with the alpha-mixed attention M'_I, as code-2401 builds it for its alpha sweep.
+"""[CI]'s Simple ViT with the alpha-mixed attention M'_I (its alpha sweep) or Model III (its Tables 1-2).
 
 Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`SimpleViT`, `Transformer`, `Attention`,
 `FeedForward`, `posemb_sincos_2d`) run as `vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`, without
@@ -11,6 +11,13 @@ carry it. Patches are embedded as LN -> Linear -> LN, blocks are pre-norm with b
 projections, the MLP is LN -> Linear -> GELU -> Linear, and the classifier reads the mean token after a final LN
 (no cls token). `scale` is head_dim^-0.5, except where an init sets it (code-2401's impulse arm uses its fit's
 sigma; `pipeline.method.ci_2401`).
+
+Model III (`attention='model3'`, code-2401 without `--spatial_pe` and `--spatial_x`, its "Q K format") replaces the
+logits by per-layer, per-head learnable factors: attention = softmax(scale * Q_h K_h), Q_h (N, r), K_h (r, N) with
+r = head_dim, so the maps never read the input. `trainable_qk=False` freezes Q, K (code-2401 without `--trainable`:
+Table 2's NT). Without `value` (no `--use_value`) the values are LN(x) itself, split into heads, and the output
+projection stays (code-2401's `v = x`); that needs heads * head_dim = dim. code-2401 has no default for Q, K (an
+init string is required); ours is its `random{N}_{r}` law, sqrt(1/N) U(-1, 1).
 """
 
 from __future__ import annotations
@@ -33,6 +40,14 @@ def posemb_sincos_2d(h: int, w: int, dim: int, temperature: float = 10000.0) -> 
     return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
 
 
+ATTENTION_FORMS = ("mixed", "model3")
+
+
+def split_heads(t: Tensor, heads: int, head_dim: int) -> Tensor:
+    """(B, N, heads * head_dim) -> (B, heads, N, head_dim)."""
+    return t.unflatten(-1, (heads, head_dim)).transpose(-3, -2)
+
+
 class MixedAttention(nn.Module):
     """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values from LN(x)."""
 
@@ -47,7 +62,7 @@ class MixedAttention(nn.Module):
         self.to_out = nn.Linear(inner, dim, bias=False)
 
     def split(self, t: Tensor) -> Tensor:
-        return t.unflatten(-1, (self.heads, self.head_dim)).transpose(-3, -2)  # (B, N, h d) -> (B, h, N, d)
+        return split_heads(t, self.heads, self.head_dim)
 
     def maps(self, h: Tensor, pe: Tensor) -> Tensor:
         """(B, heads, N, N) attention maps for the layer-normed input `h`."""
@@ -65,15 +80,47 @@ class MixedAttention(nn.Module):
         return self.to_out(out.transpose(-3, -2).flatten(-2))
 
 
+class FixedAttention(nn.Module):
+    """One layer of Model III: maps softmax(scale Q_h K_h) that do not depend on the input (see the module doc)."""
+
+    def __init__(self, dim: int, heads: int, head_dim: int, tokens: int, value: bool, trainable_qk: bool):
+        super().__init__()
+        inner = heads * head_dim
+        if not value and inner != dim:
+            raise PipelineError(f"Model III without value reads LN(x) as values: heads x head_dim = {inner} must"
+                                f" equal dim = {dim}")
+        self.heads, self.head_dim, self.scale = heads, head_dim, head_dim**-0.5
+        bound = tokens**-0.5
+        self.q = nn.Parameter(torch.empty(heads, tokens, head_dim).uniform_(-bound, bound), requires_grad=trainable_qk)
+        self.k = nn.Parameter(torch.empty(heads, head_dim, tokens).uniform_(-bound, bound), requires_grad=trainable_qk)
+        self.norm = nn.LayerNorm(dim)
+        self.to_v = nn.Linear(dim, inner, bias=False) if value else None
+        self.to_out = nn.Linear(inner, dim, bias=False)
+
+    def maps(self) -> Tensor:
+        """(heads, N, N) attention maps, the same for every input."""
+        return (self.q @ self.k * self.scale).softmax(dim=-1)
+
+    def attention(self, x: Tensor, pe: Tensor) -> Tensor:
+        """(B, heads, N, N) attention maps for block input `x` (which they do not read)."""
+        return self.maps().expand(x.shape[0], -1, -1, -1)
+
+    def forward(self, x: Tensor, pe: Tensor) -> Tensor:
+        h = self.norm(x)
+        v = h if self.to_v is None else self.to_v(h)
+        out = self.maps().to(v.dtype) @ split_heads(v, self.heads, self.head_dim)
+        return self.to_out(out.transpose(-3, -2).flatten(-2))
+
+
 class FeedForward(nn.Sequential):
     def __init__(self, dim: int, hidden: int):
         super().__init__(nn.LayerNorm(dim), nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, head_dim: int, mlp_dim: int, alpha: float):
+    def __init__(self, attn: nn.Module, dim: int, mlp_dim: int):
         super().__init__()
-        self.attn = MixedAttention(dim, heads, head_dim, alpha)
+        self.attn = attn
         self.ff = FeedForward(dim, mlp_dim)
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
@@ -82,18 +129,23 @@ class Block(nn.Module):
 
 
 class SimpleViT(nn.Module):
-    """code-2401's Simple ViT with M'_I in every block (see the module doc).
+    """code-2401's Simple ViT with M'_I or Model III in every block (see the module doc).
 
     Args:
         image_size, patch_size: square images and patches; the token grid is (image_size // patch_size)^2.
         num_classes, channels: the classifier's outputs and the image channels.
         dim, depth, heads, head_dim, mlp_dim: width, blocks, heads and their width, MLP hidden width.
-        alpha: the weight of content in the attention input, in [0, 1] (0: positions only).
+        alpha: the weight of content in the attention input of M'_I, in [0, 1] (0: positions only).
+        attention: 'mixed' (M'_I) or 'model3' (input-independent maps).
+        value, trainable_qk: Model III with values LN(x) W_v (else LN(x)), and with Q, K trained (else frozen).
     """
 
     def __init__(self, *, image_size: int, patch_size: int, num_classes: int, dim: int, depth: int, heads: int,
-                 head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5):
+                 head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5, attention: str = "mixed",
+                 value: bool = True, trainable_qk: bool = True):
         super().__init__()
+        if attention not in ATTENTION_FORMS:
+            raise PipelineError(f"attention = {attention!r}: use one of {', '.join(ATTENTION_FORMS)}")
         if image_size % patch_size:
             raise PipelineError(f"patch_size = {patch_size} does not divide image_size = {image_size}")
         if not 0.0 <= alpha <= 1.0:
@@ -102,7 +154,14 @@ class SimpleViT(nn.Module):
         patch_dim = channels * patch_size**2
         self.to_patch_embedding = nn.Sequential(nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim), nn.LayerNorm(dim))
         self.register_buffer("pos_embedding", posemb_sincos_2d(self.grid, self.grid, dim), persistent=False)
-        self.blocks = nn.ModuleList(Block(dim, heads, head_dim, mlp_dim, alpha) for _ in range(depth))
+        self.attention = attention
+
+        def attn() -> nn.Module:
+            if attention == "model3":
+                return FixedAttention(dim, heads, head_dim, self.grid**2, value, trainable_qk)
+            return MixedAttention(dim, heads, head_dim, alpha)
+
+        self.blocks = nn.ModuleList(Block(attn(), dim, mlp_dim) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.linear_head = nn.Linear(dim, num_classes)
 

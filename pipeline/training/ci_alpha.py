@@ -19,7 +19,7 @@ import sys
 import torch
 
 from pipeline import entry
-from pipeline.config import ImpulseFitConfig, Params, SimpleVitConfig
+from pipeline.config import CiAlphaConfig, CiModel3Config, ImpulseFitConfig, Params, SimpleVitConfig, TrainConfig
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import init_arm
@@ -44,47 +44,56 @@ def input_size(cfg: SimpleVitConfig, meta: DatasetMeta) -> tuple[int, int]:
     return cfg.image_size, cfg.channels or meta.channels
 
 
-def simple_vit(cfg: SimpleVitConfig, meta: DatasetMeta, alpha: float) -> SimpleViT:
-    """The grid's Simple ViT for this dataset, with PyTorch's default init (drawn from the global RNG)."""
+def simple_vit(cfg: SimpleVitConfig, meta: DatasetMeta, **attention) -> SimpleViT:
+    """The Simple ViT for this dataset, with PyTorch's default init (drawn from the global RNG); `attention` is
+    the attention form's arguments (alpha; or attention='model3', value, trainable_qk)."""
     return SimpleViT(image_size=cfg.image_size, patch_size=cfg.patch_size, num_classes=meta.num_classes,
                      dim=cfg.dim, depth=cfg.depth, heads=cfg.heads, head_dim=cfg.head_dim, mlp_dim=cfg.mlp_dim,
-                     channels=input_size(cfg, meta)[1], alpha=alpha)
+                     channels=input_size(cfg, meta)[1], **attention)
 
 
-def initialized(cfg: SimpleVitConfig, fit: ImpulseFitConfig, meta: DatasetMeta, alpha: float, arm: str, seed: int,
-                device: str = "cpu") -> tuple[SimpleViT, list[dict]]:
+def initialized(cfg: SimpleVitConfig, fit: ImpulseFitConfig, meta: DatasetMeta, arm: str, seed: int,
+                device: str = "cpu", **attention) -> tuple[SimpleViT, list[dict]]:
     """The cell's model, seeded by `seed`, and its impulse-fit records (see `pipeline.method.ci_2401.init_arm`)."""
     torch.manual_seed(seed)
-    model = simple_vit(cfg, meta, alpha)
+    model = simple_vit(cfg, meta, **attention)
     records = init_arm(model, arm, torch.Generator().manual_seed(seed), device=device, **dataclasses.asdict(fit))
     return model, records
 
 
-def ci_run(params: Params, dataset: str, alpha_text: str, arm: str, seed: int) -> Run:
-    """The grid cell (dataset, alpha, arm, seed) as a `Run`; `alpha_text` names its results folder."""
-    ci, alpha = params.ci_alpha, parse_alpha(alpha_text)
+def simple_vit_cell(module: str, kind: str, key: tuple[str, ...], params: Params, grid: CiAlphaConfig | CiModel3Config,
+                    recipe: TrainConfig, dataset: str, arm: str, seed: int, labels: dict, **attention) -> Run:
+    """One cell of a [CI] grid on the Simple ViT (`grid`: its params section) as a `Run`: `labels` (the cell's own
+    axes) go into its config and metrics.json beside the arm, and so does the impulse arm's fit, per layer;
+    `attention` is the model's attention form (see `simple_vit`)."""
     if arm not in CI_ARMS:
         raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
-    fit = ci.impulse_fit
-    config = {"grid": "ci_alpha", "dataset": dataset, "alpha": alpha, "arm": arm, "seed": seed,
-              "model": dataclasses.asdict(ci.model),
+    fit = grid.impulse_fit
+    config = {"grid": kind, "dataset": dataset, **labels, "arm": arm, "seed": seed,
+              "model": dataclasses.asdict(grid.model),
               "impulse_fit": dataclasses.asdict(fit) if arm == "impulse" else None,
-              "train": dataclasses.asdict(params.ci_recipe), "data": data_identity(params.data)}
+              "train": dataclasses.asdict(recipe), "data": data_identity(params.data)}
     device = "cuda" if params.resources.device != "cpu" and torch.cuda.is_available() else "cpu"
     fitted: dict = {}
 
     def build(meta: DatasetMeta) -> SimpleViT:
-        model, fitted["impulse_fit"] = initialized(ci.model, fit, meta, alpha, arm, seed, device)
+        model, fitted["impulse_fit"] = initialized(grid.model, fit, meta, arm, seed, device, **attention)
         return model
 
     def facts(model: SimpleViT) -> dict:
         records = {"impulse_fit": fitted["impulse_fit"]} if arm == "impulse" else {}
-        return {"variant": "ci", "model": "simple_vit", "family": "vit", "num_heads": ci.model.heads, "arm": arm,
-                "alpha": alpha} | records
+        return {"variant": "ci" if kind == "ci_alpha" else kind, "model": "simple_vit", "family": "vit",
+                "num_heads": grid.model.heads, "arm": arm} | labels | records
 
-    return Run(module=__spec__.name, kind="ci_alpha", key=(dataset, f"alpha{alpha_text}", arm, f"seed{seed}"),
-               dataset=dataset, seed=seed, recipe=params.ci_recipe, config=config, build=build,
-               input_size=lambda meta: input_size(ci.model, meta), facts=facts)
+    return Run(module=module, kind=kind, key=key, dataset=dataset, seed=seed, recipe=recipe, config=config,
+               build=build, input_size=lambda meta: input_size(grid.model, meta), facts=facts)
+
+
+def ci_run(params: Params, dataset: str, alpha_text: str, arm: str, seed: int) -> Run:
+    """The grid cell (dataset, alpha, arm, seed) as a `Run`; `alpha_text` names its results folder."""
+    alpha = parse_alpha(alpha_text)
+    return simple_vit_cell(__spec__.name, "ci_alpha", (dataset, f"alpha{alpha_text}", arm, f"seed{seed}"), params,
+                           params.ci_alpha, params.ci_recipe, dataset, arm, seed, {"alpha": alpha}, alpha=alpha)
 
 
 def add_arguments(parser) -> None:
