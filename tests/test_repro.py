@@ -227,8 +227,11 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
         sh(inside, "dvc", "repro", "-q", env=tool_env(STEP_SLEEP="0"))
     edit(inside, "cell-0", "cell-1", text="slow\n")
     env = tool_env(PYTHONPATH=str(ROOT), STEP_SLEEP="60")
+    # started as a terminal starts it, with SIGINT at its default even where this suite runs in the background (a
+    # non-interactive shell's `&` makes its children ignore SIGINT, and Python then never raises KeyboardInterrupt)
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "-j", "2"], cwd=inside, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         pids = []
         for line in proc.stdout:
