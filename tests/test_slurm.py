@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 from workspace import copy_repo, run_metrics, sh, tool_env
 
@@ -187,6 +188,18 @@ def wait_for(condition, seconds: float, what: str, diagnose=lambda: "") -> None:
         time.sleep(0.5)
 
 
+def training_process(args: list[str]) -> psutil.Process:
+    """The process of `python -m pipeline.training.train <args>` (the stage's command inside the SLURM job)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if "pipeline.training.train" in cmd and cmd[cmd.index("pipeline.training.train") + 1:] == args:
+                return proc
+        time.sleep(0.5)
+    raise AssertionError(f"no process runs pipeline.training.train {' '.join(args)}")
+
+
 def minutes(runtime: str) -> int:
     """Whole minutes of SLURM's RunTime ([D-]HH:MM:SS)."""
     days, _, clock = runtime.rpartition("-")
@@ -197,15 +210,16 @@ def minutes(runtime: str) -> int:
 @pytest.mark.slurm
 @pytest.mark.timeout(900)
 def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):
-    """The runner submits one smoke cell; once it has checkpointed, the test moves the job's time limit to one or two
-    minutes past what it has run (`scontrol update`), inside the time-limit signal's window (`slurm.signal_s` =
-    150 s before the limit), so that SLURM signals the job at its next pass over time limits (every 30 s) rather
-    than after minutes of training. The cell has epochs enough to outlast that pass on a fast machine. SLURM signals
-    the job, submitit requeues it (same job id), the test gives it its 30 minutes back, and the second run of the
-    cell resumes from its checkpoint. Nothing here sets the cell's environment: what its metrics.json records of
-    SLURM (job id, nodes, restarts) is what SLURM gave the job."""
+    """The runner submits one smoke cell; once it has checkpointed, the test stops its training process (SIGSTOP,
+    so that no machine is fast enough to finish the cell first) and moves the job's time limit to one or two minutes
+    past what it has run (`scontrol update`), inside the time-limit signal's window (`slurm.signal_s` = 150 s before
+    the limit), so that SLURM signals the job at its next pass over time limits (every 30 s). SLURM signals the
+    job's batch process (submitit's, not stopped), submitit requeues it (same job id), the test lets the stopped
+    process go on to its end, gives the job its 30 minutes back and makes it eligible at once, and the second run
+    of the cell resumes from its checkpoint. Nothing here sets the cell's environment: what its metrics.json
+    records of SLURM (job id, nodes, restarts) is what SLURM gave the job."""
     cell = "train@fashion_mnist-vit-impulse-0"
-    epochs = 500  # tens of seconds at the smoke model's speed on a fast CPU: longer than SLURM's 30 s to signal
+    epochs = 40  # seconds of training: the test stops it after the first checkpoint
     repo = copy_repo(tmp_path / "requeue", "smoke", {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30,
                                                      "slurm.signal_s": 150, "train.epochs": epochs})
     runner = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell], cwd=repo,
@@ -221,12 +235,19 @@ def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_envir
 
         checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         wait_for(checkpoint.exists, 300, "the cell's first checkpoint", diagnose)
+        trainer = training_process(cell.split("@")[1].split("-"))
+        trainer.suspend()
         limit = minutes(job_field(cluster, job, "RunTime")) + 2
         subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit}"], env=cluster, check=True)
-        wait_for(lambda: job_field(cluster, job, "Restarts") not in ("0", None) or not checkpoint.exists(), 150,
-                 "SLURM to requeue the job", diagnose)
-        assert job_field(cluster, job, "Restarts") == "1", f"the cell ended before its time limit; {diagnose()}"
-        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], env=cluster, check=True)
+        wait_for(lambda: job_field(cluster, job, "Restarts") not in ("0", None), 150, "SLURM to requeue the job",
+                 diagnose)
+        assert job_field(cluster, job, "Restarts") == "1", diagnose()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            trainer.resume()  # it ends on SLURM's SIGTERM to the requeued job's processes
+        # its 30 minutes back, and eligible now rather than after SLURM's delay for a requeued job (about 2 minutes)
+        wait_for(lambda: job_field(cluster, job, "JobState") == "PENDING", 120, "the requeued job to pend", diagnose)
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30", "StartTime=now"], env=cluster,
+                       check=True)
         rest = runner.communicate(timeout=480)[0]
     finally:
         runner.kill()
