@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
     "ci-model3": ("pipeline.training.ci_model3",
                   "stage ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>: one cell of [CI]'s Model III grid"),
+    "ci-table1": ("pipeline.training.ci_table1",
+                  "stage ci_table1@<dataset>-<form>-<value>-<seed>: one cell of [CI] Table 1's other columns"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),

@@ -30,7 +30,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
-from pipeline.training import builders, ci_alpha, ci_model3, filter_study
+from pipeline.training import builders, ci_alpha, ci_model3, ci_table1, filter_study
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
 
@@ -114,6 +114,10 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines += grid_estimate("the [CI] Model III grid", m3.model, m3.datasets,
                                len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds),
                                params.ci_model3_recipe.epochs, params, table, device)
+    if m3.datasets and m3.forms:
+        lines += grid_estimate("[CI] Table 1's other columns", m3.model, m3.datasets,
+                               len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe.epochs, params,
+                               table, device)
     return lines
 
 
@@ -194,6 +198,12 @@ def check_builds(params: Params) -> int:
                 check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
                              *ci_alpha.input_size(m3.model, meta), n)
                 built += 1
+            if dataset in m3.datasets and m3.forms and m3.value:
+                with keyed("ci_model3.model"):
+                    model = ci_alpha.simple_vit(m3.model, meta, **ci_table1.attention_form(m3.forms[0], m3.value[0]))
+                check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
+                             *ci_alpha.input_size(m3.model, meta), n)
+                built += 1
             study = params.filter_study
             if study.enabled and dataset == study.dataset:
                 with keyed("filter_study.model"):
@@ -231,6 +241,10 @@ def main(params: Params, args) -> int:
     print(f"[CI] Model III runs: {n_m3}" + (f" = {len(m3.datasets)} dataset(s) x {len(m3.arms)} arm(s) x"
                                             f" {len(m3.qk)} qk x {len(m3.value)} value x {len(m3.seeds)} seed(s)"
                                             if n_m3 else " (off)"))
+    n_t1 = len(m3.datasets) * len(m3.forms) * len(m3.value) * len(m3.seeds)
+    print(f"[CI] Table 1 runs (Simple ViT, Models I / II): {n_t1}"
+          + (f" = {len(m3.datasets)} dataset(s) x {len(m3.forms)} form(s) x {len(m3.value)} value x {len(m3.seeds)}"
+             " seed(s)" if n_t1 else " (off)"))
     for line in estimate_lines(params, args.device):
         print(line)
     return 0

@@ -28,6 +28,7 @@ from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.vocabulary import (
     CI_ARMS,
+    CI_FORMS,
     CI_QK,
     CI_VALUE,
     INIT_METHODS,
@@ -477,7 +478,8 @@ class CiModel3Config:
     """[CI] 2401.12511 Tables 1-2 (Model III): code-2401's Simple ViT whose attention maps are learnable per-layer,
     per-head factors softmax(scale Q K) that never read the input (`pipeline.method.simple_vit`), with its impulse,
     mimetic and random arms (`pipeline.method.ci_2401`), Q/K trained or frozen and values LN(x) W_v or LN(x)
-    (stages ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>).
+    (stages ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>); and Table 1's other columns (`forms`, PyTorch's default
+    init, trained: stages ci_table1@<dataset>-<form>-<value>-<seed>).
     """
 
     datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
@@ -485,13 +487,15 @@ class CiModel3Config:
     qk: list = field(default_factory=lambda: list(CI_QK))  #: trained (Table 2's T) / frozen (NT)
     value: list = field(default_factory=lambda: list(CI_VALUE))  #: value (w/ V) / novalue (w/o V)
     seeds: list = field(default_factory=lambda: [0, 1, 2])
+    #: [CI] Table 1's other columns at the same model, recipe, values and seeds (stages ci_table1@...); [] = off
+    forms: list = field(default_factory=lambda: list(CI_FORMS))
     model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
     impulse_fit: Model3FitConfig = field(default_factory=Model3FitConfig)
     train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
 
     def __post_init__(self):
         for key, values, allowed in (("arms", self.arms, CI_ARMS), ("qk", self.qk, CI_QK),
-                                     ("value", self.value, CI_VALUE)):
+                                     ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:
                 _choice(f"ci_model3.{key}", value, allowed)
         self.model.validate("ci_model3.model")

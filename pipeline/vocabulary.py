@@ -27,6 +27,13 @@ CI_QK: tuple[str, ...] = get_args(CiQk)
 CiValue = Literal["value", "novalue"]
 CI_VALUE: tuple[str, ...] = get_args(CiValue)
 
+#: [CI] Table 1's other columns, forms of its Simple ViT (`pipeline.method.simple_vit`): the Simple ViT with the PE
+#: added to its tokens (`simple`) and with no PE at all (`simple_nope`, the table's "without input PE"), Model I (PE
+#: only inside attention, alpha 0.5) and Model II (positions only, alpha 0). Model III (RT) is ci_model3's random /
+#: trained cell.
+CiForm = Literal["simple", "simple_nope", "model1", "model2"]
+CI_FORMS: tuple[str, ...] = get_args(CiForm)
+
 #: timm's `weight_init` modes: 'skip' = PyTorch's defaults, as the official code builds its models; '' = timm's
 #: own init; 'reset' = PyTorch's defaults plus timm's pos_embed/cls_token init (MLP-Mixer: 'skip' and '' only).
 WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]

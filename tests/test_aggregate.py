@@ -136,7 +136,7 @@ def test_every_published_number_appears_in_paper_md():
 
 def test_claims_yaml_lists_every_claim_of_section_2_10():
     """Section 2.10's nine, then [CI] Table 2's NT effect (10), the largest single effect of the papers."""
-    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10"]
+    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10", "15"]
 
 
 @pytest.mark.parametrize("row, message", [
@@ -311,6 +311,33 @@ def test_ci_table2_reads_the_model3_grid_beside_the_published_cells_and_judges_c
     assert agg.summary["ci_model3"]["cifar10"]["impulse"]["frozen"]["value"]["n"] == 3
 
 
+def test_ci_table1_reads_its_forms_beside_model3_rt_and_judges_claim_15(tmp_path):
+    """Table 1's layout from results/ci_table1/<dataset>/<form>/<value>/seed<k>/ and Model III's random / trained
+    cells; the Table 2 table and claim 10 read Model III's rows only."""
+    base = {"simple": 0.72, "simple_nope": 0.58, "model1": 0.715, "model2": 0.722}
+    for seed in (0, 1, 2):
+        for value in ("value", "novalue"):
+            for form, top1 in base.items():
+                write_run(tmp_path / "r" / "ci_table1" / "cifar10" / form / value / f"seed{seed}",
+                          top1 + 0.002 * seed, arm="random", form=form, value=value)
+            write_run(tmp_path / "r" / "ci_model3" / "cifar10" / "random" / "trained" / value / f"seed{seed}",
+                      0.73 + 0.002 * seed, arm="random", qk="trained", value=value)
+    exp = experiment(m3_datasets=("cifar10",), m3_arms=("random",), m3_qk=("trained",),
+                     m3_values=("value", "novalue"), m3_seeds=(0, 1, 2), m3_forms=("simple", "simple_nope", "model1",
+                                                                                    "model2"), filters=(), sigmas=())
+    agg = aggregate(tmp_path / "r", PAPER, exp)
+    t = table(agg, "ci_table1")
+    assert t.columns == ["Dataset", "Values", "Simple ViT", "Simple ViT, no PE", "Model I", "Model II",
+                         "Model III (RT)"]
+    assert [r[1] for r in t.rows] == ["w/ V", "w/o V"]
+    assert t.rows[0][2] == "72.20 ± 0.20 (n=3); CIFAR-10 paper 71.96" and t.rows[0][6].endswith("paper 73.04")
+    assert t.rows[1][3].endswith("CIFAR-10 paper n/p")  # no PE, w/o V: not in Table 1
+    assert [r[1] for r in table(agg, "ci_table2").rows] == ["random"]
+    assert table(agg, "ci_table2").rows[0][2].startswith("73.20 ± 0.20 (n=3)")  # Model III rows only
+    assert claim(agg, "15")["verdict"] != "not tested" and len(claim(agg, "15")["comparisons"]) == 6
+    assert agg.summary["ci_table1"]["cifar10"]["model2"]["novalue"]["n"] == 3
+
+
 def test_ci_fit_table_shows_every_layer_fit_of_the_impulse_cells_beside_the_recorded_reference(tmp_path):
     def fits(mse: float) -> list[dict]:
         return [{"layer": k, "mse": mse + 0.001 * k, "target_mass": 0.3, "peak": 1.0 - 0.01 * k} for k in range(2)]
@@ -376,6 +403,7 @@ def test_claims_from_a_consistent_results_tree(results):
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
                         "5a": "supported",  # random/impulse within 2 points, box and softmax clearly worse
                         "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested", "10": "not tested",
+                        "15": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
     assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])

@@ -1,5 +1,6 @@
 """[CI]'s Model III (Tables 1-2): input-independent maps, frozen vs trained Q/K, values with and without W_v, the
-arms' laws on Q, K, and one cell of the stage."""
+arms' laws on Q, K, and one cell of the stage; Table 1's other forms (Simple ViT with and without its PE, Models
+I / II) and one cell of theirs."""
 
 from __future__ import annotations
 
@@ -111,10 +112,52 @@ def test_a_ci_model3_cell_trains_and_records_its_columns_and_fit(workdir, params
         main([*argv, "ci-model3", "fashion_mnist", "random", "thawed", "value", "0"])
 
 
+def test_table1_forms_build_as_code_2401s_flags_say():
+    """--input_pe: the tokens carry 0.5 x + 0.5 PE and attention reads LN(x) alone; Model I / II: the PE only inside
+    attention at alpha 0.5 / 0; no PE: alpha 1 and nothing added."""
+    from pipeline.training.ci_table1 import attention_form
+
+    def build(form: str, value: str = "value") -> SimpleViT:
+        torch.manual_seed(0)
+        return SimpleViT(image_size=10, patch_size=2, num_classes=3, dim=32, depth=2, heads=2, head_dim=16,
+                         mlp_dim=32, channels=1, **attention_form(form, value))
+
+    x = torch.randn(2, 1, 10, 10)
+    seen = {}
+    simple = build("simple")
+    simple.blocks[0].register_forward_pre_hook(lambda mod, inp: seen.update(tokens=inp[0]))
+    with torch.no_grad():
+        simple(x)
+        embedded = simple.to_patch_embedding(simple.patches(x))
+    torch.testing.assert_close(seen["tokens"], 0.5 * embedded + 0.5 * simple.pos_embedding)
+    assert all(b.attn.alpha == 1.0 for b in simple.blocks)
+    assert [build(f).blocks[0].attn.alpha for f in ("simple_nope", "model1", "model2")] == [1.0, 0.5, 0.0]
+    assert not any(build(f).input_pe for f in ("simple_nope", "model1", "model2"))
+    nope = build("simple_nope", "novalue")
+    assert nope.blocks[0].attn.to_v is None
+    with torch.no_grad():
+        before = nope(x)
+        nope.pos_embedding.copy_(torch.randn_like(nope.pos_embedding))
+        torch.testing.assert_close(nope(x), before)  # no PE anywhere
+    with pytest.raises(PipelineError, match="form 'model4'"):
+        attention_form("model4", "value")
+
+
+def test_a_ci_table1_cell_trains_and_records_its_form(workdir, params_file):
+    argv = ["--params", str(params_file), *[w for o in TINY for w in ("--set", o)]]
+    assert main([*argv, "ci-table1", "fashion_mnist", "model2", "novalue", "0"]) == 0
+    out = workdir / "results" / "ci_table1" / "fashion_mnist" / "model2" / "novalue" / "seed0"
+    m = json.loads((out / "metrics.json").read_text())
+    assert (m["arm"], m["form"], m["value"], m["model"], m["epochs"]) == ("random", "model2", "novalue",
+                                                                         "simple_vit", 1)
+    assert "impulse_fit" not in m
+
+
 @pytest.mark.parametrize("override, message", [
     ("ci_model3.qk=[thawed]", "ci_model3.qk: unknown value 'thawed'"),
     ("ci_model3.value=[v]", "ci_model3.value: unknown value 'v'"),
     ("ci_model3.arms=[default]", "ci_model3.arms: unknown value 'default'"),
+    ("ci_model3.forms=[model4]", "ci_model3.forms: unknown value 'model4'"),
     ("ci_model3.impulse_fit.sigma=0", "ci_model3.impulse_fit.sigma = 0"),
     ("ci_model3.impulse_fit.window=33", "ci_model3.impulse_fit.window = 33: wider than the 16x16"),
     ("ci_model3.model.head_dim=32", "ci_model3.value: 'novalue' reads LN"),

@@ -41,9 +41,11 @@ from pipeline.analysis.analysis_plan import load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import (
+    MODEL3,
     check_images,
     load_ci_alpha_runs,
     load_ci_model3_runs,
+    load_ci_table1_runs,
     load_filter_runs,
     load_vit_runs,
     read_metrics,
@@ -87,6 +89,8 @@ class Experiment:
     m3_qk: tuple = ()
     m3_values: tuple = ()
     m3_seeds: tuple = ()
+    m3_forms: tuple = ()  #: [CI] Table 1's other columns (params `ci_model3.forms`), run beside Model III
+    alternatives: tuple = ()  #: variants whose `init_options` change a method's construction (claim 8's own lines)
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
@@ -114,7 +118,8 @@ class Experiment:
                    grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"), setting,
                    tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
                    params.profile, digest(params), tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk),
-                   tuple(m3.value), tuple(m3.seeds))
+                   tuple(m3.value), tuple(m3.seeds), tuple(m3.forms) if m3.datasets else (),
+                   tuple(v for v, m in params.models.items() if m.init_options))
 
 
 @dataclass
@@ -174,6 +179,7 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
            tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
            tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
+           tables.ci_table1_table(m3, published) if m3 is not None else None,
            filter_table(filters, published, exp.filters),
            gaussian_table(filters, published, exp.sigmas, exp.heads),
            tables.runs_table(runs, filters, ci)]
@@ -194,6 +200,8 @@ def table_notes(built: list[tables.Table], exp: Experiment) -> list[str]:
         notes.append("[CI] α grid: no run of the configured grid was found.")
     if exp.m3_datasets and "ci_table2" not in names:
         notes.append("[CI] Model III grid (Table 2): no run of the configured grid was found.")
+    if exp.m3_datasets and exp.m3_forms and "ci_table1" not in names:
+        notes.append("[CI] Table 1's other columns: no run of the configured forms was found.")
     if exp.filters and "filter_study" not in names:
         notes.append("Filter study: no run of the configured variants was found.")
     if exp.sigmas and exp.heads and "gaussian" not in names:
@@ -209,7 +217,8 @@ def _stats(frame: pd.DataFrame) -> dict:
 def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame,
                     m3: pd.DataFrame | None = None) -> dict:
     """DVC metrics: mean/std/n of final top-1 (fractions, as metrics.json) per dataset, variant and arm; per
-    filter-study variant; per [CI] dataset, α and arm; per Model III dataset, arm, qk and value."""
+    filter-study variant; per [CI] dataset, α and arm; per Model III dataset, arm, qk and value; per [CI] Table 1
+    dataset, form and value."""
     out: dict = {}
     for (d, v, a), frame in runs.groupby(["dataset", "variant", "arm"], sort=False):
         out.setdefault(d, {}).setdefault(v, {})[a] = _stats(frame)
@@ -220,9 +229,11 @@ def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame,
         for (d, alpha, a), frame in ci.groupby(["dataset", "alpha", "arm"], sort=False):
             out["ci_alpha"].setdefault(d, {}).setdefault(f"{alpha:g}", {})[a] = _stats(frame)
     if m3 is not None and len(m3):
-        out["ci_model3"] = {}
-        for (d, a, qk, v), frame in m3.groupby(["dataset", "arm", "qk", "value"], sort=False):
-            out["ci_model3"].setdefault(d, {}).setdefault(a, {}).setdefault(qk, {})[v] = _stats(frame)
+        forms = m3["form"] if "form" in m3.columns else pd.Series(MODEL3, index=m3.index)
+        for (d, a, qk, v), frame in m3[forms == MODEL3].groupby(["dataset", "arm", "qk", "value"], sort=False):
+            out.setdefault("ci_model3", {}).setdefault(d, {}).setdefault(a, {}).setdefault(qk, {})[v] = _stats(frame)
+        for (d, f, v), frame in m3[forms != MODEL3].groupby(["dataset", "form", "value"], sort=False):
+            out.setdefault("ci_table1", {}).setdefault(d, {}).setdefault(f, {})[v] = _stats(frame)
     return out
 
 
@@ -260,7 +271,7 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
             "ci_alpha": {"datasets": list(exp.ci_datasets), "alphas": list(exp.ci_alphas), "arms": list(exp.ci_arms),
                          "seeds": list(exp.ci_seeds)},
             "ci_model3": {"datasets": list(exp.m3_datasets), "arms": list(exp.m3_arms), "qk": list(exp.m3_qk),
-                          "value": list(exp.m3_values), "seeds": list(exp.m3_seeds)},
+                          "value": list(exp.m3_values), "seeds": list(exp.m3_seeds), "forms": list(exp.m3_forms)},
             "runs": {"vit": len(runs), "filter_study": len(filters), "ci_alpha": len(ci), "ci_model3": len(m3)},
             "missing": missing,
             "git_rev": _unique(frames, "git_rev"), "hardware": _unique(frames, "hardware"),
@@ -282,7 +293,8 @@ def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFram
         named += [(f"results/ci_alpha/{d}/alpha{r.alpha:g}/{r.arm}/seed{r.seed}", r.images)
                   for r in ci[ci["dataset"] == d].itertuples()]
         if m3 is not None:
-            named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}", r.images)
+            named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}" if getattr(r, "form", MODEL3)
+                       == MODEL3 else f"results/ci_table1/{d}/{r.form}/{r.value}/seed{r.seed}", r.images)
                       for r in m3[m3["dataset"] == d].itertuples()]
         check_images(named)
 
@@ -307,11 +319,15 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                         exp.ci_seeds)
     m3, m3_missing = load_ci_model3_runs(results / "ci_model3", exp.m3_datasets, exp.m3_arms, exp.m3_qk,
                                          exp.m3_values, exp.m3_seeds)
+    t1, t1_missing = load_ci_table1_runs(results / "ci_table1", exp.m3_datasets, exp.m3_forms, exp.m3_values,
+                                         exp.m3_seeds)
+    m3, m3_missing = pd.concat([m3.assign(form=MODEL3), t1], ignore_index=True), m3_missing + t1_missing
     check_test_images(runs, filters, ci, exp, m3)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
-                               load_attention(results / "attention", exp.variants, exp.arms), ci, m3)
+                               load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
+                               frozenset(exp.alternatives))
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
     built += [t for t in [tables.init_diagnostics_table(ev.attention)] if t is not None]

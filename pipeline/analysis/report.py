@@ -53,7 +53,8 @@ from pipeline.outputs import files_aside
 
 TABLES, FIGURES, OUT, PAPER = Path("results/tables"), Path("reports/figures"), Path("reports"), Path("paper")
 FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study"}
-TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid", "ci_model3": "[CI] Model III (Table 2)",
+TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid",
+                  "ci_model3": "[CI] Tables 1-2 (Model III and the other attention forms)",
                   "filter_study": "Filter study (ConvMixer)",
                   "init_diagnostics": "Init diagnostics (Mixer and Swin constructions are ours)"}
 #: answers listed on page 1 before the rest are summarised (the claims table must stay on page 1)

@@ -10,7 +10,8 @@ inits may still be there):
   `sigma` and `heads` each run records;
 - [CI]'s α grid: `results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/`, matched on the `alpha` each run records
   (not on how the folder spells the number);
-- [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`.
+- [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`; Table 1's other
+  columns: `results/ci_table1/<dataset>/<form>/<value>/seed<k>/`.
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
@@ -225,6 +226,29 @@ def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequenc
         cell = {"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
         rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
     columns = ["dataset", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
+    return pd.DataFrame(rows, columns=columns), missing
+
+
+#: the `form` of Model III's rows when they stand beside [CI] Table 1's other columns in one frame
+MODEL3 = "model3"
+
+
+def load_ci_table1_runs(root: str | Path, datasets: Sequence[str], forms: Sequence[str], values: Sequence[str],
+                        seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """[CI] Table 1's other columns (results/ci_table1/<dataset>/<form>/<value>/seed<k>/): (rows found, runs
+    missing), in the Model III frame's columns plus `form` (arm 'random', qk 'trained': PyTorch's default init,
+    trained, as Table 1's Model III (RT) cell)."""
+    root = Path(root)
+    rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
+    for dataset, form, value, seed in itertools.product(datasets, forms, values, seeds):
+        folder = root / dataset / form / value / f"seed{seed}"
+        if not (folder / "metrics.json").exists():
+            missing.append(str(folder))
+            continue
+        cell = {"dataset": dataset, "form": form, "arm": "random", "qk": "trained", "value": value, "seed": seed}
+        rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
+    columns = ["dataset", "form", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
     return pd.DataFrame(rows, columns=columns), missing
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from pipeline.analysis.published import select
-from pipeline.analysis.runs import at_epoch
+from pipeline.analysis.runs import MODEL3, at_epoch
 from pipeline.analysis.stats import Estimate, mean_std
 
 NA = "–"  #: a cell this run has no number for
@@ -377,6 +377,7 @@ def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[st
     """[CI] Table 2 layout: per dataset, arms down (random, mimetic, impulse), Q/K trained (T) / frozen (NT) ×
     with / without value across; each cell our mean ± std (n) and the published CIFAR-10 cell beside it
     (paper/ci_table2.csv: the paper has Table 2 on CIFAR-10 only)."""
+    m3 = model3_rows(m3)
     if m3 is None or m3.empty:
         return None
 
@@ -394,6 +395,48 @@ def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[st
     return Table("ci_table2", "[CI] Model III: init × Q/K trained or frozen × value (Table 2 layout)", caption,
                  ["Dataset", "Init", *(h for _, h in CI_TABLE2_COLUMNS)], rows, pd.DataFrame(data),
                  section="ci_model3")
+
+
+def model3_rows(m3: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The Model III rows of the [CI] Tables 1-2 frame (it also holds Table 1's other columns, by `form`)."""
+    return m3 if m3 is None or "form" not in m3.columns else m3[m3["form"] == MODEL3]
+
+
+#: [CI] Table 1's columns: form and header (Model III (RT) is Model III's random / trained cell)
+CI_TABLE1_COLUMNS = (("simple", "Simple ViT"), ("simple_nope", "Simple ViT, no PE"), ("model1", "Model I"),
+                     ("model2", "Model II"), (MODEL3, "Model III (RT)"))
+
+
+def ci_table1_table(m3: pd.DataFrame, published: pd.DataFrame) -> Table | None:
+    """[CI] Table 1 layout: per dataset, with / without value down, the attention forms across (PyTorch's default
+    init, trained; Model III (RT) = Model III's random / trained cells); each cell our mean ± std (n) and the
+    published CIFAR-10 cell beside it (paper/ci_table2.csv)."""
+    if m3 is None or m3.empty or "form" not in m3.columns or not (m3["form"] != MODEL3).any():
+        return None
+    rt = m3[(m3["arm"] == "random") & (m3["qk"] == "trained")]
+    stats = group_stats(rt, ["dataset", "form", "value"])
+    forms = [(f, h) for f, h in CI_TABLE1_COLUMNS if (rt["form"] == f).any()]
+    rows, data = [], []
+    for dataset in dict.fromkeys(rt["dataset"]):
+        for value in dict.fromkeys(rt.loc[rt["dataset"] == dataset, "value"]):
+            line = [dataset, "w/ V" if value == "value" else "w/o V"]
+            for form, _ in forms:
+                s = lookup(stats, dataset=dataset, form=form, value=value)
+                paper = published_cell(select(published, "ci_table2", table="[CI] Table 1", dataset="cifar10",
+                                              form=form, values=value))[1]
+                line.append(f"{mean_pm(s['mean'], s['std'], s['n'])}; CIFAR-10 paper "
+                            + (f"{paper:.2f}" if math.isfinite(paper) else NP))
+                data.append({"dataset": dataset, "form": form, "value": value,
+                             **{k: s[k] for k in ("n", "mean", "std")}, "published_cifar10": paper})
+            rows.append(line)
+    caption = (f"[CI]'s Simple ViT in Table 1's attention forms, PyTorch's default init, trained, no augmentation:"
+               f" {final_top1(rt)} (%), mean ± std over seeds (n). Simple ViT: the PE added to the tokens; no PE:"
+               " none anywhere; Model I: the PE only inside attention (α 0.5); Model II: positions only (α 0);"
+               " Model III (RT): input-independent maps, random Q/K, trained. Values LN(x)·W_v (w/ V) or LN(x)"
+               " (w/o V). Beside each cell the published CIFAR-10 cell of [CI] Table 1 (paper/ci_table2.csv), a"
+               " different dataset and scale, shown for the pattern, not the level.")
+    return Table("ci_table1", "[CI] Table 1: attention forms × value", caption,
+                 ["Dataset", "Values", *(h for _, h in forms)], rows, pd.DataFrame(data), section="ci_model3")
 
 
 def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | None = None) -> Table:

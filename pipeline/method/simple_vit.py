@@ -12,6 +12,11 @@ projections, the MLP is LN -> Linear -> GELU -> Linear, and the classifier reads
 (no cls token). `scale` is head_dim^-0.5, except where an init sets it (code-2401's impulse arm uses its fit's
 sigma; `pipeline.method.ci_2401`).
 
+[CI] Table 1's other columns are forms of the same model: the Simple ViT (`input_pe=True`, code-2401's
+`--input_pe --spatial_x`: the tokens carry alpha * x + (1 - alpha) * PE after the patch embedding, alpha 0.5 by the
+code's default, and attention reads LN(x) alone), the Simple ViT without any PE (alpha 1, `input_pe=False`), Model I
+(M'_I at alpha 0.5) and Model II (alpha 0); without `value` the values are LN(x), as for Model III below.
+
 Model III (`attention='model3'`, code-2401 without `--spatial_pe` and `--spatial_x`, its "Q K format") replaces the
 logits by per-layer, per-head learnable factors: attention = softmax(scale * Q_h K_h), Q_h (N, r), K_h (r, N) with
 r = head_dim, so the maps never read the input. `trainable_qk=False` freezes Q, K (code-2401 without `--trainable`:
@@ -48,17 +53,25 @@ def split_heads(t: Tensor, heads: int, head_dim: int) -> Tensor:
     return t.unflatten(-1, (heads, head_dim)).transpose(-3, -2)
 
 
-class MixedAttention(nn.Module):
-    """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values from LN(x)."""
+def check_novalue(value: bool, inner: int, dim: int) -> None:
+    if not value and inner != dim:
+        raise PipelineError(f"attention without value reads LN(x) as values: heads x head_dim = {inner} must equal"
+                            f" dim = {dim}")
 
-    def __init__(self, dim: int, heads: int, head_dim: int, alpha: float):
+
+class MixedAttention(nn.Module):
+    """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values LN(x) W_v (or, without
+    `value`, LN(x) itself: code-2401 without `--use_value`)."""
+
+    def __init__(self, dim: int, heads: int, head_dim: int, alpha: float, value: bool = True):
         super().__init__()
         inner = heads * head_dim
+        check_novalue(value, inner, dim)
         self.heads, self.head_dim, self.alpha = heads, head_dim, float(alpha)
         self.scale = head_dim**-0.5
         self.norm = nn.LayerNorm(dim)
         self.to_qk = nn.Linear(dim, 2 * inner, bias=False)  # rows [0, inner) are queries, [inner, 2 inner) keys
-        self.to_v = nn.Linear(dim, inner, bias=False)
+        self.to_v = nn.Linear(dim, inner, bias=False) if value else None
         self.to_out = nn.Linear(inner, dim, bias=False)
 
     def split(self, t: Tensor) -> Tensor:
@@ -76,7 +89,8 @@ class MixedAttention(nn.Module):
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
         h = self.norm(x)
-        out = self.maps(h, pe) @ self.split(self.to_v(h))
+        v = h if self.to_v is None else self.to_v(h)
+        out = self.maps(h, pe) @ self.split(v)
         return self.to_out(out.transpose(-3, -2).flatten(-2))
 
 
@@ -86,9 +100,7 @@ class FixedAttention(nn.Module):
     def __init__(self, dim: int, heads: int, head_dim: int, tokens: int, value: bool, trainable_qk: bool):
         super().__init__()
         inner = heads * head_dim
-        if not value and inner != dim:
-            raise PipelineError(f"Model III without value reads LN(x) as values: heads x head_dim = {inner} must"
-                                f" equal dim = {dim}")
+        check_novalue(value, inner, dim)
         self.heads, self.head_dim, self.scale = heads, head_dim, head_dim**-0.5
         bound = tokens**-0.5
         self.q = nn.Parameter(torch.empty(heads, tokens, head_dim).uniform_(-bound, bound), requires_grad=trainable_qk)
@@ -137,12 +149,14 @@ class SimpleViT(nn.Module):
         dim, depth, heads, head_dim, mlp_dim: width, blocks, heads and their width, MLP hidden width.
         alpha: the weight of content in the attention input of M'_I, in [0, 1] (0: positions only).
         attention: 'mixed' (M'_I) or 'model3' (input-independent maps).
-        value, trainable_qk: Model III with values LN(x) W_v (else LN(x)), and with Q, K trained (else frozen).
+        input_pe: add alpha * x + (1 - alpha) * PE to the tokens and let attention read LN(x) alone (the Simple
+            ViT of [CI] Table 1); else the PE enters only the attention input.
+        value: values LN(x) W_v (else LN(x)); trainable_qk: Model III with Q, K trained (else frozen).
     """
 
     def __init__(self, *, image_size: int, patch_size: int, num_classes: int, dim: int, depth: int, heads: int,
                  head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5, attention: str = "mixed",
-                 value: bool = True, trainable_qk: bool = True):
+                 value: bool = True, trainable_qk: bool = True, input_pe: bool = False):
         super().__init__()
         if attention not in ATTENTION_FORMS:
             raise PipelineError(f"attention = {attention!r}: use one of {', '.join(ATTENTION_FORMS)}")
@@ -154,12 +168,12 @@ class SimpleViT(nn.Module):
         patch_dim = channels * patch_size**2
         self.to_patch_embedding = nn.Sequential(nn.LayerNorm(patch_dim), nn.Linear(patch_dim, dim), nn.LayerNorm(dim))
         self.register_buffer("pos_embedding", posemb_sincos_2d(self.grid, self.grid, dim), persistent=False)
-        self.attention = attention
+        self.attention, self.input_pe, self.alpha = attention, input_pe, float(alpha)
 
         def attn() -> nn.Module:
             if attention == "model3":
                 return FixedAttention(dim, heads, head_dim, self.grid**2, value, trainable_qk)
-            return MixedAttention(dim, heads, head_dim, alpha)
+            return MixedAttention(dim, heads, head_dim, 1.0 if input_pe else alpha, value)
 
         self.blocks = nn.ModuleList(Block(attn(), dim, mlp_dim) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
@@ -172,6 +186,8 @@ class SimpleViT(nn.Module):
 
     def forward(self, img: Tensor) -> Tensor:
         x = self.to_patch_embedding(self.patches(img))
+        if self.input_pe:
+            x = self.alpha * x + (1.0 - self.alpha) * self.pos_embedding.to(x.dtype)
         for block in self.blocks:
             x = block(x, self.pos_embedding)
         return self.linear_head(self.norm(x).mean(dim=1))
