@@ -1,4 +1,5 @@
-"""A user's own ImageFolder through every stage: `dvc repro` on the smoke profile with `datasets: [folder]`.
+"""A user's own ImageFolder through every stage: `python -m pipeline repro` (what `make repro` runs) on the smoke
+profile with `datasets: [folder]`.
 
 Issue 14's failures (a ConvMixer built with 0 classes; the figures rebuilding a model with the registry's class
 count) came from stages that read the registry instead of the fetched data. Here every stage runs on generated
@@ -29,7 +30,7 @@ def test_every_stage_runs_on_a_users_folder(tmp_path):
                                                   "data.train_subset": 0, "data.val_subset": 0,
                                                   "filter_study.dataset": "folder", "filter_study.model.img_size": 28})
     assert "2 model(s) built" in sh(repo, "python", "-m", "pipeline", "check")
-    out = sh(repo, "dvc", "repro")
+    out = sh(repo, "python", "-m", "pipeline", "repro")  # as `make repro` runs it: two stages at once
     stages = {line.split()[0] for line in sh(repo, "dvc", "stage", "list").splitlines() if line.strip()}
     assert ran(out) == stages
     manifest = json.loads((repo / "data/folder/manifest.json").read_text())
@@ -46,7 +47,7 @@ def test_every_stage_runs_on_a_users_folder(tmp_path):
     # the user points the pipeline at another folder: 3 colour classes; every stage follows
     colour = make_image_folder(tmp_path / "colour", classes=3, train_per_class=24, val_per_class=4, colour="rgb")
     set_params(repo / "params.yaml", {"data.folder_path": str(colour.root)})
-    out = sh(repo, "dvc", "repro")
+    out = sh(repo, "python", "-m", "pipeline", "repro")
     assert "fetch@folder" in ran(out) and "report" in ran(out)
     manifest = json.loads((repo / "data/folder/manifest.json").read_text())
     assert (manifest["num_classes"], manifest["channels"]) == (3, 3)

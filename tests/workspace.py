@@ -100,8 +100,10 @@ def metrics(repo: Path, run_dir: Path) -> dict:
 
 
 def ran(output: str) -> set[str]:
-    """The stages `dvc repro` / `dvc exp run` executed (not those it restored from the run-cache)."""
-    return set(re.findall(r"Running stage '([^']+)'", output))
+    """The stages `dvc repro` / `dvc exp run` / `python -m pipeline repro` executed (not those restored from the
+    run-cache)."""
+    return set(re.findall(r"Running stage '([^']+)'", output)) | set(re.findall(r"^done +(\S+) +ran in ", output,
+                                                                               re.MULTILINE))
 
 
 def run_metrics(repo: Path) -> dict[str, dict]:
