@@ -1,0 +1,93 @@
+"""Weight selection: initialise a small model with a subset of a larger model's weights.
+
+Source: Xu et al., "Initializing Models with Larger Ones" (ICLR 2024), used by [NeurIPS] Table 4 (paper.md section
+2.5) to carry an impulse-initialised ImageNet ViT-S into ViT-T on small datasets. Two steps, for models of one family
+(here timm ViTs, whose state dicts name blocks `blocks.<i>.`):
+
+1. layer selection: the student's block i takes the teacher's block i (the paper's first-N selection);
+2. uniform element selection: along every dimension where the teacher is larger, the student keeps evenly spaced
+   indices, `arange(s) * (t // s)` when s divides t, else `round(linspace(0, t - 1, s))`. Every tensor uses the
+   same rule, so the embedding channels a block keeps are the ones every other tensor keeps, and a fused qkv
+   matrix keeps the same channels of q, k and v when the widths divide.
+
+Tensors the student has and the teacher lacks (a new classifier head: `head_prefixes`) keep the student's values.
+Nothing here reads files: state dicts in, a state dict out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from pipeline.errors import PipelineError
+
+BLOCK = re.compile(r"^(blocks\.)(\d+)(\..*)$")
+
+
+def uniform_indices(teacher: int, student: int) -> Tensor:
+    """The `student` evenly spaced indices into a dimension of size `teacher` (see the module doc)."""
+    if student > teacher:
+        raise PipelineError(f"weight selection needs a teacher at least as large as the student: a dimension of"
+                            f" {student} cannot be selected from {teacher}")
+    if teacher % student == 0:
+        return torch.arange(student) * (teacher // student)
+    return torch.linspace(0, teacher - 1, student).round().long()
+
+
+def select_tensor(weight: Tensor, shape: Sequence[int]) -> Tensor:
+    """`weight` reduced to `shape` by uniform element selection along every dimension."""
+    if weight.dim() != len(shape):
+        raise PipelineError(f"weight selection: a {weight.dim()}-d teacher tensor cannot fill a {len(shape)}-d one")
+    out = weight
+    for dim, size in enumerate(shape):
+        out = out.index_select(dim, uniform_indices(out.shape[dim], size))
+    return out
+
+
+def select_weights(teacher: Mapping[str, Tensor], student: Mapping[str, Tensor],
+                   head_prefixes: Sequence[str] = ("head.",)) -> dict[str, Tensor]:
+    """The student's state dict filled from the teacher's by layer then element selection.
+
+    Args:
+        teacher: the larger model's state dict (timm ViT names).
+        student: the smaller model's state dict: its shapes say what to select; the tensors under
+            `head_prefixes` (its classifier, for other classes) are kept as they are.
+    Raises:
+        PipelineError: the student has more blocks than the teacher, or a tensor the teacher lacks or cannot
+            fill (a larger dimension, another rank, another patch size).
+    """
+    depth = {int(m.group(2)) for k in teacher if (m := BLOCK.match(k))}
+    out = {}
+    for key, value in student.items():
+        if key.startswith(tuple(head_prefixes)):
+            out[key] = value.clone()
+            continue
+        source = key  # first-N layer selection: block i from block i
+        block = BLOCK.match(key)
+        if block and int(block.group(2)) not in depth:
+            raise PipelineError(f"weight selection: the student's block {block.group(2)} has no teacher block (the"
+                                f" teacher has {len(depth)}); layer selection needs a teacher at least as deep")
+        if source not in teacher:
+            raise PipelineError(f"weight selection: the teacher has no tensor {source!r} for the student's {key!r};"
+                                " both must be models of one family (timm ViTs with the same options)")
+        weight = teacher[source]
+        if key.startswith("patch_embed.") and weight.dim() == 4 and weight.shape[2:] != value.shape[2:]:
+            raise PipelineError(f"weight selection: patch size {tuple(value.shape[2:])} of the student against"
+                                f" {tuple(weight.shape[2:])} of the teacher; use one patch size")
+        if key in ("pos_embed", "cls_token") and weight.shape[:-1] != value.shape[:-1]:
+            raise PipelineError(f"weight selection: {key} has {tuple(value.shape[:-1])} tokens in the student and"
+                                f" {tuple(weight.shape[:-1])} in the teacher; use one image size, patch size and"
+                                " class-token setting (only the width is selected)")
+        out[key] = select_tensor(weight, value.shape).to(value.dtype).clone()
+    return out
+
+
+def apply_weight_selection(student: nn.Module, teacher: nn.Module,
+                           head_prefixes: Sequence[str] = ("head.",)) -> nn.Module:
+    """Load `select_weights(teacher, student)` into `student` in place; returns it."""
+    state = select_weights(teacher.state_dict(), student.state_dict(), head_prefixes)
+    student.load_state_dict(state)
+    return student
