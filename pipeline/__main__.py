@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "filter-study": ("pipeline.training.filter_study", "stage filter_study@/filter_gaussian@: one ConvMixer run"),
     "train": ("pipeline.training.train", "stage train@<dataset>-<variant>-<arm>-<seed>: one cell of the model grid"),
+    "train-config": ("pipeline.training.train_config",
+                     "stage train_config@<dataset>-<variant>-<config>-<arm>-<seed>: one training-configuration cell"),
     "ci-alpha": ("pipeline.training.ci_alpha",
                  "stage ci_alpha@<dataset>-<alpha>-<arm>-<seed>: one cell of [CI]'s alpha grid"),
     "ci-model3": ("pipeline.training.ci_model3",

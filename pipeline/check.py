@@ -104,6 +104,10 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     for variant, model in params.models.items():
         lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
                                params.train.epochs, params, table, device)
+    for name, recipe in params.config_recipes.items():
+        for variant, model in params.models.items():
+            lines += grid_estimate(f"{variant} under training configuration {name}", model, params.datasets,
+                                   len(params.arms) * len(params.seeds), recipe.epochs, params, table, device)
     ci = params.ci_alpha
     if ci.datasets:
         lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
@@ -228,6 +232,10 @@ def main(params: Params, args) -> int:
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
     print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
           f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
+    if params.train_configs:
+        n_cfg = len(runs) * len(params.train_configs)
+        print(f"training-configuration runs: {n_cfg} = the ViT grid's {len(runs)} x {len(params.train_configs)}"
+              f" configuration(s) ({', '.join(params.train_configs)})")
     study = params.filter_study
     n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
         study.seeds)

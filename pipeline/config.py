@@ -561,12 +561,16 @@ class Params:
     ci_model3: CiModel3Config = field(default_factory=CiModel3Config)
     report: ReportConfig = field(default_factory=ReportConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    #: named training configurations: `train` overrides per name (stages train_config@...); {} switches them off
+    train_configs: dict = field(default_factory=dict)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
     filter_recipe: TrainConfig = field(init=False, repr=False)
     #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
     ci_recipe: TrainConfig = field(init=False, repr=False)
     #: [CI]'s Model III grid's recipe: `train` updated by `ci_model3.train` (not a YAML key)
     ci_model3_recipe: TrainConfig = field(init=False, repr=False)
+    #: each training configuration's recipe: `train` updated by `train_configs.<name>` (not a YAML key)
+    config_recipes: dict = field(init=False, repr=False)
 
     def __post_init__(self):
         for value in self.baselines:
@@ -598,6 +602,15 @@ class Params:
         self.filter_recipe = self._recipe("filter_study.train", self.filter_study.train)
         self.ci_recipe = self._recipe("ci_alpha.train", self.ci_alpha.train)
         self.ci_model3_recipe = self._recipe("ci_model3.train", self.ci_model3.train)
+        self.config_recipes = {}
+        for name, overrides in self.train_configs.items():
+            if not isinstance(name, str) or not VARIANT_NAME.match(name):
+                raise PipelineError(f"train_configs: name {name!r} may use only letters, digits, '_' and '.' (it"
+                                    " appears in stage names, where '-' separates the fields)")
+            if not isinstance(overrides, dict) or not overrides:
+                raise PipelineError(f"train_configs.{name}: give the `train` keys it changes, e.g. {{lr: 0.002}}"
+                                    " (the grid's own `train` is the train@ cells already)")
+            self.config_recipes[name] = self._recipe(f"train_configs.{name}", overrides)
         if self.filter_study.enabled and self.filter_study.dataset not in self.datasets:
             raise PipelineError(
                 f"filter_study.dataset = {self.filter_study.dataset!r} is not in datasets {self.datasets}: the"

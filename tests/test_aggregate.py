@@ -135,8 +135,9 @@ def test_every_published_number_appears_in_paper_md():
 
 
 def test_claims_yaml_lists_every_claim_of_section_2_10():
-    """Section 2.10's nine, then [CI] Table 2's NT effect (10), the largest single effect of the papers."""
-    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10", "15"]
+    """Section 2.10's nine, then [CI] Table 2's NT effect (10), training configurations (11), [CI] Table 1 (15)."""
+    assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10", "11",
+                                                     "15"]
 
 
 @pytest.mark.parametrize("row, message", [
@@ -403,7 +404,7 @@ def test_claims_from_a_consistent_results_tree(results):
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
                         "5a": "supported",  # random/impulse within 2 points, box and softmax clearly worse
                         "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested", "10": "not tested",
-                        "15": "not tested",
+                        "11": "not tested", "15": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
     assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])
@@ -513,3 +514,22 @@ def test_a_corrupt_metrics_file_names_itself(results):
     bad.write_text("{not json")
     with pytest.raises(PipelineError, match="impulse/seed0/metrics.json: not valid JSON"):
         aggregate(results, PAPER, experiment())
+
+
+def test_the_training_configurations_table_and_claim_11_read_results_train_config(tmp_path):
+    make_vit(tmp_path / "r")
+    model, family, heads = MODELS["vit"]
+    for arm, per_seed in VIT.items():
+        for seed, top1 in per_seed.items():
+            write_run(tmp_path / "r" / "train_config" / "fashion_mnist" / "vit" / "lr_half" / arm / f"seed{seed}",
+                      top1 - 0.01, dataset="fashion_mnist", arm=arm, seed=seed, variant="vit", model=model,
+                      family=family, num_heads=heads, train_config="lr_half")
+    agg = aggregate(tmp_path / "r", PAPER, experiment(train_configs=("lr_half", "randaug"), filters=(), sigmas=()))
+    t = table(agg, "train_configs")
+    assert t.columns == ["Dataset", "Variant", "Configuration", "impulse", "default", "mimetic"]
+    assert [r[2] for r in t.rows] == ["train", "lr_half"]
+    assert t.rows[1][3].startswith(f"{100 * (VIT['impulse'][0] + VIT['impulse'][1]) / 2 - 1:.2f} ± ")
+    assert [c["label"] for c in claim(agg, "11")["comparisons"]] == ["fashion_mnist, vit, train",
+                                                                     "fashion_mnist, vit, lr_half"]
+    assert any(m.endswith("train_config/fashion_mnist/vit/randaug/mimetic/seed1/metrics.json")
+               for m in agg.what_was_run["missing"])

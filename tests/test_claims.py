@@ -433,3 +433,22 @@ def test_claim_15_is_not_tested_without_table_1_forms():
     only3 = {k: v for k, v in TABLE1.items() if k[0] == "model3"}
     c = judged(evidence({("cifar10", "vit"): ORDERED}, m3=t1_frame(only3)), "15")
     assert c["verdict"] == "not tested" and "ci_model3.forms" in c["evidence"][0]
+
+
+def config_frame(per_config: dict) -> pd.DataFrame:
+    """{config: {arm: {seed: top-1}}} -> training-configuration rows of the 'vit' variant on cifar10."""
+    return pd.DataFrame([r | {"config": c} for c, arms in per_config.items()
+                         for r in run_rows("cifar10", "vit", arms)])
+
+
+def test_claim_11_asks_every_training_configuration_and_the_grids_own():
+    assert judged(evidence({("cifar10", "vit"): ORDERED}), "11")["verdict"] == "not tested"
+    configs = config_frame({"lr_half": ORDERED, "randaug": ORDERED})
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, configs=configs), "11")
+    assert c["verdict"] == "supported"
+    assert [x["label"] for x in c["comparisons"]] == ["cifar10, vit, train", "cifar10, vit, lr_half",
+                                                     "cifar10, vit, randaug"]
+    flipped = {"impulse": ORDERED["default"], "mimetic": ORDERED["mimetic"], "default": ORDERED["impulse"]}
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, configs=config_frame({"lr_half": ORDERED, "randaug": flipped})),
+               "11")
+    assert c["verdict"] == "contradicted" and "cifar10, vit, randaug" in c["summary"]

@@ -40,6 +40,7 @@ def stages() -> list[tuple[str, str, list[Path]]]:
         params["ci_alpha"]["datasets"] = params["datasets"][:1]
         params["ci_model3"]["datasets"] = params["datasets"][:1]
         params["filter_study"]["gaussian_sigmas"] = [1.0]
+        params["train_configs"] = {"lr_half": {"lr": 0.0005}}
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
         out = []
         with Repo.init(tmp, no_scm=True) as repo:
@@ -63,7 +64,7 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
     assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "ci_table1",
-                      "attention", "figures", "aggregate", "report"}
+                      "train_config", "attention", "figures", "aggregate", "report"}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
@@ -93,7 +94,7 @@ NOT_TRAINING = ("pipeline/__main__.py", "pipeline/check.py", "pipeline/profiles.
 
 @pytest.mark.parametrize("module", ["pipeline.training.train", "pipeline.training.filter_study",
                                     "pipeline.training.ci_alpha", "pipeline.training.ci_model3",
-                                    "pipeline.training.ci_table1"])
+                                    "pipeline.training.ci_table1", "pipeline.training.train_config"])
 def test_training_cells_reach_no_download_cli_analysis_or_scale_out_code(module):
     reached = sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
     assert not [f for f in reached if f.startswith(NOT_TRAINING)]

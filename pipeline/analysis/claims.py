@@ -48,6 +48,9 @@ Claims over the model variants of params `models` (each run records its `family`
 - 10: [CI]'s Model III grid (results/ci_model3), Table 2's NT columns: with Q/K frozen at init, impulse > random
   and impulse > mimetic, with value and without, on every dataset (paired by seed; one Holm family). Not tested
   without frozen Q/K runs of all three arms; the trained (T) columns are shown in the table, not judged.
+- 11: impulse − default under the grid's own `train` and under each named training configuration (params
+  `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
+  family). Not tested without a configuration.
 - 15: [CI] Table 1 (results/ci_table1 beside Model III's random / trained cells): Model II (positions only) and
   Model III (RT, input-independent maps) not worse than the Simple ViT by more than the margin, and the Simple ViT
   with its PE clearly above the same model without any PE; with value and without, on every dataset (paired by
@@ -256,6 +259,7 @@ class Evidence:
     ci: pd.DataFrame | None = None  #: [CI]'s α grid (`runs.load_ci_alpha_runs`)
     m3: pd.DataFrame | None = None  #: [CI] Tables 1-2: Model III (`runs.load_ci_model3_runs`), Table 1's forms
     alternatives: frozenset = frozenset()  #: variants whose `init_options` change a method's construction
+    configs: pd.DataFrame | None = None  #: the training-configuration cells (`runs.load_train_config_runs`)
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
@@ -658,6 +662,24 @@ def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
     return Finding(checks, ["the trained (T) columns are in the Table 2 table, not judged"])
 
 
+def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
+    """Impulse beats default under every training configuration: the grid's own `train` (the train@ cells) and
+    each named one of params `train_configs`, for every ViT-family variant and small dataset."""
+    configs = ev.configs
+    if configs is None or configs.empty or not {"impulse", "default"} <= set(configs["arm"]):
+        return Finding([], ["no training-configuration runs with impulse and default (params `train_configs`)"])
+    rule, checks = plan.rule("impulse_default"), []
+    for d, v in ev.cells(["vit"]):
+        checks.append(Check(f"{d}, {v}, train", ev.pair(rule, rule.a, rule.b, dataset=d, variant=v), rule))
+        for config in dict.fromkeys(configs["config"]):
+            cell = configs[(configs["dataset"] == d) & (configs["variant"] == v) & (configs["config"] == config)]
+            if len(cell):
+                checks.append(Check(f"{d}, {v}, {config}",
+                                    ev.estimate(rule, per_seed_scores(cell, arm=rule.a),
+                                                per_seed_scores(cell, arm=rule.b), (rule.a, rule.b)), rule))
+    return Finding(checks, _margin_notes(plan))
+
+
 def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
     """[CI] Table 1: attention from positions only (Model II) or input-independent (Model III RT) not worse than the
     Simple ViT's; the Simple ViT's PE matters (it clearly beats the same model without any PE)."""
@@ -685,7 +707,7 @@ def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 CLAIMS = {"1": claim_1, "2": claim_2, "3": claim_3, "4": claim_4, "5a": claim_5a, "5b": claim_5b, "6": claim_6,
           "7": claim_7, "8": claim_8, "9": claim_9, "10": claim_10,
-          "15": claim_15}
+          "11": claim_11, "15": claim_15}
 
 
 def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:

@@ -12,6 +12,7 @@ inits may still be there):
   (not on how the folder spells the number);
 - [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`; Table 1's other
   columns: `results/ci_table1/<dataset>/<form>/<value>/seed<k>/`.
+- the training-configuration cells: `results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/`.
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
@@ -226,6 +227,24 @@ def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequenc
         cell = {"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
         rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
     columns = ["dataset", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
+    return pd.DataFrame(rows, columns=columns), missing
+
+
+def load_train_config_runs(root: str | Path, datasets: Sequence[str], variants: Sequence[str],
+                           configs: Sequence[str], arms: Sequence[str],
+                           seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """The training-configuration cells (results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/): (rows
+    found, runs missing), in `load_vit_runs`' columns plus `config`."""
+    rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS
+    for dataset, variant, config, arm, seed in itertools.product(datasets, variants, configs, arms, seeds):
+        path = Path(root) / dataset / variant / config / arm / f"seed{seed}" / "metrics.json"
+        if path.is_file():
+            rows.append({"dataset": dataset, "variant": variant, "config": config, "arm": arm, "seed": seed}
+                        | _row(read_metrics(path), fields, path.parent))
+        else:
+            missing.append(str(path))
+    columns = ["dataset", "variant", "config", "arm", "seed", *fields, *SCORED, "history"]
     return pd.DataFrame(rows, columns=columns), missing
 
 

@@ -492,6 +492,27 @@ def _span(values: Sequence[float], fmt: str = "{:.2f}") -> str:
     return fmt.format(low) if fmt.format(low) == fmt.format(high) else f"{fmt.format(low)}–{fmt.format(high)}"
 
 
+def train_config_table(runs: pd.DataFrame, configs: pd.DataFrame | None, arms: Sequence[str]) -> Table | None:
+    """[NeurIPS] Fig. 5 / App. F Table 5's question at this scale: each arm's top-1 under the grid's own `train`
+    and under each named training configuration (params `train_configs`), per dataset and variant."""
+    if configs is None or configs.empty:
+        return None
+    frame = pd.concat([runs.assign(config="train"), configs], ignore_index=True)
+    stats = group_stats(frame, ["dataset", "variant", "config", "arm"])
+    rows, data = [], []
+    for (d, v), group in frame.groupby(["dataset", "variant"], sort=False):
+        for config in dict.fromkeys(group["config"]):
+            cells = [lookup(stats, dataset=d, variant=v, config=config, arm=a) for a in arms]
+            rows.append([d, v, config, *(mean_pm(c["mean"], c["std"], c["n"]) for c in cells)])
+            data += [{"dataset": d, "variant": v, "config": config, "arm": a, **{k: c[k] for k in ("n", "mean", "std")}}
+                     for a, c in zip(arms, cells)]
+    caption = (f"Final top-1 (%) per training configuration: `train` is the grid's own recipe (the train@ cells), the"
+               f" others params `train_configs` (`train` with their overrides); {final_top1(frame)}, mean ± std over"
+               " seeds (n). Claim 11 tests impulse − default in each row.")
+    return Table("train_configs", "Training configurations ([NeurIPS] Fig. 5, App. F Table 5)", caption,
+                 ["Dataset", "Variant", "Configuration", *arms], rows, pd.DataFrame(data))
+
+
 def init_diagnostics_table(attention: dict) -> Table | None:
     """Init diagnostics per variant and arm beside default's (issue 20, point 3), from the attention stage's
     records (`pipeline.analysis.attention`, `pipeline.method.inits.diagnostics`); None when none has them."""

@@ -26,19 +26,23 @@ from pipeline.training.run import Run, data_identity, start
 from pipeline.vocabulary import INIT_METHODS
 
 
-def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int) -> Run:
-    """The grid cell (dataset, variant, arm, seed) as a `Run`."""
+def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int, train_config: str | None = None,
+              module: str = __spec__.name) -> Run:
+    """The grid cell (dataset, variant, arm, seed) as a `Run`; with `train_config`, the cell of that named training
+    configuration (params `train_configs`: `train` with its overrides; stage module `module`)."""
     model_cfg = params.models[variant]
-    config = {"dataset": dataset, "variant": variant, "arm": arm, "seed": seed,
+    recipe = params.train if train_config is None else params.config_recipes[train_config]
+    named = {} if train_config is None else {"train_config": train_config}
+    config = {"dataset": dataset, "variant": variant, **named, "arm": arm, "seed": seed,
               "model": dataclasses.asdict(model_cfg), "init": params.method_options(arm, variant),
-              "train": dataclasses.asdict(params.train),
+              "train": dataclasses.asdict(recipe),
               "data": data_identity(params.data)}
-    return Run(module=__spec__.name, kind="train", key=(dataset, variant, arm, f"seed{seed}"), dataset=dataset,
-               seed=seed,
-               recipe=params.train, config=config,
+    kind, key = ("train", (dataset, variant, arm, f"seed{seed}")) if train_config is None else (
+        "train_config", (dataset, variant, train_config, arm, f"seed{seed}"))
+    return Run(module=module, kind=kind, key=key, dataset=dataset, seed=seed, recipe=recipe, config=config,
                build=lambda meta: builders.vit(params, variant, arm, meta, seed),
                input_size=lambda meta: builders.input_size(model_cfg, meta),
-               facts=lambda model: builders.model_facts(variant, model_cfg, model) | {"arm": arm})
+               facts=lambda model: builders.model_facts(variant, model_cfg, model) | {"arm": arm} | named)
 
 
 def add_arguments(parser) -> None:
