@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "stage ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>: one cell of [CI]'s Model III grid"),
     "ci-table1": ("pipeline.training.ci_table1",
                   "stage ci_table1@<dataset>-<form>-<value>-<seed>: one cell of [CI] Table 1's other columns"),
+    "sia": ("pipeline.training.sia",
+            "stages sia_base@<dataset>-<arch>-<seed> / sia_fit@<dataset>-<fit>-<seed>: one cell of [SIA]'s ablations"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),

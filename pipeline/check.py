@@ -236,6 +236,12 @@ def main(params: Params, args) -> int:
         n_cfg = len(runs) * len(params.train_configs)
         print(f"training-configuration runs: {n_cfg} = the ViT grid's {len(runs)} x {len(params.train_configs)}"
               f" configuration(s) ({', '.join(params.train_configs)})")
+    sia = params.sia
+    if sia.enabled:
+        n_sia = len(params.datasets) * (len(sia.bases) + len(sia.fits)) * len(sia.seeds)
+        print(f"[SIA] ablation runs: {n_sia} = {len(params.datasets)} dataset(s) x {len(sia.bases)} base and"
+              f" {len(sia.fits)} fit cell(s) x {len(sia.seeds)} seed(s) on variant {sia.variant!r}, each fit cell"
+              f" {sia.fit.steps} Adam steps per fit first")
     study = params.filter_study
     n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
         study.seeds)

@@ -32,12 +32,14 @@ from pipeline.vocabulary import (
     CI_QK,
     CI_VALUE,
     INIT_METHODS,
+    SIA_ARCHS,
     ConvMixerBlock,
     InitMethod,
     WeightInit,
     check_convmixer_block,
     check_kernel_size,
     parse_filter,
+    parse_sia_cell,
     parse_study_variant,
 )
 
@@ -507,6 +509,52 @@ class CiModel3Config:
                                 f" ({self.model.dim}); change them or drop 'novalue'")
 
 
+@dataclass
+class SiaFitConfig:
+    """[SIA]'s impulse fit (code-2404's 'impulse3', `pipeline.method.sia.sia_fit`); defaults are its own."""
+
+    kernel_size: int = 3  #: odd; offsets are drawn in the kernel_size x kernel_size window
+    steps: int = 10000  #: Adam steps per fit
+    lr: float = 1e-4
+    renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
+
+    def validate(self, key: str) -> None:
+        for name in ("steps", "renorm_every"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
+                raise PipelineError(f"{key}.{name} = {getattr(self, name)!r}: must be a positive integer")
+        _positive(f"{key}.lr", self.lr)
+        check_kernel_size(self.kernel_size, f"{key}.kernel_size")
+
+
+@dataclass
+class SiaConfig:
+    """[SIA] 2404.01139's ablations on a grid ViT variant, its model and `train` recipe (paper.md sections 1.2, 2.7):
+    the baseline change ((f): cls token + learned PE vs average pooling + fixed 2-D sin-cos PE; stages
+    sia_base@<dataset>-<arch>-<seed>) and the pseudo-inputs of its impulse fit ((c); stages
+    sia_fit@<dataset>-<fit>-<seed>, on [SIA]'s architecture). Both lists empty switch it off.
+    """
+
+    variant: str = "vit"  #: the key of `models` every cell builds (a timm ViT); [SIA]'s cells change its head only
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    bases: list = field(default_factory=list)  #: architectures of the baseline change: cls_learned, avg_sincos
+    baseline_arm: InitMethod = "timm"  #: the init of the base cells ([SIA]'s baselines are Trunc Normal, timm's)
+    #: pseudo-inputs of the fit cells, <layer 0><later layers> of P U G A B (e.g. PP, UU, GP), plus _layer for
+    #: a fit per layer instead of code-2404's shared one (init_once)
+    fits: list = field(default_factory=list)
+    fit: SiaFitConfig = field(default_factory=SiaFitConfig)
+
+    def __post_init__(self):
+        for arch in self.bases:
+            _choice("sia.bases", arch, SIA_ARCHS)
+        for name in self.fits:
+            parse_sia_cell(f"fit_{name}" if isinstance(name, str) else name, "sia.fits")
+        self.fit.validate("sia.fit")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bases or self.fits)
+
+
 def _default_models() -> dict:
     return {"vit": ModelConfig()}
 
@@ -559,6 +607,7 @@ class Params:
     filter_study: FilterStudyConfig = field(default_factory=FilterStudyConfig)
     ci_alpha: CiAlphaConfig = field(default_factory=CiAlphaConfig)
     ci_model3: CiModel3Config = field(default_factory=CiModel3Config)
+    sia: SiaConfig = field(default_factory=SiaConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     #: named training configurations: `train` overrides per name (stages train_config@...); {} switches them off
@@ -581,7 +630,8 @@ class Params:
                 " [default, default]); dvc.yaml's train matrix reads ${baselines[0]} and ${baselines[1]}"
             )
         for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds),
-                           ("ci_alpha.seeds", self.ci_alpha.seeds), ("ci_model3.seeds", self.ci_model3.seeds)):
+                           ("ci_alpha.seeds", self.ci_alpha.seeds), ("ci_model3.seeds", self.ci_model3.seeds),
+                           ("sia.seeds", self.sia.seeds)):
             for s in seeds:
                 if isinstance(s, bool) or not isinstance(s, int) or s < 0:
                     raise PipelineError(f"{key}: {s!r} is not a non-negative integer seed")
@@ -623,6 +673,10 @@ class Params:
                     raise PipelineError(f"{grid}.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
                                         " stages fetch only `datasets`; add it there (or switch the grid off with"
                                         f" {grid}.datasets: [])")
+
+        if self.sia.enabled and self.sia.variant not in self.models:
+            raise PipelineError(f"sia.variant = {self.sia.variant!r}: not a key of `models` ({', '.join(self.models)});"
+                                " name the ViT variant [SIA]'s cells build")
 
     def _recipe(self, key: str, overrides: dict) -> TrainConfig:
         """`train` updated by a sub-experiment's overrides, validated under `key`."""

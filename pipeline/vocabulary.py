@@ -8,6 +8,7 @@ researcher who imports them without params gets the same message. Nothing here i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -33,6 +34,48 @@ CI_VALUE: tuple[str, ...] = get_args(CiValue)
 #: trained cell.
 CiForm = Literal["simple", "simple_nope", "model1", "model2"]
 CI_FORMS: tuple[str, ...] = get_args(CiForm)
+
+#: [SIA]'s pseudo-inputs of its impulse fit (code-2404's `get_pseudo_input`): P the position embedding, U = U(-1, 1),
+#: G = TN(0, 1/2), A = P + U, B = P + G.
+SiaPseudoInput = Literal["P", "U", "G", "A", "B"]
+SIA_PSEUDO_INPUTS: tuple[str, ...] = get_args(SiaPseudoInput)
+#: [SIA]'s baseline change (paper.md 2.7 (f)): timm's ViT (cls token, learned PE, token pooling) and [SIA]'s own (no
+#: cls token, average pooling, fixed 2-D sin-cos PE).
+SiaArch = Literal["cls_learned", "avg_sincos"]
+SIA_ARCHS: tuple[str, ...] = get_args(SiaArch)
+_SIA_CELL = re.compile(r"^(?:base_(?P<arch>[a-z_]+)|fit_(?P<first>[PUGAB])(?P<later>[PUGAB])(?P<layer>_layer)?)$")
+
+
+@dataclass(frozen=True)
+class SiaCell:
+    """A parsed cell name of params `sia.cells`: `base_<arch>` (the baseline arm on architecture `arch`) or
+    `fit_<first><later>[_layer]` ([SIA]'s impulse fit on its own architecture, pseudo-inputs `first` for layer 0 and
+    `later` for the rest, Q/K shared by the later layers unless `_layer`)."""
+
+    name: str
+    arch: str
+    first: str | None = None
+    later: str | None = None
+    shared: bool = True
+
+    @property
+    def fit(self) -> bool:
+        return self.first is not None
+
+
+def parse_sia_cell(name: object, key: str = "sia.cells") -> SiaCell:
+    """The `SiaCell` a name stands for; else a PipelineError naming `key` and the two forms."""
+    match = _SIA_CELL.match(name) if isinstance(name, str) else None
+    if match is None or (match["arch"] is not None and match["arch"] not in SIA_ARCHS):
+        raise PipelineError(
+            f"{key}: {name!r} is not a [SIA] cell; use base_cls_learned or base_avg_sincos (the baseline change), or"
+            " fit_<first><later> with pseudo-inputs P (the PE), U (uniform), G (Gaussian), A (P+U), B (P+G) for layer 0"
+            " and the later layers, e.g. fit_PP, plus _layer for a fit per layer (fit_PP_layer)"
+        )
+    if match["arch"] is not None:
+        return SiaCell(name, match["arch"])
+    return SiaCell(name, "avg_sincos", match["first"], match["later"], match["layer"] is None)
+
 
 #: timm's `weight_init` modes: 'skip' = PyTorch's defaults, as the official code builds its models; '' = timm's
 #: own init; 'reset' = PyTorch's defaults plus timm's pos_embed/cls_token init (MLP-Mixer: 'skip' and '' only).

@@ -47,6 +47,7 @@ from pipeline.analysis.runs import (
     load_ci_model3_runs,
     load_ci_table1_runs,
     load_filter_runs,
+    load_sia_runs,
     load_train_config_runs,
     load_vit_runs,
     read_metrics,
@@ -93,11 +94,15 @@ class Experiment:
     m3_forms: tuple = ()  #: [CI] Table 1's other columns (params `ci_model3.forms`), run beside Model III
     train_configs: tuple = ()  #: the named training configurations (params `train_configs`)
     alternatives: tuple = ()  #: variants whose `init_options` change a method's construction (claim 8's own lines)
+    sia_cells: tuple = ()  #: [SIA]'s ablation cells (params `sia`): base_<arch> and fit_<fit>
+    sia_seeds: tuple = ()
+    sia_baseline_arm: str = "timm"
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
         return {"seeds": len(self.seeds), "filter_study.seeds": len(self.filter_seeds),
-                "ci_alpha.seeds": len(self.ci_seeds), "ci_model3.seeds": len(self.m3_seeds)}
+                "ci_alpha.seeds": len(self.ci_seeds), "ci_model3.seeds": len(self.m3_seeds),
+                "sia.seeds": len(self.sia_seeds)}
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
@@ -121,7 +126,9 @@ class Experiment:
                    tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
                    params.profile, digest(params), tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk),
                    tuple(m3.value), tuple(m3.seeds), tuple(m3.forms) if m3.datasets else (),
-                   tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options))
+                   tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options),
+                   tuple([f"base_{a}" for a in params.sia.bases] + [f"fit_{f}" for f in params.sia.fits]),
+                   tuple(params.sia.seeds), params.sia.baseline_arm)
 
 
 @dataclass
@@ -326,17 +333,19 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     m3, m3_missing = pd.concat([m3.assign(form=MODEL3), t1], ignore_index=True), m3_missing + t1_missing
     configs, configs_missing = load_train_config_runs(results / "train_config", exp.datasets, exp.variants,
                                                       exp.train_configs, exp.arms, exp.seeds)
-    missing += configs_missing
+    sia, sia_missing = load_sia_runs(results / "sia", exp.datasets, exp.sia_cells, exp.sia_seeds)
+    missing += configs_missing + sia_missing
     check_test_images(runs, filters, ci, exp, m3)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs)
+                               frozenset(exp.alternatives), configs, sia)
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
-    built += [t for t in [tables.init_diagnostics_table(ev.attention), tables.train_config_table(runs, configs,
-                                                                                                 exp.arms)]
+    built += [t for t in [tables.init_diagnostics_table(ev.attention),
+                          tables.train_config_table(runs, configs, exp.arms),
+                          tables.sia_table(sia, exp.sia_baseline_arm)]
               if t is not None]
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing + m3_missing, exp, m3)
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],

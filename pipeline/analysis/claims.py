@@ -51,6 +51,11 @@ Claims over the model variants of params `models` (each run records its `family`
 - 11: impulse − default under the grid's own `train` and under each named training configuration (params
   `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
   family). Not tested without a configuration.
+- 13: [SIA]'s pseudo-input ablation (results/sia, (c)): its impulse fit on the PE (fit_PP) beats the same fit on
+  uniform (fit_UU) and Gaussian (fit_GG) pseudo-inputs, on every dataset (paired by seed; one Holm family). Other fit
+  cells are in the table, not judged.
+- 14: [SIA]'s baseline change ((f)): average pooling + fixed sin-cos PE (base_avg_sincos) beats a cls token + learned
+  PE (base_cls_learned), same init, on every dataset (paired by seed).
 - 15: [CI] Table 1 (results/ci_table1 beside Model III's random / trained cells): Model II (positions only) and
   Model III (RT, input-independent maps) not worse than the Simple ViT by more than the margin, and the Simple ViT
   with its PE clearly above the same model without any PE; with value and without, on every dataset (paired by
@@ -260,6 +265,7 @@ class Evidence:
     m3: pd.DataFrame | None = None  #: [CI] Tables 1-2: Model III (`runs.load_ci_model3_runs`), Table 1's forms
     alternatives: frozenset = frozenset()  #: variants whose `init_options` change a method's construction
     configs: pd.DataFrame | None = None  #: the training-configuration cells (`runs.load_train_config_runs`)
+    sia: pd.DataFrame | None = None  #: [SIA]'s ablations (`runs.load_sia_runs`)
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
@@ -680,6 +686,35 @@ def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
     return Finding(checks, _margin_notes(plan))
 
 
+def _sia_checks(ev: Evidence, plan: ClaimPlan, names: Sequence[str], off: str) -> Finding:
+    """The plan's comparisons `names` of [SIA] cells (a, b are cell names), per dataset with both cells' runs."""
+    sia = ev.sia
+    if sia is None or sia.empty:
+        return Finding([], [f"no runs of [SIA]'s ablations ({off})"])
+    checks, notes = [], []
+    for d in dict.fromkeys(sia["dataset"]):
+        have = set(sia.loc[sia["dataset"] == d, "cell"])
+        for r in map(plan.rule, names):
+            if {r.a, r.b} <= have:
+                cell = sia[sia["dataset"] == d]
+                checks.append(Check(d, ev.estimate(r, per_seed_scores(cell, cell=r.a), per_seed_scores(cell, cell=r.b),
+                                                   (r.a, r.b)), r))
+            else:
+                notes.append(f"{d}: {r.a} − {r.b} not tested (no runs of {', '.join(sorted({r.a, r.b} - have))};"
+                             f" {off})")
+    return Finding(checks, [*_margin_notes(plan), *notes])
+
+
+def claim_13(ev: Evidence, plan: ClaimPlan) -> Finding:
+    """[SIA] (c): the impulse fit on the position embedding beats the same fit on random pseudo-inputs."""
+    return _sia_checks(ev, plan, ("pe_uniform", "pe_gaussian"), "params `sia.fits`: PP, UU, GG")
+
+
+def claim_14(ev: Evidence, plan: ClaimPlan) -> Finding:
+    """[SIA] (f): average pooling + fixed sin-cos PE beats a cls token + learned PE."""
+    return _sia_checks(ev, plan, ("sincos_learned",), "params `sia.bases`: cls_learned, avg_sincos")
+
+
 def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
     """[CI] Table 1: attention from positions only (Model II) or input-independent (Model III RT) not worse than the
     Simple ViT's; the Simple ViT's PE matters (it clearly beats the same model without any PE)."""
@@ -707,7 +742,7 @@ def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 CLAIMS = {"1": claim_1, "2": claim_2, "3": claim_3, "4": claim_4, "5a": claim_5a, "5b": claim_5b, "6": claim_6,
           "7": claim_7, "8": claim_8, "9": claim_9, "10": claim_10,
-          "11": claim_11, "15": claim_15}
+          "11": claim_11, "13": claim_13, "14": claim_14, "15": claim_15}
 
 
 def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:

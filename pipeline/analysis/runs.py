@@ -13,6 +13,7 @@ inits may still be there):
 - [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`; Table 1's other
   columns: `results/ci_table1/<dataset>/<form>/<value>/seed<k>/`.
 - the training-configuration cells: `results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/`.
+- [SIA]'s ablations: `results/sia/<dataset>/<cell>/seed<k>/` (cells base_<arch> and fit_<fit>).
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
@@ -246,6 +247,23 @@ def load_train_config_runs(root: str | Path, datasets: Sequence[str], variants: 
             missing.append(str(path))
     columns = ["dataset", "variant", "config", "arm", "seed", *fields, *SCORED, "history"]
     return pd.DataFrame(rows, columns=columns), missing
+
+
+def load_sia_runs(root: str | Path, datasets: Sequence[str], cells: Sequence[str],
+                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """[SIA]'s ablations (results/sia/<dataset>/<cell>/seed<k>/, cells `base_<arch>` and `fit_<fit>`): (rows found,
+    runs missing). Columns: dataset, cell, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS (a fit cell's
+    `impulse_fit` records), history."""
+    rows, missing = [], []
+    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
+    for dataset, cell, seed in itertools.product(datasets, cells, seeds):
+        path = Path(root) / dataset / cell / f"seed{seed}" / "metrics.json"
+        if path.is_file():
+            cell_keys = {"dataset": dataset, "cell": cell, "seed": seed}
+            rows.append(cell_keys | _row(read_metrics(path), fields, path.parent))
+        else:
+            missing.append(str(path))
+    return pd.DataFrame(rows, columns=["dataset", "cell", "seed", *fields, *SCORED, "history"]), missing
 
 
 #: the `form` of Model III's rows when they stand beside [CI] Table 1's other columns in one frame
