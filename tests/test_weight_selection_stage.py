@@ -9,12 +9,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
 from dvc.repo import Repo
+from test_aggregate import PAPER, experiment, make_vit, write_run
+from test_claims import ORDERED, evidence, judged
 
 from pipeline.__main__ import main
+from pipeline.analysis.aggregate import aggregate
 from pipeline.config import load_params
 from pipeline.data.meta import dataset_meta
 from pipeline.data.store import save_split, write_manifest
@@ -142,3 +146,61 @@ def test_a_fine_tune_cell_depends_on_its_own_teacher_only():
     assert not any(k.startswith("weight_selection") for k in two["train@fashion_mnist-vit-impulse-0"])
     off = stage_params({})
     assert not any(s.split("@")[0] in ("pretrain", "select_finetune") for s in off)
+
+
+# --- claim 12 and the table, on synthetic runs ----------------------------------------------------------------------
+
+def ws_frame(top1: dict, dataset: str = "digits") -> pd.DataFrame:
+    """{source: {seed: top-1}} -> rows of the weight-selection frame (`runs.load_weight_selection_runs`)."""
+    return pd.DataFrame([{"dataset": dataset, "source": source, "seed": seed, "top1": v, "correct": None,
+                          "variant": "vit", "teacher_arm": source.split("_")[0], "teacher_train_size": 500,
+                          "pretrain_dataset": "fashion_mnist"}
+                         for source, seeds in top1.items() for seed, v in seeds.items()])
+
+
+SMALL = {0: 0.900, 1: 0.905, 2: 0.902}
+WS = {"impulse_small": SMALL, "default_large": {s: v - 0.002 for s, v in SMALL.items()},
+      "scratch:default": {s: v - 0.10 for s, v in SMALL.items()}}
+
+
+def test_claim_12_is_not_worse_within_a_point_per_dataset():
+    ev = evidence({("cifar10", "vit"): ORDERED})
+    c = judged(ev, "12")
+    assert c["verdict"] == "not tested" and "weight_selection.teachers" in c["evidence"][0]
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, weight_selection=ws_frame(WS)), "12")
+    assert c["verdict"] == "supported"
+    assert [(x["label"], x["a"], x["b"], x["needs"]) for x in c["comparisons"]] == [
+        ("digits", "impulse_small", "default_large", "> -1")]
+    assert any("scratch:default" in line and "not judged" in line for line in c["evidence"])
+    worse = dict(WS) | {"impulse_small": {s: v - 0.05 for s, v in SMALL.items()}}  # 5 points below: contradicted
+    assert judged(evidence({("cifar10", "vit"): ORDERED}, weight_selection=ws_frame(worse)), "12")["verdict"] == \
+        "contradicted"
+
+
+def test_the_aggregate_reads_the_weight_selection_runs_into_its_table(tmp_path):
+    results = tmp_path / "results"
+    make_vit(results)
+    for source, seeds in WS.items():
+        for seed, v in seeds.items():
+            folder = (results / "weight_selection" / "digits" / ("scratch/default" if source.startswith("scratch")
+                                                                 else source) / f"seed{seed}")
+            extra = {} if source.startswith("scratch") else {
+                "teacher": source, "teacher_arm": source.split("_")[0], "teacher_train_size": 500 if "small" in
+                source else 2000, "pretrain_dataset": "fashion_mnist"}
+            write_run(folder, v, variant="vit", **extra)
+    exp = experiment(ws_datasets=("digits",), ws_teachers=("impulse_small", "default_large"),
+                     ws_scratch=("default", "impulse"), ws_seeds=(0, 1, 2))
+    agg = aggregate(results, PAPER, exp)
+    t = next(t for t in agg.tables if t.name == "weight_selection")
+    assert t.columns == ["Source", "Student init", "digits"]
+    assert [r[:2] for r in t.rows] == [
+        ["impulse_small", "selected from impulse-init teacher, 500 fashion_mnist images"],
+        ["default_large", "selected from default-init teacher, 2,000 fashion_mnist images"],
+        ["scratch:default", "from scratch, default init"]]
+    assert t.rows[0][2].startswith("90.23 ± 0.25")
+    assert sum("scratch/impulse" in m for m in agg.what_was_run["missing"]) == 3
+    c = next(c for c in agg.claims if c["id"] == "12")
+    assert c["verdict"] in ("supported", "inconclusive") and c["comparisons"][0]["label"] == "digits"
+    off = aggregate(results, PAPER, experiment())
+    assert not any(t.name == "weight_selection" for t in off.tables)
+    assert next(c for c in off.claims if c["id"] == "12")["verdict"] == "not tested"
