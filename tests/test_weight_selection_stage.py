@@ -204,3 +204,15 @@ def test_the_aggregate_reads_the_weight_selection_runs_into_its_table(tmp_path):
     off = aggregate(results, PAPER, experiment())
     assert not any(t.name == "weight_selection" for t in off.tables)
     assert next(c for c in off.claims if c["id"] == "12")["verdict"] == "not tested"
+
+
+def test_check_lists_the_block_and_refuses_a_teacher_too_small_to_select_from(workdir, params_file, capsys):
+    tiny_digits(workdir)
+    argv = ["--params", str(params_file), *[w for o in TINY for w in ("--set", o)]]
+    assert main([*argv, "check"]) == 0
+    out = capsys.readouterr().out
+    assert "weight-selection runs: 2 teacher(s) on fashion_mnist (small (impulse, 48 images), large (default, all" \
+           " images)), 2 epochs each; 2 fine-tune = 1 dataset(s) x 2 teacher(s) x 1 seed(s) and 1 scratch" in out
+    assert main([*argv, "--set", "weight_selection.teacher.embed_dim=6", "check"]) == 2
+    err = capsys.readouterr().err
+    assert "weight_selection.teacher -> models.vit on digits" in err and "cannot be selected from 6" in err
