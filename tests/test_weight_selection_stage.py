@@ -199,6 +199,8 @@ def test_the_aggregate_reads_the_weight_selection_runs_into_its_table(tmp_path):
         ["scratch:default", "from scratch, default init"]]
     assert t.rows[0][2].startswith("90.23 ± 0.25")
     assert sum("scratch/impulse" in m for m in agg.what_was_run["missing"]) == 3
+    assert agg.what_was_run["runs"]["weight_selection"] == 9
+    assert agg.what_was_run["weight_selection"]["teachers"] == ["impulse_small", "default_large"]
     c = next(c for c in agg.claims if c["id"] == "12")
     assert c["verdict"] in ("supported", "inconclusive") and c["comparisons"][0]["label"] == "digits"
     off = aggregate(results, PAPER, experiment())

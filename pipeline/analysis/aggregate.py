@@ -353,6 +353,11 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                  tables.weight_selection_table(ws)]
               if t is not None]
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing + m3_missing, exp, m3)
+    ran["runs"]["weight_selection"] = len(ws)
+    ran["weight_selection"] = {"datasets": list(exp.ws_datasets), "teachers": list(exp.ws_teachers),
+                               "scratch": list(exp.ws_scratch), "seeds": list(exp.ws_seeds),
+                               "dataset_facts": dataset_facts(exp.ws_datasets),
+                               "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
     return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
