@@ -51,6 +51,10 @@ Claims over the model variants of params `models` (each run records its `family`
 - 11: impulse − default under the grid's own `train` and under each named training configuration (params
   `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
   family). Not tested without a configuration.
+- 12: [NeurIPS] Table 4 (results/weight_selection): the student selected from teacher impulse_small not worse than
+  the one selected from default_large by more than the margin, per fine-tune dataset (paired by fine-tune seed; one
+  teacher per name, so pretraining variance is not sampled). The scratch students are shown, not judged. Not
+  tested without both teachers' runs.
 - 15: [CI] Table 1 (results/ci_table1 beside Model III's random / trained cells): Model II (positions only) and
   Model III (RT, input-independent maps) not worse than the Simple ViT by more than the margin, and the Simple ViT
   with its PE clearly above the same model without any PE; with value and without, on every dataset (paired by
