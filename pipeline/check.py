@@ -30,6 +30,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
+from pipeline.method.weight_selection import select_weights
 from pipeline.training import builders, ci_alpha, ci_model3, ci_table1, filter_study
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
@@ -122,6 +123,27 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines += grid_estimate("[CI] Table 1's other columns", m3.model, m3.datasets,
                                len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe.epochs, params,
                                table, device)
+    return lines + weight_selection_estimate(params, table, device)
+
+
+def weight_selection_estimate(params: Params, table: list[dict], device: str) -> list[str]:
+    """The weight-selection block's compute: each teacher on its own pretraining-set size, then the student's
+    fine-tune and scratch cells."""
+    ws, lines = params.weight_selection, []
+    row = throughput(ws.teacher, table, device)
+    for name, t in ws.teachers.items():
+        n = t.train_size or DATASETS[ws.pretrain_dataset].train_size
+        if row is None:
+            lines.append(f"compute estimate of teacher {name}: no throughput figure for {ws.teacher.name} at"
+                         f" {ws.teacher.img_size} px, width {ws.teacher.embed_dim} on {device}")
+            continue
+        hours = n * params.ws_pretrain_recipe.epochs / row["images_per_s"] / 3600
+        lines.append(f"compute estimate of teacher {name}: {n:,} images x {params.ws_pretrain_recipe.epochs} epochs"
+                     f" at {row['images_per_s']} images/s ({row['device']}) = {hours:.2f} h")
+    runs = (len(ws.teachers) + len(ws.scratch)) * len(ws.seeds)
+    if ws.datasets and runs:
+        lines += grid_estimate(f"the weight-selection student {ws.student}", params.models[ws.student], ws.datasets,
+                               runs, params.ws_finetune_recipe.epochs, params, table, device)
     return lines
 
 
@@ -215,7 +237,52 @@ def check_builds(params: Params) -> int:
                 check_recipe("filter_study.train", params.filter_recipe, model, dataset,
                              *filter_study.model_input(study.model, meta), n)
                 built += 1
+    return built + check_weight_selection(params)
+
+
+def check_weight_selection(params: Params) -> int:
+    """Build each teacher and the student on the meta device with their recipes, and select the teacher into the
+    student for every fine-tune dataset (a teacher too small or of another patch size stops here); returns how many
+    models were built."""
+    ws, built = params.weight_selection, 0
+    if not ws.teachers and not ws.datasets:
+        return 0
+    with torch.device("meta"):
+        teacher = None
+        if ws.teachers:
+            meta = planned_meta(params, ws.pretrain_dataset)
+            with keyed("weight_selection.teacher"):
+                teacher = builders.timm_model(ws.teacher, meta)
+            smallest = min(t.train_size or DATASETS[ws.pretrain_dataset].train_size for t in ws.teachers.values())
+            check_recipe("weight_selection.pretrain", params.ws_pretrain_recipe, teacher, ws.pretrain_dataset,
+                         *builders.input_size(ws.teacher, meta), smallest or None)
+            built += 1
+        cfg = params.models[ws.student]
+        for dataset in ws.datasets:
+            meta = planned_meta(params, dataset)
+            with keyed(f"models.{ws.student}"):
+                student = builders.timm_model(cfg, meta)
+            check_recipe("weight_selection.finetune", params.ws_finetune_recipe, student, dataset,
+                         *builders.input_size(cfg, meta), train_images(params, dataset))
+            if teacher is not None:
+                with keyed(f"weight_selection.teacher -> models.{ws.student} on {dataset}"):
+                    select_weights(teacher.state_dict(), student.state_dict())
+            built += 1
     return built
+
+
+def weight_selection_lines(params: Params) -> list[str]:
+    """What the weight-selection block plans: teachers, fine-tune and scratch cells."""
+    ws = params.weight_selection
+    n_ft = len(ws.datasets) * len(ws.teachers) * len(ws.seeds)
+    n_sc = len(ws.datasets) * len(ws.scratch) * len(ws.seeds)
+    if not ws.teachers and not n_sc:
+        return ["weight-selection runs: 0 (off)"]
+    teachers = ", ".join(f"{k} ({t.arm}, {t.train_size or 'all'} images)" for k, t in ws.teachers.items())
+    return [f"weight-selection runs: {len(ws.teachers)} teacher(s) on {ws.pretrain_dataset} ({teachers or 'none'}),"
+            f" {params.ws_pretrain_recipe.epochs} epochs each; {n_ft} fine-tune = {len(ws.datasets)} dataset(s) x"
+            f" {len(ws.teachers)} teacher(s) x {len(ws.seeds)} seed(s) and {n_sc} scratch = {len(ws.scratch)}"
+            f" arm(s), {params.ws_finetune_recipe.epochs} epochs each, into {ws.student!r}"]
 
 
 def add_arguments(parser) -> None:
@@ -242,6 +309,8 @@ def main(params: Params, args) -> int:
         print(f"[SIA] ablation runs: {n_sia} = {len(params.datasets)} dataset(s) x {len(sia.bases)} base and"
               f" {len(sia.fits)} fit cell(s) x {len(sia.seeds)} seed(s) on variant {sia.variant!r}, each fit cell"
               f" {sia.fit.steps} Adam steps per fit first")
+    for line in weight_selection_lines(params):
+        print(line)
     study = params.filter_study
     n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
         study.seeds)

@@ -555,6 +555,43 @@ class SiaConfig:
         return bool(self.bases or self.fits)
 
 
+@dataclass
+class TeacherConfig:
+    """One pretrained teacher of the weight-selection block: its init arm and pretraining-set size."""
+
+    arm: InitMethod = "impulse"  #: the init the teacher is pretrained from (its section, e.g. `impulse`, applies)
+    train_size: int = 0  #: the first n images of the pretraining set (a class-stratified shuffle); 0 = all
+
+    def validate(self, key: str) -> None:
+        if isinstance(self.train_size, bool) or self.train_size < 0:
+            raise PipelineError(f"{key}.train_size = {self.train_size!r}: give the images of the pretraining set"
+                                " (a positive integer; 0 = the whole split)")
+
+
+@dataclass
+class WeightSelectionConfig:
+    """[NeurIPS] Table 4 (paper.md section 2.5): a larger ViT pretrained from an init (`teachers`), weight-selected
+    into the grid variant `student` (Xu et al., ICLR 2024; `pipeline.method.weight_selection`) and fine-tuned on
+    `datasets` (stages pretrain@<teacher>, select_finetune@<dataset>-<teacher>-<seed> and, for context,
+    ws_scratch@<dataset>-<arm>-<seed>). One teacher per name (seed 0): the fine-tune seeds sample fine-tuning only.
+    """
+
+    teachers: dict[str, TeacherConfig] = field(default_factory=dict)  #: name -> teacher; {} switches the block off
+    teacher: ModelConfig = field(default_factory=ModelConfig)  #: the teachers' model (one for all of them)
+    pretrain_dataset: str = "fashion_mnist"
+    pretrain: dict = field(default_factory=dict)  #: overrides of the `train` section for pretraining
+    student: str = "vit"  #: the grid variant (a key of `models`) the teachers are selected into
+    datasets: list = field(default_factory=list)  #: fine-tune datasets; [] switches the fine-tune cells off
+    fetch: list = field(default_factory=list)  #: datasets of this block that `datasets` lacks (stage fetch_ws@)
+    finetune: dict = field(default_factory=dict)  #: overrides of `train` for the fine-tune and scratch cells
+    seeds: list = field(default_factory=lambda: [0, 1, 2])  #: fine-tune seeds
+    scratch: list = field(default_factory=lambda: ["impulse", "default"])  #: student arms trained from scratch
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.teachers or self.datasets)
+
+
 def _default_models() -> dict:
     return {"vit": ModelConfig()}
 
@@ -612,6 +649,8 @@ class Params:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     #: named training configurations: `train` overrides per name (stages train_config@...); {} switches them off
     train_configs: dict = field(default_factory=dict)
+    #: [NeurIPS] Table 4: pretrain, weight-select, fine-tune (stages pretrain@, select_finetune@, ws_scratch@)
+    weight_selection: WeightSelectionConfig = field(default_factory=WeightSelectionConfig)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
     filter_recipe: TrainConfig = field(init=False, repr=False)
     #: the [CI] grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
@@ -620,6 +659,10 @@ class Params:
     ci_model3_recipe: TrainConfig = field(init=False, repr=False)
     #: each training configuration's recipe: `train` updated by `train_configs.<name>` (not a YAML key)
     config_recipes: dict = field(init=False, repr=False)
+    #: the teachers' recipe: `train` updated by `weight_selection.pretrain` (not a YAML key)
+    ws_pretrain_recipe: TrainConfig = field(init=False, repr=False)
+    #: the fine-tune and scratch cells' recipe: `train` updated by `weight_selection.finetune` (not a YAML key)
+    ws_finetune_recipe: TrainConfig = field(init=False, repr=False)
 
     def __post_init__(self):
         for value in self.baselines:
@@ -673,10 +716,51 @@ class Params:
                     raise PipelineError(f"{grid}.datasets: {name!r} is not in datasets {self.datasets}: the fetch@"
                                         " stages fetch only `datasets`; add it there (or switch the grid off with"
                                         f" {grid}.datasets: [])")
-
         if self.sia.enabled and self.sia.variant not in self.models:
             raise PipelineError(f"sia.variant = {self.sia.variant!r}: not a key of `models` ({', '.join(self.models)});"
                                 " name the ViT variant [SIA]'s cells build")
+        self._check_weight_selection()
+
+    def _check_weight_selection(self) -> None:
+        """params `weight_selection`: names, datasets, the student variant and both recipes."""
+        ws, key = self.weight_selection, "weight_selection"
+        self.ws_pretrain_recipe = self._recipe(f"{key}.pretrain", ws.pretrain)
+        self.ws_finetune_recipe = self._recipe(f"{key}.finetune", ws.finetune)
+        ws.teacher.validate(f"{key}.teacher")
+        if ws.teacher.init_options:
+            raise PipelineError(f"{key}.teacher.init_options: not read for teachers; set the arm's own section (e.g."
+                                " `impulse`) or leave it {}")
+        for s in ws.seeds:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                raise PipelineError(f"{key}.seeds: {s!r} is not a non-negative integer seed")
+        for arm in ws.scratch:
+            _choice(f"{key}.scratch", arm, INIT_METHODS)
+        for name in ws.fetch:
+            _choice(f"{key}.fetch", name, sorted(DATASETS))
+            if name in self.datasets:
+                raise PipelineError(f"{key}.fetch: {name!r} is in datasets already (its fetch@ stage fetches it);"
+                                    " drop it from weight_selection.fetch")
+        fetched = [*self.datasets, *ws.fetch]
+        for name, teacher in ws.teachers.items():
+            if not isinstance(name, str) or not VARIANT_NAME.match(name) or name == "scratch":
+                raise PipelineError(f"{key}.teachers: name {name!r} may use only letters, digits, '_' and '.' and"
+                                    " may not be 'scratch' (it appears in stage names and results folders)")
+            teacher.validate(f"{key}.teachers.{name}")
+            split = DATASETS[ws.pretrain_dataset].train_size if ws.pretrain_dataset in DATASETS else None
+            if split and teacher.train_size > split:
+                raise PipelineError(f"{key}.teachers.{name}.train_size = {teacher.train_size} exceeds the {split}"
+                                    f" training images of {ws.pretrain_dataset}; lower it (0 = all)")
+        if not ws.enabled:
+            return
+        if ws.student not in self.models:
+            raise PipelineError(f"{key}.student = {ws.student!r}: not a key of `models` ({', '.join(self.models)});"
+                                " name the grid variant the teachers are selected into")
+        for name in ([ws.pretrain_dataset] if ws.teachers else []) + list(ws.datasets):
+            _choice(f"{key}.datasets / pretrain_dataset", name, sorted(DATASETS))
+            if name not in fetched:
+                raise PipelineError(f"{key}: dataset {name!r} is neither in datasets nor in weight_selection.fetch:"
+                                    " no stage fetches it; add it to weight_selection.fetch (only this block uses"
+                                    " it) or to datasets (the grid trains on it too)")
 
     def _recipe(self, key: str, overrides: dict) -> TrainConfig:
         """`train` updated by a sub-experiment's overrides, validated under `key`."""

@@ -135,10 +135,10 @@ def test_every_published_number_appears_in_paper_md():
 
 
 def test_claims_yaml_lists_every_claim_of_section_2_10():
-    """Section 2.10's nine, then [CI] Table 2's NT effect (10), training configurations (11), [SIA]'s pseudo-inputs
-    and baseline change (13, 14), [CI] Table 1 (15)."""
+    """Section 2.10's nine, then [CI] Table 2's NT effect (10), training configurations (11), [NeurIPS] Table 4's
+    weight selection (12), [SIA]'s pseudo-inputs and baseline change (13, 14), [CI] Table 1 (15)."""
     assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10", "11",
-                                                     "13", "14", "15"]
+                                                     "12", "13", "14", "15"]
 
 
 @pytest.mark.parametrize("row, message", [
@@ -405,7 +405,8 @@ def test_claims_from_a_consistent_results_tree(results):
     assert verdicts == {"1": "supported", "2": "not tested", "3": "not tested", "4": "supported",
                         "5a": "supported",  # random/impulse within 2 points, box and softmax clearly worse
                         "5b": "supported", "7": "not tested", "8": "not tested", "9": "not tested", "10": "not tested",
-                        "11": "not tested", "13": "not tested", "14": "not tested", "15": "not tested",
+                        "11": "not tested", "12": "not tested", "13": "not tested", "14": "not tested",
+                        "15": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
     assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])

@@ -14,7 +14,8 @@ from pipeline.analysis.published import load_claims
 from pipeline.errors import PipelineError
 
 PAPER = Path(__file__).resolve().parent.parent / "paper"
-SIZES = {"seeds": 5, "filter_study.seeds": 4, "ci_alpha.seeds": 3, "ci_model3.seeds": 3, "sia.seeds": 3}
+SIZES = {"seeds": 5, "filter_study.seeds": 4, "ci_alpha.seeds": 3, "ci_model3.seeds": 3, "sia.seeds": 3,
+         "weight_selection.seeds": 3}
 
 
 def write_plan(tmp_path: Path, claims: dict, defaults: dict | None = None) -> Path:

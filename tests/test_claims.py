@@ -19,7 +19,7 @@ from pipeline.errors import PipelineError
 PAPER = Path(__file__).resolve().parent.parent / "paper"
 #: the plan, with planned n as this file's runs have them
 PLANS = load_plan(PAPER, {"seeds": 3, "filter_study.seeds": 3, "ci_alpha.seeds": 3, "ci_model3.seeds": 3,
-                          "sia.seeds": 3})
+                          "sia.seeds": 3, "weight_selection.seeds": 3})
 
 #: variant -> (timm model, family, heads, parameters), as the runs record them
 VARIANTS = {"vit": ("vit_tiny_patch16_224", "vit", 3, 4.7e5), "vit6": ("vit_small_patch16_224", "vit", 6, 1.8e6),

@@ -160,6 +160,8 @@ def test_the_rows_the_papers_lack_a_stage_for_say_so():
         assert (e.status in ("no stage yet", "not reproducible here")) == (not e.stages), e.id
     by_item = {(e.paper, e.item): e for e in entries}
     assert by_item[("SIA", "(c)")].stages == ("sia_fit", "aggregate") and by_item[("SIA", "(f)")].claims == ("14",)
+    table4 = by_item[("NeurIPS", "Table 4")]  # the weight-selection block (claim 12)
+    assert table4.status == "laptop analogue" and "select_finetune" in table4.stages and table4.claims == ("12",)
 
 
 def params_keys(tree: dict, prefix: str = "") -> set[str]:

@@ -41,6 +41,8 @@ def stages() -> list[tuple[str, str, list[Path]]]:
         params["ci_model3"]["datasets"] = params["datasets"][:1]
         params["filter_study"]["gaussian_sigmas"] = [1.0]
         params["train_configs"] = {"lr_half": {"lr": 0.0005}}
+        params["weight_selection"] |= {"teachers": {"small": {"arm": "impulse", "train_size": 500}},
+                                       "datasets": ["digits"], "fetch": ["digits"]}
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
         out = []
         with Repo.init(tmp, no_scm=True) as repo:
@@ -64,7 +66,8 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
     assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "ci_table1",
-                      "train_config", "attention", "figures", "aggregate", "report"}
+                      "train_config", "attention", "figures", "aggregate", "report",
+                      "fetch_ws", "pretrain", "select_finetune", "ws_scratch"}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])

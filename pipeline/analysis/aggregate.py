@@ -50,6 +50,7 @@ from pipeline.analysis.runs import (
     load_sia_runs,
     load_train_config_runs,
     load_vit_runs,
+    load_weight_selection_runs,
     read_metrics,
 )
 from pipeline.analysis.stats import mean_std
@@ -97,12 +98,16 @@ class Experiment:
     sia_cells: tuple = ()  #: [SIA]'s ablation cells (params `sia`): base_<arch> and fit_<fit>
     sia_seeds: tuple = ()
     sia_baseline_arm: str = "timm"
+    ws_datasets: tuple = ()  #: the weight-selection block (params `weight_selection`): fine-tune datasets
+    ws_teachers: tuple = ()  #: teacher names
+    ws_scratch: tuple = ()  #: student arms trained from scratch
+    ws_seeds: tuple = ()  #: fine-tune seeds
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
         return {"seeds": len(self.seeds), "filter_study.seeds": len(self.filter_seeds),
                 "ci_alpha.seeds": len(self.ci_seeds), "ci_model3.seeds": len(self.m3_seeds),
-                "sia.seeds": len(self.sia_seeds)}
+                "sia.seeds": len(self.sia_seeds), "weight_selection.seeds": len(self.ws_seeds)}
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
@@ -118,7 +123,7 @@ class Experiment:
             setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
                                          dataclasses.asdict(ci.impulse_fit))
 
-        m3 = params.ci_model3
+        m3, ws = params.ci_model3, params.weight_selection
         return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
                    tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
                    tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
@@ -128,7 +133,8 @@ class Experiment:
                    tuple(m3.value), tuple(m3.seeds), tuple(m3.forms) if m3.datasets else (),
                    tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options),
                    tuple([f"base_{a}" for a in params.sia.bases] + [f"fit_{f}" for f in params.sia.fits]),
-                   tuple(params.sia.seeds), params.sia.baseline_arm)
+                   tuple(params.sia.seeds), params.sia.baseline_arm,
+                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds))
 
 
 @dataclass
@@ -335,19 +341,31 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                                       exp.train_configs, exp.arms, exp.seeds)
     sia, sia_missing = load_sia_runs(results / "sia", exp.datasets, exp.sia_cells, exp.sia_seeds)
     missing += configs_missing + sia_missing
+    ws, ws_missing = load_weight_selection_runs(results / "weight_selection", exp.ws_datasets, exp.ws_teachers,
+                                                exp.ws_scratch, exp.ws_seeds)
+    missing += ws_missing
+    for d in exp.ws_datasets:
+        check_images((f"weight_selection {r.dataset}/{r.source}/seed{r.seed}", r.images)
+                     for r in ws[ws["dataset"] == d].itertuples())
     check_test_images(runs, filters, ci, exp, m3)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs, sia)
+                               frozenset(exp.alternatives), configs, sia, ws)
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
     built += [t for t in [tables.init_diagnostics_table(ev.attention),
                           tables.train_config_table(runs, configs, exp.arms),
+                          tables.weight_selection_table(ws),
                           tables.sia_table(sia, exp.sia_baseline_arm)]
               if t is not None]
     ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing + m3_missing, exp, m3)
+    ran["runs"]["weight_selection"] = len(ws)
+    ran["weight_selection"] = {"datasets": list(exp.ws_datasets), "teachers": list(exp.ws_teachers),
+                               "scratch": list(exp.ws_scratch), "seeds": list(exp.ws_seeds),
+                               "dataset_facts": dataset_facts(exp.ws_datasets),
+                               "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
     return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,

@@ -51,6 +51,10 @@ Claims over the model variants of params `models` (each run records its `family`
 - 11: impulse − default under the grid's own `train` and under each named training configuration (params
   `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
   family). Not tested without a configuration.
+- 12: [NeurIPS] Table 4 (results/weight_selection): the student selected from teacher impulse_small not worse than
+  the one selected from default_large by more than the margin, per fine-tune dataset (paired by fine-tune seed; one
+  teacher per name, so pretraining variance is not sampled). The scratch students are shown, not judged. Not
+  tested without both teachers' runs.
 - 13: [SIA]'s pseudo-input ablation (results/sia, (c)): its impulse fit on the PE (fit_PP) beats the same fit on
   uniform (fit_UU) and Gaussian (fit_GG) pseudo-inputs, on every dataset (paired by seed; one Holm family). Other fit
   cells are in the table, not judged.
@@ -75,7 +79,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from pipeline.analysis.analysis_plan import ClaimPlan, Rule, plan_for, threshold
-from pipeline.analysis.runs import family_of, per_seed, per_seed_scores
+from pipeline.analysis.runs import SCRATCH, family_of, per_seed, per_seed_scores
 from pipeline.analysis.stats import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -266,6 +270,7 @@ class Evidence:
     alternatives: frozenset = frozenset()  #: variants whose `init_options` change a method's construction
     configs: pd.DataFrame | None = None  #: the training-configuration cells (`runs.load_train_config_runs`)
     sia: pd.DataFrame | None = None  #: [SIA]'s ablations (`runs.load_sia_runs`)
+    weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (`runs.load_weight_selection_runs`)
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
@@ -740,9 +745,32 @@ def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
     return Finding(checks, [*_margin_notes(plan), *notes])
 
 
+def claim_12(ev: Evidence, plan: ClaimPlan) -> Finding:
+    """[NeurIPS] Table 4: the student weight-selected from the impulse teacher pretrained on less data is not worse
+    than the one selected from the default teacher pretrained on more, on every fine-tune dataset. One teacher per
+    name: the interval covers fine-tuning (seeds, test images), not pretraining, variance."""
+    ws = ev.weight_selection
+    rule = plan.rule("impulse_small_default_large")
+    have = set(ws["source"]) if ws is not None else set()
+    if not {rule.a, rule.b} <= have:
+        return Finding([], [f"no weight-selection runs of teachers {rule.a} and {rule.b} (params"
+                            " `weight_selection.teachers`, `weight_selection.datasets`)"])
+    checks, notes = [], []
+    for d in dict.fromkeys(ws["dataset"]):
+        cell = ws[ws["dataset"] == d]
+        checks.append(Check(d, ev.estimate(rule, per_seed_scores(cell, source=rule.a),
+                                           per_seed_scores(cell, source=rule.b), (rule.a, rule.b)), rule))
+        for source in (s for s in dict.fromkeys(cell["source"]) if s.startswith(SCRATCH)):
+            mean = 100 * cell.loc[cell["source"] == source, "top1"].mean()
+            selected = 100 * cell.loc[cell["source"] == rule.a, "top1"].mean()
+            notes.append(f"{d}: {rule.a} {selected:.2f} vs {source} {mean:.2f} (context, not judged)")
+    notes.append("one pretrained teacher per name: the fine-tune seeds do not sample pretraining")
+    return Finding(checks, [*_margin_notes(plan), *notes])
+
+
 CLAIMS = {"1": claim_1, "2": claim_2, "3": claim_3, "4": claim_4, "5a": claim_5a, "5b": claim_5b, "6": claim_6,
           "7": claim_7, "8": claim_8, "9": claim_9, "10": claim_10,
-          "11": claim_11, "13": claim_13, "14": claim_14, "15": claim_15}
+          "11": claim_11, "12": claim_12, "13": claim_13, "14": claim_14, "15": claim_15}
 
 
 def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:

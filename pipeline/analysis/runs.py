@@ -14,6 +14,8 @@ inits may still be there):
   columns: `results/ci_table1/<dataset>/<form>/<value>/seed<k>/`.
 - the training-configuration cells: `results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/`.
 - [SIA]'s ablations: `results/sia/<dataset>/<cell>/seed<k>/` (cells base_<arch> and fit_<fit>).
+- the weight-selection cells: `results/weight_selection/<dataset>/<teacher>/seed<k>/` (selected, then fine-tuned)
+  and `results/weight_selection/<dataset>/scratch/<arm>/seed<k>/` (the same student from scratch).
 
 A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
 Accuracies stay fractions here; the tables convert to percent.
@@ -264,6 +266,31 @@ def load_sia_runs(root: str | Path, datasets: Sequence[str], cells: Sequence[str
         else:
             missing.append(str(path))
     return pd.DataFrame(rows, columns=["dataset", "cell", "seed", *fields, *SCORED, "history"]), missing
+
+
+#: what a weight-selection cell records about its teacher (pipeline.training.select_finetune)
+TEACHER_FIELDS = ("teacher_arm", "teacher_train_size", "pretrain_dataset")
+#: the `source` of a weight-selection row trained from scratch is SCRATCH + its arm, e.g. 'scratch:default'
+SCRATCH = "scratch:"
+
+
+def load_weight_selection_runs(root: str | Path, datasets: Sequence[str], teachers: Sequence[str],
+                               scratch: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
+    """The weight-selection cells (results/weight_selection/<dataset>/<teacher>/seed<k>/ and
+    .../scratch/<arm>/seed<k>/): (rows found, runs missing), in the RUN_FIELDS, the student's `variant`, the
+    MODEL_FIELDS and TEACHER_FIELDS, plus `source` (the teacher's name, or SCRATCH + the arm)."""
+    rows, missing = [], []
+    fields = RUN_FIELDS + ("variant",) + MODEL_FIELDS + TEACHER_FIELDS
+    cells = [(t, Path(t)) for t in teachers] + [(SCRATCH + a, Path("scratch") / a) for a in scratch]
+    for dataset, (source, sub), seed in itertools.product(datasets, cells, seeds):
+        path = Path(root) / dataset / sub / f"seed{seed}" / "metrics.json"
+        if path.is_file():
+            rows.append({"dataset": dataset, "source": source, "seed": seed}
+                        | _row(read_metrics(path), fields, path.parent))
+        else:
+            missing.append(str(path))
+    columns = ["dataset", "source", "seed", *fields, *SCORED, "history"]
+    return pd.DataFrame(rows, columns=columns), missing
 
 
 #: the `form` of Model III's rows when they stand beside [CI] Table 1's other columns in one frame

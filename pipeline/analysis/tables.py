@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from pipeline.analysis.published import select
-from pipeline.analysis.runs import MODEL3, at_epoch
+from pipeline.analysis.runs import MODEL3, SCRATCH, at_epoch
 from pipeline.analysis.stats import Estimate, mean_std
 
 NA = "–"  #: a cell this run has no number for
@@ -559,6 +559,33 @@ def sia_table(sia: pd.DataFrame | None, baseline_arm: str) -> Table | None:
                " the pseudo-input (range over fits and seeds).")
     return Table("sia", "[SIA] ablations: baseline change and pseudo-inputs", caption,
                  ["Dataset", "Cell", "What", "Top-1 %", "Target mass", "Peak"], rows, pd.DataFrame(data))
+def weight_selection_table(ws: pd.DataFrame | None) -> Table | None:
+    """[NeurIPS] Table 4 analogue: the student's top-1 per fine-tune dataset, weight-selected from each teacher
+    (its init arm and pretraining-set size) or trained from scratch (params `weight_selection`)."""
+    if ws is None or ws.empty:
+        return None
+    stats = group_stats(ws, ["dataset", "source"])
+    datasets = list(dict.fromkeys(ws["dataset"]))
+    rows, data = [], []
+    for source in dict.fromkeys(ws["source"]):
+        first = ws[ws["source"] == source].iloc[0]
+        scratch = source.startswith(SCRATCH)
+        how = (f"from scratch, {source.removeprefix(SCRATCH)} init" if scratch else
+               f"selected from {first['teacher_arm']}-init teacher, {int(first['teacher_train_size']):,}"
+               f" {first['pretrain_dataset']} images")
+        cells = [lookup(stats, dataset=d, source=source) for d in datasets]
+        rows.append([source, how, *(mean_pm(c["mean"], c["std"], c["n"]) for c in cells)])
+        data += [{"dataset": d, "source": source, "description": how, **{k: c[k] for k in ("n", "mean", "std")}}
+                 for d, c in zip(datasets, cells)]
+    caption = (f"The student ({', '.join(dict.fromkeys(ws['variant'].astype(str)))}) fine-tuned on each dataset:"
+               " weight-selected (Xu et al., ICLR 2024: first-N blocks, evenly spaced elements, head excluded) from"
+               " each pretrained teacher, or trained from scratch with the same recipe; one teacher per name, so"
+               f" mean ± std over fine-tune seeds (n) covers fine-tuning only; {final_top1(ws)}. [NeurIPS] Table 4's"
+               " numbers are n/p; Weight Selection's README reports ViT-T on CIFAR-100 at 72.4 from random init and"
+               " 81.4 selected from its ImageNet-21K ViT-S. Claim 12 tests the impulse teacher on less data against"
+               " the default teacher on more.")
+    return Table("weight_selection", "[NeurIPS] Table 4 analogue: weight selection", caption,
+                 ["Source", "Student init", *datasets], rows, pd.DataFrame(data))
 
 
 def init_diagnostics_table(attention: dict) -> Table | None:
