@@ -419,6 +419,15 @@ class SimpleVitConfig:
             raise PipelineError(f"{key}.channels = {self.channels}: set 1, 3 or null (the dataset's own)")
 
 
+def check_fit_loop(fit, key: str) -> None:
+    """The Adam loop both impulse fits share (code-2401's and code-2404's `impulse_init`): positive integer steps and
+    renormalisation period, a positive lr."""
+    for name in ("steps", "renorm_every"):
+        if isinstance(getattr(fit, name), bool) or getattr(fit, name) < 1:
+            raise PipelineError(f"{key}.{name} = {getattr(fit, name)!r}: must be a positive integer")
+    _positive(f"{key}.lr", fit.lr)
+
+
 @dataclass
 class ImpulseFitConfig:
     """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.ci_2401`); defaults are its own."""
@@ -431,10 +440,7 @@ class ImpulseFitConfig:
 
     def validate(self, key: str, grid: int | None) -> None:
         """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
-        for name in ("steps", "renorm_every"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
-                raise PipelineError(f"{key}.{name} = {getattr(self, name)!r}: must be a positive integer")
-        _positive(f"{key}.lr", self.lr)
+        check_fit_loop(self, key)
         _positive(f"{key}.sigma", self.sigma)
         check_kernel_size(self.window, f"{key}.window")
         if grid is not None and self.window > 2 * grid - 1:
@@ -519,10 +525,7 @@ class SiaFitConfig:
     renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
 
     def validate(self, key: str) -> None:
-        for name in ("steps", "renorm_every"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) < 1:
-                raise PipelineError(f"{key}.{name} = {getattr(self, name)!r}: must be a positive integer")
-        _positive(f"{key}.lr", self.lr)
+        check_fit_loop(self, key)
         check_kernel_size(self.kernel_size, f"{key}.kernel_size")
 
 

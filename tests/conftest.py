@@ -15,10 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from datasets_fixtures import LocalServer
+from datasets_fixtures import LocalServer, tiny_dataset
 from workspace import copy_repo, sh
-
-from pipeline.data.store import save_split, write_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
@@ -59,18 +57,7 @@ def fashion_mnist() -> torch.Tensor:
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     """A working directory with a tiny Fashion-MNIST-shaped dataset (64 + 32 images of 8 x 8, 3 classes)."""
-    g = torch.Generator().manual_seed(0)
-    data = tmp_path / "data" / "fashion_mnist"
-    data.mkdir(parents=True)
-    splits = {}
-    for split, n in (("train", 64), ("test", 32)):
-        labels = torch.arange(n) % 3
-        images = (torch.rand(n, 1, 8, 8, generator=g) * 80 + labels[:, None, None, None] * 60).to(torch.uint8)
-        save_split(data / f"{split}.pt", images, labels)
-        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
-    write_manifest(data, {"dataset": "fashion_mnist", "num_classes": 3, "channels": 1, "image_size": 8,
-                          "train_split": "train", "eval_split": "test", "format": "tensors",
-                          "classes": ["a", "b", "c"], "splits": splits})
+    tiny_dataset(tmp_path, "fashion_mnist", {"train": 64, "test": 32}, ["a", "b", "c"], seed=0, noise=80, step=60)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -36,6 +36,7 @@ from PIL import Image
 from torch import nn
 
 from pipeline.data.fetch.sources import Expected
+from pipeline.data.store import save_split, write_manifest
 
 
 def md5(data: bytes) -> str:
@@ -392,3 +393,22 @@ def one_training_step(loaders, meta) -> float:
     assert torch.isfinite(loss) and labels.max() < meta.num_classes
     assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     return loss.item()
+
+
+def tiny_dataset(root: Path, name: str, sizes: dict[str, int], classes: list[str], seed: int, noise: float,
+                 step: float) -> None:
+    """`root`/data/<name>: 8 x 8 grey images whose brightness says the class (noise x U(0, 1) + step x class), in the
+    store's tensor format; `sizes` maps the train split, then the evaluation split, to their image counts."""
+    g = torch.Generator().manual_seed(seed)
+    data = root / "data" / name
+    data.mkdir(parents=True)
+    splits = {}
+    for split, n in sizes.items():
+        labels = torch.arange(n) % len(classes)
+        images = (torch.rand(n, 1, 8, 8, generator=g) * noise + labels[:, None, None, None] * step).to(torch.uint8)
+        save_split(data / f"{split}.pt", images, labels)
+        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
+    train, evaluate = sizes
+    write_manifest(data, {"dataset": name, "num_classes": len(classes), "channels": 1, "image_size": 8,
+                          "train_split": train, "eval_split": evaluate, "format": "tensors", "classes": classes,
+                          "splits": splits})

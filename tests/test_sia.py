@@ -14,6 +14,7 @@ import timm
 import torch
 import yaml
 from dvc.repo import Repo
+from test_claims import CLAIMS, ORDERED, evidence
 from timm.layers import build_sincos2d_pos_embed
 
 from pipeline.__main__ import main
@@ -23,7 +24,6 @@ from pipeline.config import load_params
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import fit_quality
 from pipeline.method.sia import pseudo_input, sia_fit, use_sincos_pos_embed
-from tests.test_claims import CLAIMS, ORDERED, evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from datasets_fixtures import tiny_dataset
 from dvc.repo import Repo
 from test_aggregate import PAPER, experiment, make_vit, write_run
 from test_claims import ORDERED, evidence, judged
@@ -21,7 +22,6 @@ from pipeline.__main__ import main
 from pipeline.analysis.aggregate import aggregate
 from pipeline.config import load_params
 from pipeline.data.meta import dataset_meta
-from pipeline.data.store import save_split, write_manifest
 from pipeline.errors import PipelineError
 from pipeline.method.weight_selection import select_weights
 from pipeline.training import builders
@@ -41,18 +41,7 @@ TINY = ["models={vit: {name: vit_tiny_patch16_224, img_size: 12, patch_size: 4, 
 
 def tiny_digits(root: Path) -> None:
     """A 4-class, 8 x 8 stand-in for `digits` (48 + 24 images): other classes than the teacher's 3."""
-    g = torch.Generator().manual_seed(1)
-    folder = root / "data" / "digits"
-    folder.mkdir(parents=True)
-    splits = {}
-    for split, n in (("train", 48), ("val", 24)):
-        labels = torch.arange(n) % 4
-        images = (torch.rand(n, 1, 8, 8, generator=g) * 60 + labels[:, None, None, None] * 50).to(torch.uint8)
-        save_split(folder / f"{split}.pt", images, labels)
-        splits[split] = {"images": n, "file": f"{split}.pt", "shape": [1, 8, 8]}
-    write_manifest(folder, {"dataset": "digits", "num_classes": 4, "channels": 1, "image_size": 8,
-                            "train_split": "train", "eval_split": "val", "format": "tensors",
-                            "classes": list("abcd"), "splits": splits})
+    tiny_dataset(root, "digits", {"train": 48, "val": 24}, list("abcd"), seed=1, noise=60, step=50)
 
 
 @pytest.mark.parametrize("override, message", [

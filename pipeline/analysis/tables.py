@@ -22,6 +22,7 @@ import pandas as pd
 from pipeline.analysis.published import select
 from pipeline.analysis.runs import MODEL3, SCRATCH, at_epoch
 from pipeline.analysis.stats import Estimate, mean_std
+from pipeline.vocabulary import parse_sia_cell
 
 NA = "–"  #: a cell this run has no number for
 NP = "n/p"  #: a cell the papers do not publish
@@ -518,16 +519,14 @@ SIA_PSEUDO_NAMES = {"P": "PE", "U": "uniform", "G": "Gaussian", "A": "PE + unifo
 
 
 def sia_cell_text(cell: str, baseline_arm: str) -> str:
-    """'cls token, learned PE (timm init)' / 'fit: PE → PE, shared' for a [SIA] cell name."""
-    if cell.startswith("base_"):
-        arch = {"base_cls_learned": "cls token, learned PE, token pooling",
-                "base_avg_sincos": "avg pooling, fixed sin-cos PE"}.get(cell, cell)
+    """'cls token, learned PE, token pooling (timm init)' / '...; fit on PE (layer 0) → PE, shared' for a [SIA] cell."""
+    parsed = parse_sia_cell(cell)
+    if not parsed.fit:
+        arch = {"cls_learned": "cls token, learned PE, token pooling",
+                "avg_sincos": "avg pooling, fixed sin-cos PE"}[parsed.arch]
         return f"{arch} ({baseline_arm} init)"
-    fit = cell.removeprefix("fit_")
-    per_layer = fit.endswith("_layer")
-    first, later = fit[0], fit[1]
-    return (f"avg pooling, sin-cos PE; fit on {SIA_PSEUDO_NAMES.get(first, first)} (layer 0) →"
-            f" {SIA_PSEUDO_NAMES.get(later, later)}, {'per layer' if per_layer else 'shared'}")
+    return (f"avg pooling, sin-cos PE; fit on {SIA_PSEUDO_NAMES[parsed.first]} (layer 0) →"
+            f" {SIA_PSEUDO_NAMES[parsed.later]}, {'shared' if parsed.shared else 'per layer'}")
 
 
 def _fit_span(records: pd.Series, key: str) -> str:

@@ -57,10 +57,14 @@ def cell_of(kind: str, name: str) -> SiaCell:
     raise PipelineError(f"kind {kind!r}: use base or fit")
 
 
+def cell_arm(params: Params, cell: SiaCell) -> str:
+    """The init under the cell: PyTorch's default under a fit, `sia.baseline_arm` for a base cell."""
+    return FIT_BASE_ARM if cell.fit else params.sia.baseline_arm
+
+
 def build(params: Params, cell: SiaCell, meta: DatasetMeta, seed: int, device: str = "cpu") -> tuple[nn.Module, list]:
     """The cell's initialised model (seeded by `seed`) and, for a fit cell, the fit's records."""
-    variant = params.sia.variant
-    arm = FIT_BASE_ARM if cell.fit else params.sia.baseline_arm
+    variant, arm = params.sia.variant, cell_arm(params, cell)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     model = builders.timm_model(sia_model_config(params.models[variant], cell.arch), meta)
@@ -79,9 +83,8 @@ def sia_run(params: Params, kind: str, dataset: str, name: str, seed: int) -> Ru
     cell = cell_of(kind, name)
     if dataset not in params.datasets:
         raise PipelineError(f"dataset {dataset!r}: not in params `datasets` ({', '.join(params.datasets)})")
-    variant = params.sia.variant
+    variant, arm = params.sia.variant, cell_arm(params, cell)
     model_cfg = sia_model_config(params.models[variant], cell.arch)
-    arm = FIT_BASE_ARM if cell.fit else params.sia.baseline_arm
     config = {"grid": "sia", "dataset": dataset, "cell": cell.name, "arch": cell.arch, "arm": arm, "seed": seed,
               "variant": variant, "model": dataclasses.asdict(model_cfg),
               "init": params.method_options(arm, variant),
