@@ -26,22 +26,18 @@ from ruamel.yaml import YAML, YAMLError
 
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
-from pipeline.vocabulary import (
+from pipeline.method.names import (
     CI_ARMS,
-    CI_FORMS,
-    CI_QK,
-    CI_VALUE,
     INIT_METHODS,
-    SIA_ARCHS,
     ConvMixerBlock,
     InitMethod,
     WeightInit,
     check_convmixer_block,
     check_kernel_size,
     parse_filter,
-    parse_sia_cell,
     parse_study_variant,
 )
+from pipeline.vocabulary import CI_FORMS, CI_QK, CI_VALUE, parse_sia_base, parse_sia_fit
 
 __all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params", "from_mapping", "digest"]
 
@@ -548,9 +544,9 @@ class SiaConfig:
 
     def __post_init__(self):
         for arch in self.bases:
-            _choice("sia.bases", arch, SIA_ARCHS)
+            parse_sia_base(arch)
         for name in self.fits:
-            parse_sia_cell(f"fit_{name}" if isinstance(name, str) else name, "sia.fits")
+            parse_sia_fit(name)
         self.fit.validate("sia.fit")
 
     @property

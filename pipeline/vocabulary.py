@@ -1,26 +1,15 @@
-"""The names params.yaml may use, and their torch-free checks: one place for each.
-
-`pipeline.config` validates params.yaml with these before any work; the libraries (`pipeline.method.inits`,
-`pipeline.method.filters`, `pipeline.method.models`) validate their own arguments with the same functions, so a
-researcher who imports them without params gets the same message. Nothing here imports torch.
+"""The names params.yaml gives to grid cells that the method library does not know: [CI]'s Model III and Table 1
+axes, [SIA]'s cells. `pipeline.config` validates them and the resolved configuration carries what they mean, so no
+training cell imports this module. The method's own names are `pipeline.method.names`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pipeline.errors import PipelineError
-
-#: The initialization methods `pipeline.method.inits.apply_init` implements (a test checks that the two agree).
-InitMethod = Literal["default", "timm", "mimetic", "impulse", "random"]
-INIT_METHODS: tuple[str, ...] = get_args(InitMethod)
-
-#: The arms of [CI]'s alpha grid, with code-2401's laws on its Simple ViT (`pipeline.method.ci_2401`).
-CiArm = Literal["impulse", "mimetic", "random"]
-CI_ARMS: tuple[str, ...] = get_args(CiArm)
 
 #: [CI] Table 2's columns for Model III: Q/K trained (T) or frozen at init (NT); values LN(x) W_v (w/ V) or LN(x).
 CiQk = Literal["trained", "frozen"]
@@ -35,22 +24,18 @@ CI_VALUE: tuple[str, ...] = get_args(CiValue)
 CiForm = Literal["simple", "simple_nope", "model1", "model2"]
 CI_FORMS: tuple[str, ...] = get_args(CiForm)
 
-#: [SIA]'s pseudo-inputs of its impulse fit (code-2404's `get_pseudo_input`): P the position embedding, U = U(-1, 1),
-#: G = TN(0, 1/2), A = P + U, B = P + G.
-SiaPseudoInput = Literal["P", "U", "G", "A", "B"]
-SIA_PSEUDO_INPUTS: tuple[str, ...] = get_args(SiaPseudoInput)
 #: [SIA]'s baseline change (paper.md 2.7 (f)): timm's ViT (cls token, learned PE, token pooling) and [SIA]'s own (no
 #: cls token, average pooling, fixed 2-D sin-cos PE).
 SiaArch = Literal["cls_learned", "avg_sincos"]
 SIA_ARCHS: tuple[str, ...] = get_args(SiaArch)
-_SIA_CELL = re.compile(r"^(?:base_(?P<arch>[a-z_]+)|fit_(?P<first>[PUGAB])(?P<later>[PUGAB])(?P<layer>_layer)?)$")
+_SIA_FIT = re.compile(r"^(?P<first>[PUGAB])(?P<later>[PUGAB])(?P<layer>_layer)?$")
 
 
 @dataclass(frozen=True)
 class SiaCell:
-    """A parsed cell name of params `sia.cells`: `base_<arch>` (the baseline arm on architecture `arch`) or
-    `fit_<first><later>[_layer]` ([SIA]'s impulse fit on its own architecture, pseudo-inputs `first` for layer 0 and
-    `later` for the rest, Q/K shared by the later layers unless `_layer`)."""
+    """A [SIA] cell: `base_<arch>` (the baseline arm on architecture `arch`) or `fit_<first><later>[_layer]`
+    ([SIA]'s impulse fit on its own architecture, pseudo-inputs `first` for layer 0 and `later` for the rest, Q/K
+    shared by the later layers unless `_layer`)."""
 
     name: str
     arch: str
@@ -63,182 +48,27 @@ class SiaCell:
         return self.first is not None
 
 
-def parse_sia_cell(name: object, key: str = "sia.cells") -> SiaCell:
-    """The `SiaCell` a name stands for; else a PipelineError naming `key` and the two forms."""
-    match = _SIA_CELL.match(name) if isinstance(name, str) else None
-    if match is None or (match["arch"] is not None and match["arch"] not in SIA_ARCHS):
+def parse_sia_base(arch: object, key: str = "sia.bases") -> SiaCell:
+    """The base cell of architecture `arch` (an entry of params `sia.bases`)."""
+    if arch not in SIA_ARCHS:
+        raise PipelineError(f"{key}: {arch!r} is not a [SIA] architecture; use {' or '.join(SIA_ARCHS)}")
+    return SiaCell(f"base_{arch}", arch)
+
+
+def parse_sia_fit(name: object, key: str = "sia.fits") -> SiaCell:
+    """The fit cell an entry of params `sia.fits` names, e.g. PP, GP or PP_layer."""
+    match = _SIA_FIT.match(name) if isinstance(name, str) else None
+    if match is None:
         raise PipelineError(
-            f"{key}: {name!r} is not a [SIA] cell; use base_cls_learned or base_avg_sincos (the baseline change), or"
-            " fit_<first><later> with pseudo-inputs P (the PE), U (uniform), G (Gaussian), A (P+U), B (P+G) for layer 0"
-            " and the later layers, e.g. fit_PP, plus _layer for a fit per layer (fit_PP_layer)"
+            f"{key}: {name!r} is not a [SIA] fit; write <first><later> with pseudo-inputs P (the PE), U (uniform),"
+            " G (Gaussian), A (P+U), B (P+G) for layer 0 and the later layers, e.g. PP, plus _layer for a fit per"
+            " layer (PP_layer)"
         )
-    if match["arch"] is not None:
-        return SiaCell(name, match["arch"])
-    return SiaCell(name, "avg_sincos", match["first"], match["later"], match["layer"] is None)
+    return SiaCell(f"fit_{name}", "avg_sincos", match["first"], match["later"], match["layer"] is None)
 
 
-#: timm's `weight_init` modes: 'skip' = PyTorch's defaults, as the official code builds its models; '' = timm's
-#: own init; 'reset' = PyTorch's defaults plus timm's pos_embed/cls_token init (MLP-Mixer: 'skip' and '' only).
-WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]
-WEIGHT_INIT_MODES: tuple[str, ...] = get_args(WeightInit)
-
-
-#: The ConvMixer's spatial-mixing block (paper.md sections 1.3 and 4.16). 'ci': code-2401's, as [CI] ran it: in
-#: its conv format depthwise conv -> BatchNorm with no GELU between (its own comment calls the GELU missing), in its
-#: linear format (perm, fullperm) mixing -> GELU -> BatchNorm. 'sia': code-2404's and timm's, spatial mixing ->
-#: GELU -> BatchNorm in both formats.
-ConvMixerBlock = Literal["ci", "sia"]
-CONVMIXER_BLOCKS: tuple[str, ...] = get_args(ConvMixerBlock)
-
-
-def check_convmixer_block(block: object, key: str = "block") -> str:
-    """`block` if it is one of `CONVMIXER_BLOCKS`; else a PipelineError naming `key` and what each form is."""
-    if block not in CONVMIXER_BLOCKS:
-        raise PipelineError(
-            f"{key} = {block!r}: use 'ci' (code-2401, [CI]: spatial conv -> BatchNorm, no GELU) or 'sia' (code-2404"
-            " and timm, [SIA]: spatial conv -> GELU -> BatchNorm)"
-        )
-    return block
-
-
-def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
-    """`kernel_size` if it is an odd positive integer (a centre tap, symmetric 'same' padding); else a
-    PipelineError naming `key`."""
-    is_int = isinstance(kernel_size, int) and not isinstance(kernel_size, bool)
-    if not is_int or kernel_size < 1 or kernel_size % 2 == 0:
-        raise PipelineError(
-            f"{key} = {kernel_size!r}: must be an odd positive integer (3, 5, ...) so that each filter has a"
-            " centre tap and 'same' padding is symmetric"
-        )
-    return kernel_size
-
-
-# --- ConvMixer filter families ([CI] paper.md section 1.3; the tensors are drawn in pipeline.method.filters) ---------
-
-#: The filter-family registry: kind -> the form its name is written in (tests parametrize over it).
-FILTER_FAMILIES: dict[str, str] = {
-    "random": "random",
-    "impulse": "impulse",
-    "box": "box-<n>",
-    "gaussian": "gaussian-<sigma>",
-    "softmax": "softmax",
-    "perm": "perm",
-    "fullperm": "fullperm",
-}
-#: Families with no convolutional structure: an N x N token-mixing matrix ("linear format" in code-2401).
-LINEAR_FAMILIES = ("perm", "fullperm")
-#: Families code-2401 builds but never swept (its linear format, "Out of Memory!!!"; paper.md section 1.3): arms
-#: beyond the paper, reported on their own line and never deciding a claim of [CI].
-BEYOND_PAPER = ("perm", "fullperm")
-
-_VALID_FORMS = (
-    "random, impulse, box-<n> (n taps set to 1, 1 <= n <= k*k), gaussian-<sigma> (sigma > 0, a variance), "
-    "softmax (random taps passed through a softmax), perm (N x N random one-per-row matrix), fullperm (N x N random "
-    "permutation matrix)"
-)
-
-
-@dataclass(frozen=True)
-class FilterFamily:
-    """A parsed filter-family name, e.g. `box-9` -> FilterFamily('box-9', 'box', 9).
-
-    Attributes:
-        name: canonical spelling (`gaussian-0.10` becomes `gaussian-0.1`); use it in run ids.
-        kind: key of `FILTER_FAMILIES`.
-        param: n of `box-<n>` or sigma (a variance) of `gaussian-<sigma>`; None for the other kinds.
-    """
-
-    name: str
-    kind: str
-    param: float | None = None
-
-    @property
-    def linear_format(self) -> bool:
-        """True for families that are N x N token-mixing matrices rather than k x k filters."""
-        return self.kind in LINEAR_FAMILIES
-
-    @property
-    def softmax_taps(self) -> bool:
-        """True when the layer applies a softmax over each filter's k*k stored taps in every forward pass."""
-        return self.kind == "softmax"
-
-    @property
-    def beyond_paper(self) -> bool:
-        """True for arms code-2401 never swept (`BEYOND_PAPER`)."""
-        return self.kind in BEYOND_PAPER
-
-
-def _bad(name: object, why: str) -> PipelineError:
-    return PipelineError(f"filter family {name!r}: {why}; valid forms are {_VALID_FORMS}")
-
-
-def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
-    """Parse a family name such as `impulse`, `box-9` or `gaussian-0.1`.
-
-    Args:
-        name: the family as written in params.yaml (case and surrounding spaces are ignored).
-        kernel_size: if given, also check that `box-<n>` fits a k x k filter (n <= k*k).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the value and the valid forms.
-    """
-    if not isinstance(name, str):
-        raise _bad(name, "not a string")
-    kind, _, arg = name.strip().lower().partition("-")
-    if kind not in FILTER_FAMILIES:
-        raise _bad(name, f"unknown family {kind!r}")
-    if kind == "box":
-        if not arg.isdigit() or int(arg) < 1:
-            raise _bad(name, f"box needs a whole number of taps n >= 1, got {arg!r}")
-        if kernel_size is not None and int(arg) > kernel_size**2:
-            raise _bad(name, f"a {kernel_size}x{kernel_size} filter has only {kernel_size**2} taps, n={arg}")
-        return FilterFamily(f"box-{int(arg)}", kind, int(arg))
-    if kind == "gaussian":
-        try:
-            sigma = float(arg)
-        except ValueError:
-            raise _bad(name, f"sigma {arg!r} is not a number") from None
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise _bad(name, f"sigma must be a finite number > 0, got {arg!r}")
-        return FilterFamily(f"gaussian-{sigma:g}", kind, sigma)
-    if arg:
-        raise _bad(name, f"{kind!r} takes no value, got {arg!r}")
-    return FilterFamily(kind, kind)
-
-
-@dataclass(frozen=True)
-class StudyVariant:
-    """A filter-study variant: the family its spatial filters are drawn from and whether training updates them.
-
-    `learned` is code-2401's default sweep arm, `--init random` without `--fix_spatial`; `learned-<family>` is
-    `--init <family>` without `--fix_spatial` (e.g. `learned-softmax`, `learned-box-25` of code-2401's
-    `convmixer.sh`); a bare family name is that family frozen (`--fix_spatial`).
-    """
-
-    name: str
-    family: FilterFamily
-    learned: bool
-
-
-def parse_study_variant(variant: str, kernel_size: int | None = None) -> StudyVariant:
-    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the variant and the valid forms.
-    """
-    if not isinstance(variant, str):
-        raise PipelineError(f"filter-study variant {variant!r}: not a string; write 'learned', 'learned-<family>'"
-                            " or a frozen family")
-    text = variant.strip().lower()
-    if text == "learned":
-        return StudyVariant("learned", parse_filter("random"), True)
-    learned, rest = (True, text[len("learned-"):]) if text.startswith("learned-") else (False, text)
-    try:
-        family = parse_filter(rest, kernel_size)
-    except PipelineError as exc:
-        raise PipelineError(f"filter-study variant {variant!r}: {exc}; or 'learned' (trainable random filters, "
-                            "code-2401's default), or 'learned-<family>' (trainable, drawn from that family)") from None
-    if learned and family.kind == "random":
-        raise PipelineError(f"filter-study variant {variant!r}: trainable random filters are the variant 'learned';"
-                            " write 'learned'")
-    return StudyVariant(f"learned-{family.name}" if learned else family.name, family, learned)
+def parse_sia_cell(name: str) -> SiaCell:
+    """A [SIA] cell from its results-folder name, `base_<arch>` or `fit_<fit>`."""
+    if name.startswith("base_"):
+        return parse_sia_base(name.removeprefix("base_"))
+    return parse_sia_fit(name.removeprefix("fit_"))

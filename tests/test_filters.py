@@ -21,7 +21,7 @@ from pipeline.method.filters import (
     softmax_taps,
 )
 from pipeline.method.filters import effective_rank as erank
-from pipeline.vocabulary import BEYOND_PAPER, FILTER_FAMILIES, parse_filter, parse_study_variant
+from pipeline.method.names import BEYOND_PAPER, FILTER_FAMILIES, parse_filter, parse_study_variant
 
 CONV_FAMILIES = ["random", "softmax", "impulse", "box-4", "gaussian-0.5"]
 

@@ -41,8 +41,8 @@ def tiny_vit(depth: int = 3) -> torch.nn.Module:
 
 
 @pytest.mark.parametrize("override, message", [
-    ("sia.fits=[PX]", "sia.fits: 'fit_PX' is not a \\[SIA\\] cell"),
-    ("sia.bases=[avg_learned]", "sia.bases: unknown value 'avg_learned'"),
+    ("sia.fits=[PX]", "sia.fits: 'PX' is not a \\[SIA\\] fit; .* e.g. PP,"),
+    ("sia.bases=[avg_learned]", "sia.bases: 'avg_learned' is not a \\[SIA\\] architecture"),
     ("sia={variant: vit9, fits: [PP]}", "sia.variant = 'vit9': not a key of `models`"),
     ("sia.fit.steps=0", "sia.fit.steps = 0: must be a positive integer"),
     ("sia.fit.kernel_size=4", "sia.fit.kernel_size = 4"),

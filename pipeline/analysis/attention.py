@@ -52,11 +52,11 @@ from pipeline.method.inits import (
     uniform_locality_mass,
 )
 from pipeline.method.inits.arch import blocks, family
+from pipeline.method.names import INIT_METHODS
 from pipeline.outputs import folder_aside
 from pipeline.training import builders
 from pipeline.training.engine import Dist
 from pipeline.training.run import build_run_loaders
-from pipeline.vocabulary import INIT_METHODS
 
 #: the two inputs a map is computed on, in the order the figures show them
 INPUTS = ("pseudo", "real")

@@ -98,7 +98,7 @@ from pipeline.analysis.stats import (
 )
 from pipeline.analysis.tables import clip_epochs, convergence_columns, interval, model3_rows, num
 from pipeline.errors import PipelineError
-from pipeline.vocabulary import BEYOND_PAPER, parse_study_variant
+from pipeline.method.names import BEYOND_PAPER, parse_study_variant
 
 NOT_TESTED = "not tested"
 #: the four words a claim's verdict is one of

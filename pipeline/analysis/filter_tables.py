@@ -18,7 +18,7 @@ import pandas as pd
 from pipeline.analysis.published import select
 from pipeline.analysis.tables import NA, NP, Table, final_top1, group_stats, lookup, mean_pm, num, published_cell
 from pipeline.errors import PipelineError
-from pipeline.vocabulary import parse_study_variant
+from pipeline.method.names import parse_study_variant
 
 BEYOND = "beyond the paper"
 

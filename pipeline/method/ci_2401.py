@@ -34,8 +34,8 @@ from pipeline.errors import PipelineError
 from pipeline.method.inits.geometry import shifted_index
 from pipeline.method.inits.rng import uniform
 from pipeline.method.inits.targets import impulse_matrices
+from pipeline.method.names import CI_ARMS
 from pipeline.method.simple_vit import FixedAttention, MixedAttention, SimpleViT
-from pipeline.vocabulary import CI_ARMS
 
 
 def window_offsets(heads: int, window: int, generator: torch.Generator) -> list[tuple[int, int]]:

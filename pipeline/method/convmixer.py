@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from pipeline.errors import PipelineError
 from pipeline.method.filters import check_heads, head_assignment, make_filters, make_token_mixer, softmax_taps
-from pipeline.vocabulary import check_convmixer_block, check_kernel_size, parse_study_variant
+from pipeline.method.names import check_convmixer_block, check_kernel_size, parse_study_variant
 
 
 class SharedFilters(nn.Module):

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from pipeline.errors import PipelineError
-from pipeline.vocabulary import FilterFamily, check_kernel_size, parse_filter
+from pipeline.method.names import FilterFamily, check_kernel_size, parse_filter
 
 #: The constant of code-2401's scalings: impulse x sqrt(1/3), box-n x sqrt(1/(3n)), (full)perm x sqrt(1/3).
 CI_GAIN = 3.0

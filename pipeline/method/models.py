@@ -21,9 +21,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from pipeline.errors import PipelineError
-from pipeline.vocabulary import (
-    WEIGHT_INIT_MODES,
-)
+from pipeline.method.names import WEIGHT_INIT_MODES
 
 #: The timm families the initialization methods handle (DeiT models are VisionTransformer subclasses).
 SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)

@@ -33,7 +33,7 @@ from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import fit_impulse_qk, fit_quality, window_offsets
 from pipeline.method.inits.rng import truncated_normal, uniform
 from pipeline.method.inits.targets import impulse_matrices
-from pipeline.vocabulary import SIA_PSEUDO_INPUTS
+from pipeline.method.names import SIA_PSEUDO_INPUTS
 
 
 def token_grid(model: VisionTransformer) -> tuple[int, int]:

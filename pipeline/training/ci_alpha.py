@@ -23,9 +23,9 @@ from pipeline.config import CiAlphaConfig, CiModel3Config, ImpulseFitConfig, Par
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import init_arm
+from pipeline.method.names import CI_ARMS
 from pipeline.method.simple_vit import SimpleViT
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import CI_ARMS
 
 
 def parse_alpha(text: str) -> float:

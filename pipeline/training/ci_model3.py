@@ -18,9 +18,10 @@ import sys
 from pipeline import entry
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.method.names import CI_ARMS
 from pipeline.training.ci_alpha import simple_vit_cell
 from pipeline.training.run import Run, start
-from pipeline.vocabulary import CI_ARMS, CI_QK, CI_VALUE
+from pipeline.vocabulary import CI_QK, CI_VALUE
 
 
 def attention_form(qk: str, value: str) -> dict:

@@ -28,8 +28,8 @@ from pipeline.data.load.loaders import Loaders
 from pipeline.data.meta import DatasetMeta
 from pipeline.method.convmixer import ConvMixer, build_convmixer
 from pipeline.method.filters import effective_rank, patch_embeddings, proposition1_holds
+from pipeline.method.names import parse_study_variant
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import parse_study_variant
 
 
 def model_input(cfg: ConvMixerConfig, meta: DatasetMeta) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from pipeline.method.inits import apply_init
 from pipeline.method.sia import sia_fit, use_sincos_pos_embed
 from pipeline.training import builders
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import SIA_ARCHS, SiaCell, parse_sia_cell
+from pipeline.vocabulary import SIA_ARCHS, SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
 FIT_BASE_ARM = "default"
@@ -51,9 +51,9 @@ def sia_model_config(model: ModelConfig, arch: str) -> ModelConfig:
 def cell_of(kind: str, name: str) -> SiaCell:
     """The cell a stage's (kind, name) stands for: `base <arch>` or `fit <first><later>[_layer]`."""
     if kind == "base":
-        return parse_sia_cell(f"base_{name}", "architecture")
+        return parse_sia_base(name, "architecture")
     if kind == "fit":
-        return parse_sia_cell(f"fit_{name}", "fit")
+        return parse_sia_fit(name, "fit")
     raise PipelineError(f"kind {kind!r}: use base or fit")
 
 

@@ -21,9 +21,9 @@ import sys
 from pipeline import entry
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.method.names import INIT_METHODS
 from pipeline.training import builders
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import INIT_METHODS
 
 
 def train_run(params: Params, dataset: str, variant: str, arm: str, seed: int, train_config: str | None = None,

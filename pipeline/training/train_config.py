@@ -17,9 +17,9 @@ import sys
 from pipeline import entry
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.method.names import INIT_METHODS
 from pipeline.training.run import Run, start
 from pipeline.training.train import train_run
-from pipeline.vocabulary import INIT_METHODS
 
 
 def train_config_run(params: Params, dataset: str, variant: str, config: str, arm: str, seed: int) -> Run:

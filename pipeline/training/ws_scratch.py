@@ -15,9 +15,9 @@ import sys
 
 from pipeline import entry
 from pipeline.config import Params
+from pipeline.method.names import INIT_METHODS
 from pipeline.training import builders
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import INIT_METHODS
 
 
 def scratch_run(params: Params, dataset: str, arm: str, seed: int) -> Run:

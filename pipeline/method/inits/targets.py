@@ -24,7 +24,7 @@ from pipeline.errors import PipelineError
 from pipeline.method.inits.arch import MIXER, attention_layers, family
 from pipeline.method.inits.geometry import shifted_index
 from pipeline.method.inits.rng import as_generator, truncated_normal
-from pipeline.vocabulary import check_kernel_size
+from pipeline.method.names import check_kernel_size
 
 #: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
 OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
