@@ -44,6 +44,7 @@ from pipeline.config import Resources, TrainConfig, yaml_load
 from pipeline.data.load.device import device_loaders
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
+from pipeline.data.registry import normalization_stats
 from pipeline.data.store import save_split, write_manifest
 from pipeline.training.engine import (
     Dist,
@@ -118,7 +119,8 @@ def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Di
     resources = Resources(compile=mode == "compiled", device=d.device.type, workers=args.workers,
                           sync_every=args.sync_every, nproc=d.world_size)
     augment = Augment.from_train(recipe)
-    loaders = build_loaders("cifar10", root, img_size=args.img, in_chans=3, batch_size=batch, seed=0,
+    loaders = build_loaders("cifar10", root, stats=normalization_stats("cifar10", "dataset"),
+                            img_size=args.img, in_chans=3, batch_size=batch, seed=0,
                             augment=augment, rank=d.rank, world_size=d.world_size, workers=args.workers,
                             pin_memory=d.device.type == "cuda")
     if path == "device":

@@ -32,13 +32,15 @@ import torch
 from pipeline.data.fetch import fetch_dataset
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
+from pipeline.data.registry import normalization_stats
 
 LIGHT = Augment(scale=(0.8, 1.0), ratio=(0.75, 4 / 3), hflip=0.5, crop_pct=1.0)
 
 
 def loader_rate(root: Path, backend: str, epochs: int) -> list[float]:
     """Images/s of whole train epochs of the CPU default's loader (one value per epoch)."""
-    loaders = build_loaders("fashion_mnist", root, img_size=28, in_chans=1, batch_size=128, seed=0,
+    loaders = build_loaders("fashion_mnist", root, stats=normalization_stats("fashion_mnist", "dataset"),
+                            img_size=28, in_chans=1, batch_size=128, seed=0,
                             augment=dataclasses.replace(LIGHT, backend=backend), train_subset=5000)
     rates = []
     for epoch in range(epochs + 1):  # epoch 0 warms up (page cache of the memory-mapped tensors)

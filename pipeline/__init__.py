@@ -1,7 +1,8 @@
 """Reproducibility pipeline for "Structured Initialization for Vision Transformers" (Zheng et al., NeurIPS 2025).
 
-The library: `pipeline.method.inits` (the initialization methods), `pipeline.method.models`, `pipeline.method.filters`,
-`pipeline.data`, `pipeline.training.train`, `pipeline.analysis`. The command line: `python -m pipeline --help`.
+The method library: `pipeline.method` (the initializations, the models, the filter families; torch and timm only).
+The pipeline: `pipeline.experiments` (every experiment declared once), `pipeline.training` (a cell's run),
+`pipeline.data`, `pipeline.analysis`, `pipeline.scale`. The command line: `python -m pipeline --help`.
 """
 
 __version__ = "0.1.0"

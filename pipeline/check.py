@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -30,8 +31,11 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
+from pipeline.experiments import ci as ci_grids
+from pipeline.experiments import stages
+from pipeline.method.inits.arch import VIT, family
 from pipeline.method.weight_selection import select_weights
-from pipeline.training import builders, ci_alpha, ci_model3, ci_table1, filter_study
+from pipeline.training import builders, filter_study, simple_vit
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
 
@@ -210,32 +214,44 @@ def check_builds(params: Params) -> int:
                 with keyed(f"models.{variant}"):
                     model = builders.timm_model(cfg, meta)
                 check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta), n)
+                for name, recipe in params.config_recipes.items():
+                    check_recipe(f"train_configs.{name}", recipe, model, dataset, *builders.input_size(cfg, meta), n)
                 built += 1
+            sia = params.sia
+            if sia.enabled:
+                with keyed(f"sia.variant = {sia.variant!r} (models.{sia.variant})"):
+                    model = builders.timm_model(params.models[sia.variant], meta)
+                    if family(model) != VIT:
+                        raise PipelineError(f"a {family(model)} model; [SIA]'s cells change a ViT's cls token, pooling"
+                                            " and position embedding: name a timm ViT/DeiT variant")
             if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
                 cfg = params.ci_alpha.model
                 with keyed("ci_alpha.model"):
-                    model = ci_alpha.simple_vit(cfg, meta, alpha=params.ci_alpha.alphas[0])
-                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset, *ci_alpha.input_size(cfg, meta), n)
+                    model = simple_vit.simple_vit(asdict(cfg), meta, alpha=params.ci_alpha.alphas[0])
+                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset,
+                             *simple_vit.input_size(asdict(cfg), meta), n)
                 built += 1
             m3 = params.ci_model3
             if dataset in m3.datasets and m3.qk and m3.value:
                 with keyed("ci_model3.model"):
-                    model = ci_alpha.simple_vit(m3.model, meta, **ci_model3.attention_form(m3.qk[0], m3.value[0]))
+                    model = simple_vit.simple_vit(asdict(m3.model), meta,
+                                                  **ci_grids.model3_attention(m3.qk[0], m3.value[0]))
                 check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
-                             *ci_alpha.input_size(m3.model, meta), n)
+                             *simple_vit.input_size(asdict(m3.model), meta), n)
                 built += 1
             if dataset in m3.datasets and m3.forms and m3.value:
                 with keyed("ci_model3.model"):
-                    model = ci_alpha.simple_vit(m3.model, meta, **ci_table1.attention_form(m3.forms[0], m3.value[0]))
+                    model = simple_vit.simple_vit(asdict(m3.model), meta,
+                                                  **ci_grids.table1_attention(m3.forms[0], m3.value[0]))
                 check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
-                             *ci_alpha.input_size(m3.model, meta), n)
+                             *simple_vit.input_size(asdict(m3.model), meta), n)
                 built += 1
             study = params.filter_study
             if study.enabled and dataset == study.dataset:
                 with keyed("filter_study.model"):
-                    model = filter_study.build_model(study.model, "learned", None, meta, seed=0)
+                    model = filter_study.build_model(asdict(study.model), "learned", None, meta, seed=0)
                 check_recipe("filter_study.train", params.filter_recipe, model, dataset,
-                             *filter_study.model_input(study.model, meta), n)
+                             *filter_study.model_input(asdict(study.model), meta), n)
                 built += 1
     return built + check_weight_selection(params)
 
@@ -290,44 +306,35 @@ def add_arguments(parser) -> None:
                         " bench/throughput.yaml, e.g. V100) instead of this machine's, and skip the GPU check")
 
 
-def main(params: Params, args) -> int:
-    if args.device is None:
+def validate(params: Params, devices: bool = True) -> int:
+    """Everything `check` checks before any stage runs (the devices unless `devices` is False, every planned model
+    and recipe on the meta device); returns how many models were built."""
+    if devices:
         check_devices(params)
-    built = check_builds(params)
-    runs = train_runs(params)
+    return check_builds(params)
+
+
+def cell_counts(params: Params) -> list[str]:
+    """One line per stage of training cells: how many cells params plans, over which axes."""
+    lines = []
+    for stage in stages():
+        cells = stage.cells(params)
+        if cells:
+            sizes = " x ".join(f"{len(dict.fromkeys(c[a] for c in cells))} {a}" for a in stage.axes)
+            lines.append(f"  {stage.name}: {len(cells)} = {sizes}")
+    return lines
+
+
+def main(params: Params, args) -> int:
+    built = validate(params, devices=args.device is None)
     print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
-    print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
-          f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
-    if params.train_configs:
-        n_cfg = len(runs) * len(params.train_configs)
-        print(f"training-configuration runs: {n_cfg} = the ViT grid's {len(runs)} x {len(params.train_configs)}"
-              f" configuration(s) ({', '.join(params.train_configs)})")
-    sia = params.sia
-    if sia.enabled:
-        n_sia = len(params.datasets) * (len(sia.bases) + len(sia.fits)) * len(sia.seeds)
-        print(f"[SIA] ablation runs: {n_sia} = {len(params.datasets)} dataset(s) x {len(sia.bases)} base and"
-              f" {len(sia.fits)} fit cell(s) x {len(sia.seeds)} seed(s) on variant {sia.variant!r}, each fit cell"
-              f" {sia.fit.steps} Adam steps per fit first")
+    counts = cell_counts(params)
+    print(f"training cells: {sum(int(line.split(': ')[1].split()[0]) for line in counts)}, per stage:")
+    for line in counts:
+        print(line)
     for line in weight_selection_lines(params):
         print(line)
-    study = params.filter_study
-    n_study = len(study.filters) * len(study.seeds) + len(study.gaussian_sigmas) * len(study.gaussian_heads) * len(
-        study.seeds)
-    print(f"filter-study runs: {n_study} (ConvMixer on {study.dataset})")
-    ci = params.ci_alpha
-    n_ci = len(ci.datasets) * len(ci.alphas) * len(ci.arms) * len(ci.seeds)
-    print(f"[CI] alpha-grid runs: {n_ci}" + (f" = {len(ci.datasets)} dataset(s) x {len(ci.alphas)} alpha(s) x"
-                                            f" {len(ci.arms)} arm(s) x {len(ci.seeds)} seed(s)" if n_ci else " (off)"))
-    m3 = params.ci_model3
-    n_m3 = len(m3.datasets) * len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds)
-    print(f"[CI] Model III runs: {n_m3}" + (f" = {len(m3.datasets)} dataset(s) x {len(m3.arms)} arm(s) x"
-                                            f" {len(m3.qk)} qk x {len(m3.value)} value x {len(m3.seeds)} seed(s)"
-                                            if n_m3 else " (off)"))
-    n_t1 = len(m3.datasets) * len(m3.forms) * len(m3.value) * len(m3.seeds)
-    print(f"[CI] Table 1 runs (Simple ViT, Models I / II): {n_t1}"
-          + (f" = {len(m3.datasets)} dataset(s) x {len(m3.forms)} form(s) x {len(m3.value)} value x {len(m3.seeds)}"
-             " seed(s)" if n_t1 else " (off)"))
     for line in estimate_lines(params, args.device):
         print(line)
     return 0

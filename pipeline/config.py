@@ -37,6 +37,14 @@ from pipeline.method.names import (
     parse_filter,
     parse_study_variant,
 )
+from pipeline.method.options import (
+    MODEL3_SIGMA,
+    CiFitOptions,
+    DefaultOptions,
+    ImpulseOptions,
+    MimeticOptions,
+    SiaFitOptions,
+)
 from pipeline.vocabulary import CI_FORMS, CI_QK, CI_VALUE, parse_sia_base, parse_sia_fit
 
 __all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params", "from_mapping", "digest"]
@@ -112,12 +120,12 @@ class ModelConfig:
 
 
 @dataclass
-class DefaultInitConfig:
-    """`default` arm: PyTorch's init; the official code's optional norm rescaling (all 1 = unchanged)."""
+class DefaultInitConfig(DefaultOptions):
+    """`default` arm (`pipeline.method.options.DefaultOptions`)."""
 
-    norm_p: float = 1.0
-    norm_q: float = 1.0
-    norm_v: float = 1.0
+    def __post_init__(self):
+        for name in ("norm_p", "norm_q", "norm_v"):
+            _positive(f"default.{name}", getattr(self, name))
 
 
 @dataclass
@@ -131,39 +139,23 @@ class RandomInitConfig:
 
 
 @dataclass
-class MimeticConfig:
-    """Trockman & Kolter 2023: W_q W_k^T ~ alpha_qk Z + beta_qk I, W_v W_o ~ alpha_vo Z - beta_vo I."""
+class MimeticConfig(MimeticOptions):
+    """`mimetic` arm (`pipeline.method.options.MimeticOptions`)."""
 
-    alpha_qk: float = 0.7
-    beta_qk: float = 0.7
-    alpha_vo: float = 0.4
-    beta_vo: float = 0.4
-    #: 'official' = code-2505 (uniform Z; v = L, proj = R, so value-then-proj is (R L)^T, not alpha_vo Z - beta_vo I);
-    #: 'paper' = Trockman & Kolter (Gaussian Z; value-then-proj exactly alpha_vo Z - beta_vo I)
-    form: Literal["official", "paper"] = "official"
-    #: MLP-Mixer only (no official code): the writer of the token map. 'default_gain' = PyTorch default's gain, GELU
-    #: nonlinear; 'exact' = the map at its own gain in linear-regime units (`pipeline.method.inits.mixer`)
-    mixer: Literal["default_gain", "exact"] = "default_gain"
+    def __post_init__(self):
+        for name in ("alpha_qk", "beta_qk", "alpha_vo", "beta_vo"):
+            _within(f"mimetic.{name}", getattr(self, name), 0, float("inf"))
 
 
 @dataclass
-class ImpulseConfig:
-    """The paper's method; constants are code-2505's (paper.md section 1.1)."""
-
-    kernel_size: int = 3  #: odd; f x f impulse offsets
-    norm_p: float = 18.0  #: pos_embed multiplier
-    norm_q: float = 7.0  #: Frobenius norm of each head's Q and K
-    norm_v: float = 1.0  #: V/proj multiplier
-    scale: float = 1000.0  #: weight of the impulse in the target
-    noise_std: float = 0.6  #: std of the truncated-normal noise off the impulse (times 3)
-    offsets: Literal["official", "random"] = "official"  #: code-2505's fixed head order, or random per head
-    #: MLP-Mixer only (no official code): 'filter' = a random f x f filter per block at PyTorch default's gain, GELU
-    #: nonlinear; 'shift' = one impulse offset per block at unit gain, exact (linear-regime units)
-    mixer: Literal["filter", "shift"] = "filter"
+class ImpulseConfig(ImpulseOptions):
+    """`impulse` arm, the paper's method (`pipeline.method.options.ImpulseOptions`)."""
 
     def __post_init__(self):
         check_kernel_size(self.kernel_size, "impulse.kernel_size")
         _within("impulse.noise_std", self.noise_std, 0, float("inf"))
+        for name in ("norm_p", "norm_q", "norm_v", "scale"):
+            _positive(f"impulse.{name}", getattr(self, name))
 
 
 @dataclass
@@ -174,7 +166,7 @@ class TrainConfig:
     which builds the optimizer, schedule and transforms of every planned run before any stage starts.
     """
 
-    epochs: int = 8
+    epochs: int = 6
     batch_size: int = 128  #: global batch, split over processes
     opt: str = "adamw"  #: any timm optimizer name
     lr: float = 1e-3
@@ -185,7 +177,7 @@ class TrainConfig:
     sched: str = "cosine"  #: any timm scheduler name
     warmup_epochs: int = 1
     warmup_lr: float = 1e-6
-    min_lr: float = 1e-6
+    min_lr: float = 1e-5
     cooldown_epochs: int = 0
     clip_grad: float | None = None
     smoothing: float = 0.1
@@ -197,10 +189,10 @@ class TrainConfig:
     reprob: float = 0.0
     remode: Literal["pixel", "rand", "const"] = "pixel"
     color_jitter: float | None = None
-    scale: list = field(default_factory=lambda: [0.08, 1.0])  #: RandomResizedCrop scale
+    scale: list = field(default_factory=lambda: [0.8, 1.0])  #: RandomResizedCrop scale
     ratio: list = field(default_factory=lambda: [3 / 4, 4 / 3])
     hflip: float = 0.5
-    crop_pct: float = 0.875
+    crop_pct: float = 1.0
     aug_repeats: float = 0  #: repeated augmentation (DeiT); 0 = off
     ema: bool = False
     ema_decay: float = 0.9999
@@ -225,6 +217,7 @@ class TrainConfig:
         for name in ("mixup_prob", "mixup_switch_prob"):
             _within(f"{key}.{name}", getattr(self, name), 0, 1)
         _within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
+        _within(f"{key}.momentum", self.momentum, 0, 1, open_high=True)
         _within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
         _within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
         if self.warmup_epochs >= self.epochs - self.cooldown_epochs and self.warmup_epochs:
@@ -306,8 +299,8 @@ class DataConfig:
     fashion_mnist_mirror: str = "/usr/share/datasets/fashion-mnist"  #: Debian's dataset-fashion-mnist
     imagenet_path: str = ""  #: an extracted ImageNet-1K (train/ and val/ class folders); never downloaded
     folder_path: str = ""  #: the `folder` dataset: an ImageFolder tree with train/ and val/ (or test/)
-    train_subset: int = 0  #: use the first n images of a fixed per-seed-independent shuffle; 0 = all
-    val_subset: int = 0
+    train_subset: int = 3000  #: the first n images of a class-stratified shuffle seeded by the run's seed; 0 = all
+    val_subset: int = 1000  #: the first n of a fixed class-stratified shuffle of the eval split; 0 = all
     normalization: Literal["dataset", "imagenet"] = "dataset"  #: mean/std: the dataset's own, or ImageNet's
 
     def __post_init__(self):
@@ -317,12 +310,12 @@ class DataConfig:
 
 @dataclass
 class ConvMixerConfig:
-    """ConvMixer of the filter study (code-2401: dim 512, depth 6, kernel 5, patch 2)."""
+    """ConvMixer of the filter study (code-2401's: dim 512, depth 6, kernel 5, patch 2; profile convmixer-2401)."""
 
-    dim: int = 256
-    depth: int = 8
-    kernel_size: int = 5
-    patch_size: int = 2
+    dim: int = 128
+    depth: int = 4
+    kernel_size: int = 3
+    patch_size: int = 4
     img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
     #: spatial block: 'ci' = code-2401's ([CI] Fig. 4, Table 6: conv -> BatchNorm, no GELU), 'sia' = code-2404's
     #: and timm's (conv -> GELU -> BatchNorm); see pipeline.vocabulary.ConvMixerBlock
@@ -342,11 +335,14 @@ class FilterStudyConfig:
 
     dataset: str = "fashion_mnist"
     filters: list = field(default_factory=lambda: ["learned", "random", "impulse", "box-9", "softmax"])
-    seeds: list = field(default_factory=lambda: [0])
-    gaussian_sigmas: list = field(default_factory=lambda: [0.1, 1.0])
+    seeds: list = field(default_factory=lambda: [0, 1, 2, 3])
+    gaussian_sigmas: list = field(default_factory=list)
     gaussian_heads: list = field(default_factory=lambda: [64, 4])
     model: ConvMixerConfig = field(default_factory=ConvMixerConfig)
-    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this study
+    #: overrides of the `train` section for this study: [CI]'s Adam 1e-3, no augmentation
+    train: dict = field(default_factory=lambda: {"epochs": 3, "opt": "adam", "lr": 0.001, "weight_decay": 0.0,
+                                                 "warmup_epochs": 0, "cooldown_epochs": 0, "smoothing": 0.0,
+                                                 "scale": [1.0, 1.0], "ratio": [1.0, 1.0], "hflip": 0.0})
 
     @property
     def enabled(self) -> bool:
@@ -359,7 +355,10 @@ class FilterStudyConfig:
             except PipelineError as exc:
                 raise PipelineError(f"filter_study.filters: {exc}") from None
         for sigma in self.gaussian_sigmas:
-            parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
+            try:
+                parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
+            except PipelineError as exc:
+                raise PipelineError(f"filter_study.gaussian_sigmas: {exc}") from None
         for heads in self.gaussian_heads:
             if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= self.model.dim:
                 raise PipelineError(f"filter_study.gaussian_heads: {heads!r} must be an integer between 1 and"
@@ -371,7 +370,7 @@ class ReportConfig:
     """What the aggregate and the report show."""
 
     title: str = "Structured Initialization for Vision Transformers: reproduction report"
-    convergence_epochs: list = field(default_factory=lambda: [2, 4, 8])
+    convergence_epochs: list = field(default_factory=lambda: [2, 4])
     confidence: float = 0.95
     attention_layers: list = field(default_factory=lambda: [0, -1])
 
@@ -425,14 +424,8 @@ def check_fit_loop(fit, key: str) -> None:
 
 
 @dataclass
-class ImpulseFitConfig:
-    """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.ci_2401`); defaults are its own."""
-
-    steps: int = 10000  #: Adam steps per layer
-    lr: float = 1e-4
-    sigma: float = 0.1  #: softmax scale of the fit, kept as the layer's attention scale
-    renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
-    window: int = 5  #: odd; offsets are drawn in the window x window kernel
+class ImpulseFitConfig(CiFitOptions):
+    """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.options.CiFitOptions`)."""
 
     def validate(self, key: str, grid: int | None) -> None:
         """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
@@ -446,9 +439,9 @@ class ImpulseFitConfig:
 
 @dataclass
 class Model3FitConfig(ImpulseFitConfig):
-    """code-2401's impulse fit for Model III: directly on Q, K (no PE), sigma 1.0 (paper.md sections 1.2, 3.4)."""
+    """code-2401's impulse fit for Model III: directly on Q, K (no PE), at [CI]'s sigma (paper.md sections 1.2, 3.4)."""
 
-    sigma: float = 1.0  #: softmax scale of the fit, kept as the impulse layers' attention scale
+    sigma: float = MODEL3_SIGMA  #: softmax scale of the fit, kept as the impulse layers' attention scale
 
 
 @dataclass
@@ -495,7 +488,10 @@ class CiModel3Config:
     forms: list = field(default_factory=lambda: list(CI_FORMS))
     model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
     impulse_fit: Model3FitConfig = field(default_factory=Model3FitConfig)
-    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
+    #: overrides of the `train` section for this grid: Tables 1-2 use no augmentation (paper.md 3.4)
+    train: dict = field(default_factory=lambda: {"aa": None, "mixup": 0.0, "cutmix": 0.0, "reprob": 0.0,
+                                                 "color_jitter": None, "scale": [1.0, 1.0], "ratio": [1.0, 1.0],
+                                                 "hflip": 0.0})
 
     def __post_init__(self):
         for key, values, allowed in (("arms", self.arms, CI_ARMS), ("qk", self.qk, CI_QK),
@@ -512,13 +508,8 @@ class CiModel3Config:
 
 
 @dataclass
-class SiaFitConfig:
-    """[SIA]'s impulse fit (code-2404's 'impulse3', `pipeline.method.sia.sia_fit`); defaults are its own."""
-
-    kernel_size: int = 3  #: odd; offsets are drawn in the kernel_size x kernel_size window
-    steps: int = 10000  #: Adam steps per fit
-    lr: float = 1e-4
-    renorm_every: int = 100  #: steps between rescaling Q's and K's columns to their initial mean norm
+class SiaFitConfig(SiaFitOptions):
+    """[SIA]'s impulse fit (code-2404's 'impulse3'; `pipeline.method.options.SiaFitOptions`)."""
 
     def validate(self, key: str) -> None:
         check_fit_loop(self, key)
@@ -576,7 +567,9 @@ class WeightSelectionConfig:
     """
 
     teachers: dict[str, TeacherConfig] = field(default_factory=dict)  #: name -> teacher; {} switches the block off
-    teacher: ModelConfig = field(default_factory=ModelConfig)  #: the teachers' model (one for all of them)
+    #: the teachers' model (one for all of them): 4 heads of dimension 24, the CPU student's depth
+    teacher: ModelConfig = field(default_factory=lambda: ModelConfig(img_size=28, patch_size=4, embed_dim=96, depth=6,
+                                                                     num_heads=4, drop_path_rate=0.0))
     pretrain_dataset: str = "fashion_mnist"
     pretrain: dict = field(default_factory=dict)  #: overrides of the `train` section for pretraining
     student: str = "vit"  #: the grid variant (a key of `models`) the teachers are selected into
@@ -592,7 +585,8 @@ class WeightSelectionConfig:
 
 
 def _default_models() -> dict:
-    return {"vit": ModelConfig()}
+    """The CPU default's grid: ViT-Tiny's 3 heads at Fashion-MNIST's 28 px, a 7 x 7 token grid."""
+    return {"vit": ModelConfig(img_size=28, patch_size=4, embed_dim=72, depth=6, num_heads=3, drop_path_rate=0.0)}
 
 
 @dataclass
@@ -628,7 +622,7 @@ class Params:
 
     init: InitMethod = "impulse"  #: the method under study
     baselines: list = field(default_factory=lambda: ["default", "mimetic"])
-    seeds: list = field(default_factory=lambda: [0, 1])
+    seeds: list = field(default_factory=lambda: [0, 1, 2, 3, 4])
     datasets: list = field(default_factory=lambda: ["fashion_mnist"])
     profile: str = "cpu"  #: name of the recipe in use, shown in the report
     models: dict[str, ModelConfig] = field(default_factory=_default_models)  #: variant name -> model

@@ -1,10 +1,9 @@
 """A module as a command: `python -m <module> [--params FILE] [--set KEY=VALUE]... ARGS`.
 
-Every stage module (and every command of `python -m pipeline`) has `add_arguments(parser)` and `main(params, args)`.
-dvc.yaml runs a stage module directly (`python -m pipeline.training.train ...`), so the command line interface
-(`pipeline/__main__.py`) is not code a training cell depends on. Both read params.yaml (or --params) with the
-overrides, validate it before any work, and turn a user's mistake (`PipelineError`) into one line on stderr and
-exit code 2.
+Every tool module (and every command of `python -m pipeline`) has `add_arguments(parser)` and `main(params, args)`:
+it reads params.yaml (or --params) with the overrides, validates it before any work, and turns a user's mistake
+(`PipelineError`) into one line on stderr and exit code 2. Training cells do not come here: dvc.yaml runs them as
+`python -m pipeline.cell` on their resolved configuration.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_help_lists_every_command(repo_root):
 def test_check_prints_the_grid(params_file, capsys):
     assert main(["--params", str(params_file), "--set", "seeds=[0,1,2]", "check"]) == 0
     out = capsys.readouterr().out
-    assert "9 = 1 dataset(s) x 1 model variant(s) x 3 arm(s) x 3 seed(s)" in out
+    assert "train: 9 = 1 dataset x 1 variant x 3 arm x 3 seed" in out
 
 
 def test_unknown_profile_names_the_available_ones(params_file):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +177,76 @@ def test_filter_study_dataset_must_be_fetched():
 def test_bad_filter_names_fail_at_load(params_file, bad):
     with pytest.raises(PipelineError, match="filter"):
         load_params(params_file, [bad])
+
+
+def test_params_yaml_is_the_schema_with_its_defaults(repo_root):
+    """One place per default: params.yaml spells out every key of the schema, at the schema's default value (a
+    notebook's `Params()` runs the experiment `make repro` runs)."""
+    written = yaml_load((repo_root / "params.yaml").read_text())
+    defaults = {f.name: value for f in dataclasses.fields(Params) if f.init
+                for value in [dataclasses.asdict(Params())[f.name]]}
+    assert written == defaults
+
+
+def leaf_keys(data: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted key, value) of every leaf of params.yaml: a scalar, a list, or a mapping of free-form entries."""
+    out = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name not in FREE_FORM:
+            out += leaf_keys(value, name + ".")
+        else:
+            out.append((name, value))
+    return out
+
+
+#: mappings whose entries are free-form (any create_model keyword, a recipe's `train` overrides, names)
+FREE_FORM = {"models.vit.extra", "models.vit.init_options", "weight_selection.teacher.extra",
+             "weight_selection.teacher.init_options", "filter_study.train", "ci_alpha.train", "ci_model3.train",
+             "weight_selection.pretrain", "weight_selection.finetune", "train_configs", "weight_selection.teachers",
+             "timm", "random"}
+#: free text: any value of the right type is valid (a name shown in the report, a path, a host:port)
+FREE_TEXT = {"profile", "report.title", "resources.rdzv_endpoint", "resources.rdzv_id", "data.root",
+             "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path", "slurm.partition",
+             "slurm.account", "models.vit.name", "weight_selection.teacher.name"}
+
+
+def bad_values(value) -> list:
+    """Values of the wrong kind for a key holding `value`: what a typo in params.yaml gives."""
+    if isinstance(value, bool):
+        return ["maybe"]
+    if isinstance(value, int | float):
+        return ["many", -1] if value >= 0 else ["many"]
+    if isinstance(value, str):
+        return [12345] if value else [12345]
+    if isinstance(value, list):
+        return ["not-a-list", [{"nested": 1}]]
+    if isinstance(value, dict):
+        return [["not", "a", "mapping"]]
+    return ["nonsense-value"]
+
+
+#: what switches an experiment on, so that the keys it reads only when on are read (and checked)
+ON = {"weight_selection": ["weight_selection.datasets=[digits]", "weight_selection.fetch=[digits]",
+                           "weight_selection.teachers={t: {arm: impulse}}"],
+      "sia": ["sia.bases=[avg_sincos]"]}
+RAW = yaml_load((Path(__file__).resolve().parent.parent / "params.yaml").read_text())
+KEYS = leaf_keys(RAW)
+
+
+@pytest.mark.parametrize("key, value", KEYS, ids=[k for k, _ in KEYS])
+def test_check_rejects_a_bad_value_of_every_key_naming_it(key, value):
+    """Generated: every key of params.yaml, given values of the wrong kind (and for choices and names, an unknown
+    one), stops `load_params` or `check`'s model builds with one PipelineError that names the key."""
+    from pipeline.check import validate
+
+    candidates = bad_values(value) if key not in FREE_TEXT else [12345]
+    if isinstance(value, str) and key not in FREE_TEXT:
+        candidates.append("no-such-choice")
+    switch_on = ON.get(key.split(".")[0], [])
+    for bad in candidates:
+        data = apply_overrides(copy.deepcopy(RAW), [*switch_on, f"{key}={json.dumps(bad)}"])
+        with pytest.raises(PipelineError) as caught:
+            validate(from_mapping(Params, data), devices=False)
+        message, parent = str(caught.value), key.rsplit(".", 1)[0]
+        assert key in message or key.split(".")[-1] in message or parent in message, (bad, message)

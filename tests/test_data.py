@@ -29,6 +29,7 @@ from pipeline.data.load.transforms import (
     sample_crops,
 )
 from pipeline.data.meta import DatasetMeta, dataset_meta
+from pipeline.data.registry import normalization_stats
 from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.errors import PipelineError
 
@@ -93,9 +94,9 @@ def data_fmnist_like(tmp_path):
     return tmp_path
 
 
-def _loaders(root, **kwargs):
+def _loaders(root, normalization: str = "dataset", **kwargs):
     options = {"img_size": 28, "in_chans": 1, "batch_size": 16, "seed": 0, "augment": LIGHT, **kwargs}
-    return build_loaders("fashion_mnist", root, **options)
+    return build_loaders("fashion_mnist", root, stats=normalization_stats("fashion_mnist", normalization), **options)
 
 
 def _pixels(x):
@@ -266,7 +267,8 @@ def test_rgb_into_one_channel_matches_pil_luma(tmp_path):
                          "eval_split": "test", "classes": [str(i) for i in range(10)], "splits": splits})
     batches = {}
     for backend in ("tensor", "pil"):
-        loaders = build_loaders("cifar10", tmp_path, img_size=32, in_chans=1, batch_size=20, seed=0,
+        loaders = build_loaders("cifar10", tmp_path, stats=normalization_stats("cifar10", "dataset"),
+                                img_size=32, in_chans=1, batch_size=20, seed=0,
                                 augment=dataclasses.replace(LIGHT, backend=backend))
         batches[backend] = next(iter(loaders.val))[0]
     std = loaders.std[0]
@@ -310,7 +312,8 @@ def test_randaugment_survives_zero_bit_posterize():
 
 def test_user_mistakes_raise_one_clear_error(tmp_path, data_fmnist_like):
     with pytest.raises(PipelineError, match="python -m pipeline fetch cifar10"):
-        build_loaders("cifar10", tmp_path, img_size=32, in_chans=3, batch_size=8, seed=0, augment=LIGHT)
+        build_loaders("cifar10", tmp_path, stats=normalization_stats("cifar10", "dataset"),
+                      img_size=32, in_chans=3, batch_size=8, seed=0, augment=LIGHT)
     with pytest.raises(PipelineError, match="train.batch_size"):
         _loaders(data_fmnist_like, batch_size=512)
     with pytest.raises(PipelineError, match="backend 'tensor'"):

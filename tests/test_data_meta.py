@@ -23,7 +23,7 @@ from pipeline.data.fetch.userdata import evenly_spaced, is_grayscale
 from pipeline.data.load.loaders import build_loaders, open_split
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import DATASETS
+from pipeline.data.registry import DATASETS, normalization_stats
 from pipeline.data.store import load_split, read_manifest
 from pipeline.errors import PipelineError
 
@@ -54,7 +54,8 @@ def test_a_folder_of_any_classes_channels_sizes_and_formats_trains(tmp_path, col
             pixels = np.asarray(image.convert("RGB"), dtype=np.float64).reshape(-1, 3).mean(axis=0)
             assert min(np.abs(pixels - c).max() for c in spec.colours(label)) < 6
 
-    loaders = build_loaders("folder", tmp_path / "data", img_size=16, in_chans=None, batch_size=4, seed=0,
+    loaders = build_loaders("folder", tmp_path / "data", stats=normalization_stats("folder", "dataset"),
+                            img_size=16, in_chans=None, batch_size=4, seed=0,
                             augment=Augment())
     images, _ = next(iter(loaders.train))
     assert images.shape == (4, spec.channels, 16, 16) and loaders.num_classes == classes
@@ -64,7 +65,8 @@ def test_a_folder_of_any_classes_channels_sizes_and_formats_trains(tmp_path, col
 def test_a_grayscale_folder_feeds_a_three_channel_model(tmp_path):
     spec = make_image_folder(tmp_path / "mine", colour="gray")
     fetch_dataset("folder", tmp_path / "data", folder_path=str(spec.root), log=quiet)
-    loaders = build_loaders("folder", tmp_path / "data", img_size=16, in_chans=3, batch_size=4, seed=0,
+    loaders = build_loaders("folder", tmp_path / "data", stats=normalization_stats("folder", "dataset"),
+                            img_size=16, in_chans=3, batch_size=4, seed=0,
                             augment=Augment())
     images, _ = next(iter(loaders.val))
     pixels = images * torch.tensor(loaders.std).view(1, 3, 1, 1) + torch.tensor(loaders.mean).view(1, 3, 1, 1)
@@ -77,7 +79,8 @@ def test_a_changed_folder_must_be_fetched_again(tmp_path):
     fetch_dataset("folder", tmp_path / "data", folder_path=str(spec.root), log=quiet)
     next((spec.root / "train" / "c00").iterdir()).unlink()
     with pytest.raises(PipelineError, match="data changed: fetch it again"):
-        build_loaders("folder", tmp_path / "data", img_size=16, in_chans=3, batch_size=4, seed=0, augment=Augment())
+        build_loaders("folder", tmp_path / "data", stats=normalization_stats("folder", "dataset"),
+                      img_size=16, in_chans=3, batch_size=4, seed=0, augment=Augment())
 
 
 def test_the_header_sample_spreads_over_each_class_folder(tmp_path, monkeypatch):
@@ -207,7 +210,8 @@ def test_digits_is_fetched_offline_with_a_fixed_stratified_split(digits_root):
 
 
 def test_digits_loads_and_trains(digits_root):
-    loaders = build_loaders("digits", digits_root, img_size=8, in_chans=None, batch_size=16, seed=0,
+    loaders = build_loaders("digits", digits_root, stats=normalization_stats("digits", "dataset"),
+                            img_size=8, in_chans=None, batch_size=16, seed=0,
                             augment=Augment(scale=(0.8, 1.0), crop_pct=1.0))
     images, labels = next(iter(loaders.train))
     assert loaders.backend == "tensor" and images.shape == (16, 1, 8, 8) and (loaders.train_size, loaders.val_size) \

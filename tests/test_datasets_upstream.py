@@ -47,7 +47,7 @@ from pipeline.data.fetch import fetch_dataset, source_meta, sources
 from pipeline.data.load.loaders import build_loaders, open_split
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import DATASETS
+from pipeline.data.registry import DATASETS, normalization_stats
 from pipeline.data.store import load_split, read_manifest
 from pipeline.errors import PipelineError
 
@@ -114,7 +114,8 @@ def test_fetch_load_and_train_on_the_upstream_format(tmp_path, data_server, name
             for image, label in open_split(manifest, out, split):
                 assert np.abs(mean_colour(image) - class_colour(label, mini.colour_classes)).max() < 6
 
-    loaders = build_loaders(name, tmp_path, img_size=16, in_chans=None, batch_size=4, seed=0, augment=Augment())
+    loaders = build_loaders(name, tmp_path, stats=normalization_stats(name, "dataset"),
+                            img_size=16, in_chans=None, batch_size=4, seed=0, augment=Augment())
     images, _ = next(iter(loaders.train))
     assert images.shape == (4, meta.channels, 16, 16) and loaders.num_classes == meta.num_classes
     assert (loaders.train_size, loaders.val_size) == tuple(mini.expect.sizes.values())

@@ -3,7 +3,6 @@ determinism, the choice of path, and a short training run in the DataLoader path
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
@@ -13,14 +12,14 @@ import torch.nn.functional as F
 from PIL import Image
 from scipy import stats
 from torchvision.transforms import RandomResizedCrop
-from training_fixtures import tiny_run
+from training_fixtures import execute, tiny_run
 
-from pipeline.config import DataConfig, Resources, TrainConfig
+from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.device import DeviceAugment, EvalOnDevice, RandAugment, apply_op, choose
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment, ImageBatch, TensorBatchTransform, sample_crops
+from pipeline.data.registry import normalization_stats
 from pipeline.errors import PipelineError
-from pipeline.training import run
 from pipeline.training.engine import Dist, reseed
 from pipeline.training.run import build_run_loaders
 
@@ -122,25 +121,28 @@ def test_gray_images_into_a_gray_model_with_rand_augment():
 
 
 def test_which_path_a_run_takes(workdir):
-    loaders = build_loaders("fashion_mnist", "data", img_size=8, in_chans=1, batch_size=16, seed=0, augment=Augment())
+    loaders = build_loaders("fashion_mnist", "data", stats=normalization_stats("fashion_mnist", "dataset"),
+                            img_size=8, in_chans=1, batch_size=16, seed=0, augment=Augment())
     assert not choose("auto", loaders, Augment(), CPU)  # auto: on a GPU only; CPU runs keep the DataLoader path
     assert choose(True, loaders, Augment(), CPU) and not choose(False, loaders, Augment(), CPU)
     with pytest.raises(PipelineError, match="color_jitter"):
         choose(True, loaders, Augment(color_jitter=0.4), CPU)
-    recipe = TrainConfig(batch_size=16)
-    on_device = build_run_loaders(DataConfig(), "fashion_mnist", 8, 1, 0, recipe, Dist(),
+    recipe, data = TrainConfig(batch_size=16), tiny_run().config["data"]
+    on_device = build_run_loaders(data, "data", "fashion_mnist", 8, 1, 0, recipe, Dist(),
                                   Resources(data_on_device=True))
     assert on_device.backend == "device" and len(on_device.train) == len(loaders.train)
     on_device.train.sampler.set_epoch(0)
     loaders.train.sampler.set_epoch(0)
     (x, y), (x0, y0) = next(iter(on_device.train)), next(iter(loaders.train))
     assert torch.equal(y, y0) and x.shape == x0.shape  # the same sampler: the same images in each batch
-    tensor_path = build_loaders("fashion_mnist", "data", img_size=8, in_chans=1, batch_size=16, seed=0,
+    tensor_path = build_loaders("fashion_mnist", "data", stats=normalization_stats("fashion_mnist", "dataset"),
+                                img_size=8, in_chans=1, batch_size=16, seed=0,
                                 augment=Augment(backend="tensor"))
     val = torch.cat([b[0] for b in on_device.val]), torch.cat([b[0] for b in tensor_path.val])
     assert torch.allclose(*val, atol=1e-5)  # evaluation: the tensor back-end's resize, crop and normalisation
     assert on_device.test is on_device.val and on_device.test_size == 32  # val keeps the whole split: one loader
-    subset = build_run_loaders(DataConfig(val_subset=12), "fashion_mnist", 8, 1, 0, recipe, Dist())
+    subset = build_run_loaders(data | {"val_subset": 12}, "data", "fashion_mnist", 8, 1, 0, recipe, Dist(),
+                               Resources())
     labels = torch.cat([y for _, y in subset.test]).cpu()
     assert subset.test is not subset.val and subset.test_size == 32 and subset.val_size == 12
     assert torch.equal(labels, torch.cat([y for _, y in tensor_path.test]))  # every test image, in the split's order
@@ -149,9 +151,8 @@ def test_which_path_a_run_takes(workdir):
 def test_training_on_the_device_reaches_the_dataloader_paths_accuracy(workdir):
     results = {}
     for on_device in (False, True):
-        r = tiny_run(epochs=8)
-        r.recipe = dataclasses.replace(r.recipe, scale=[0.5, 1.0], hflip=0.5, reprob=0.25)
-        results[on_device] = run.execute(r, DataConfig(), Resources(data_on_device=on_device))["top1"]
+        r = tiny_run(epochs=8, scale=[0.5, 1.0], hflip=0.5, reprob=0.25)
+        results[on_device] = execute(r, Resources(data_on_device=on_device))["top1"]
     assert results[False] > 0.6 and abs(results[True] - results[False]) <= 0.1, results  # chance: 1/3
 
 

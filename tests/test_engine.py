@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from types import SimpleNamespace
@@ -10,12 +9,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-from training_fixtures import dies_in_epoch, tiny_run
+from training_fixtures import dies_in_epoch, execute, tiny_run
 
 from pipeline.config import Resources, TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.training import engine, launch
-from pipeline.training.engine import Dist, fit
+from pipeline.training.engine import Dist
+
+
+def fit(*args, resources: Resources | None = None, **kwargs):
+    """The engine's `fit` on the default resources unless the test gives its own."""
+    return engine.fit(*args, resources=resources or Resources(), **kwargs)
 
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
 
@@ -285,18 +289,13 @@ def test_a_run_resumes_across_a_change_of_workers_to_the_same_result(workdir, mo
     """resources.workers changes nothing a run computes: each image's draws are seeded by its place in the epoch, in
     whichever process draws them. A run with no workers, killed in epoch 2 and resumed with 2 persistent workers,
     ends where the uninterrupted run ends."""
-    from pipeline.config import DataConfig
-    from pipeline.training import run as runs
-
     def augmented_run():
-        r = tiny_run(epochs=3)
-        r.recipe = dataclasses.replace(r.recipe, scale=[0.3, 1.0], hflip=0.5, reprob=0.5)
-        return r
+        return tiny_run(epochs=3, scale=[0.3, 1.0], hflip=0.5, reprob=0.5)
 
-    whole = runs.execute(augmented_run(), DataConfig(), Resources(workers=0))
+    whole = execute(augmented_run(), Resources(workers=0))
     with dies_in_epoch(monkeypatch, 2), pytest.raises(KeyboardInterrupt):
-        runs.execute(augmented_run(), DataConfig(), Resources(workers=0))
-    resumed = runs.execute(augmented_run(), DataConfig(), Resources(workers=2))
+        execute(augmented_run(), Resources(workers=0))
+    resumed = execute(augmented_run(), Resources(workers=2))
     assert strip(resumed) == strip(whole)
 
 

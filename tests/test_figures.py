@@ -16,7 +16,6 @@ from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
 from pipeline.config import load_params
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
-from pipeline.training import builders
 
 META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them
 STAGE_DPI = figures.DPI  #: what the stage draws at (the tests draw at 60 dpi, see low_dpi)
@@ -243,11 +242,11 @@ def test_attention_record_of_tiny_vits_tells_the_arms_apart(params):
     """The fashion_mnist ViT of params.yaml (7x7 tokens, 3 heads, depth 6) at init: impulse peaks, default is flat."""
     import torch
 
-    torch.manual_seed(123)  # builders.vit reseeds: the global state must not matter
+    torch.manual_seed(123)  # grid_model reseeds: the global state must not matter
     images = torch.randn(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     records = {}
     for arm in ("impulse", "default"):
-        model = builders.vit(params, "vit", arm, META, seed=0)
+        model = attention.grid_model(params, "vit", arm, META, seed=0)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         maps, records[arm] = attention.model_record(params, model, 0, images)
         assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
@@ -317,7 +316,7 @@ def test_trained_maps_come_from_the_checkpoint(params, tmp_path, monkeypatch):
     no_data(monkeypatch)
     path = tmp_path / "results" / "train" / "fashion_mnist" / "vit" / "default" / "seed0" / "model.pt"
     path.parent.mkdir(parents=True)
-    torch.save(builders.vit(params, "vit", "impulse", META, seed=0).state_dict(), path)
+    torch.save(attention.grid_model(params, "vit", "impulse", META, seed=0).state_dict(), path)
     maps, record = figures.trained_record(params, tmp_path / "results", "vit", "default")
     assert record["state"] == "trained" and record["model"].startswith("vit_tiny_patch16_224 with img size 28")
     assert record["variant"] == "vit" and record["arm"] == "default"

@@ -8,11 +8,13 @@ real images are Fashion-MNIST test images from Debian's mirror (skipped where it
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from isolated import run_with_only
 from timm.layers import build_sincos2d_pos_embed
 from timm.models.mlp_mixer import MlpMixer
 
@@ -437,3 +439,24 @@ def test_mistakes_raise_pipeline_errors(build, method, options, message):
 def test_bad_generator_raises():
     with pytest.raises(PipelineError, match="generator"):
         apply_init(vit(), "default", generator="seed")
+
+
+#: `pip install .`: what pyproject.toml's [project] dependencies name (tests/test_stage_deps.py keeps them so)
+LIBRARY = ["torch", "torchvision", "timm", "numpy", "scipy", "threadpoolctl"]
+
+
+def test_the_readmes_init_library_snippet_runs_as_shown_with_the_library_alone(tmp_path):
+    """The snippet after <!-- init-library-snippet --> in README.md (or docs/), run as a user's script from another
+    folder in an environment holding only the library's dependencies (no DVC, pandas, report or SLURM packages)."""
+    root = Path(__file__).resolve().parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    text = next(t for t in (p.read_text() for p in pages if p.is_file()) if "<!-- init-library-snippet -->" in t)
+    snippet = text.split("<!-- init-library-snippet -->", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "user_script.py"
+    script.write_text("import importlib.util, sys\n"
+                      "assert not any(importlib.util.find_spec(m) for m in ('dvc', 'pandas', 'fpdf', 'submitit'))\n"
+                      + snippet)
+    proc = run_with_only(LIBRARY, script, tmp_path / "site", tmp_path, [root])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    heads = [float(v) for v in proc.stdout.split("[", 1)[1].split("]", 1)[0].split(",")]
+    assert len(heads) == 3 and min(heads) > 0.95  # each impulse head peaks at its offset

@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from pipeline import cell
 from pipeline.errors import PipelineError
 from pipeline.training import engine, launch
 from tests.conftest import ROOT
@@ -50,7 +52,7 @@ def test_the_driver_version_is_read_from_the_kernel_module(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine can run CUDA")
 def test_a_cuda_run_on_a_machine_without_cuda_stops_at_once(workdir):
     with pytest.raises(PipelineError, match="resources.device = 'cuda' but CUDA cannot run here"):
-        engine.setup_distributed("cuda")
+        cell.preflight(SimpleNamespace(device="cuda"))
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--params", str(ROOT / "params.yaml"), "--set",
                            "resources.device=cuda", "check"], capture_output=True, text=True, cwd=ROOT)
@@ -60,9 +62,9 @@ def test_a_cuda_run_on_a_machine_without_cuda_stops_at_once(workdir):
 
 def test_auto_says_so_when_a_gpu_machine_trains_on_the_cpu(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(engine, "driver_version", lambda: (535, 104))
     monkeypatch.setattr(launch, "driver_version", lambda: (535, 104))
     monkeypatch.setattr(torch.version, "cuda", "13.0")
+    cell.preflight(SimpleNamespace(device="auto"))
     assert engine.setup_distributed("auto").device.type == "cpu"
     assert "training on the CPU, because CUDA cannot run here: torch is built for CUDA 13.0, which needs NVIDIA" \
            " driver >= 580.0; this machine has 535.104" in capsys.readouterr().out

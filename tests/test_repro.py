@@ -58,6 +58,7 @@ DVC_YAML = """stages:
     deps: [step.py, in/source.txt]
     outs: [out/source]
   cell:
+    desc: "training cell: a stand-in"
     matrix:
       i: [0, 1, 2, 3, 4, 5]
     cmd: python step.py cell-${item.i} out/source
@@ -65,7 +66,6 @@ DVC_YAML = """stages:
       - step.py
       - out/source
       - in/cell-${item.i}.txt
-    params: [train]
     outs:
       - out/cell-${item.i}
   total:
@@ -270,10 +270,10 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
 
 def test_a_training_cell_asks_for_the_resources_section(params_file):
     params = load_params(params_file, ["resources.nproc=2", "resources.threads=3"])
-    assert repro.request_for(["model", "data.val_subset"], params) == Request(training=False)
-    cell = repro.request_for(["train", "model"], params)
+    assert repro.request_for(False, params) == Request(training=False)
+    cell = repro.request_for(True, params)
     assert cell.training and cell.nproc == 2 and cell.threads == 3 and cell.gpu
-    assert repro.request_for(["filter_study.train", "train"], params).nproc == 2
+    assert repro.is_training("training cell: one cell of the model grid") and not repro.is_training(None)
 
 
 def test_device_pool_and_default_layout(params_file):
@@ -304,7 +304,7 @@ def test_visible_devices_respect_an_allocation(monkeypatch):
 
 def test_cells_that_cannot_fit_stop_before_anything_runs(params_file):
     params = load_params(params_file, ["resources.nproc=4"])
-    big = repro.Cell("train@x", [], repro.request_for(["train"], params), True)
+    big = repro.Cell("train@x", [], repro.request_for(True, params), True)
     with pytest.raises(PipelineError, match="resources.nproc = 4 but this machine has 2 GPU"):
         repro.check_fits([big], "local", ["0", "1"], params)
     nodes = repro.Cell("train@y", [], Request(training=True, nnodes=2), True)

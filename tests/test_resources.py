@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from training_fixtures import tiny_run
+from training_fixtures import execute, tiny_run
 from workspace import copy_built, set_params, sh
 
-from pipeline.config import DataConfig, Resources, load_params
+from pipeline.config import Resources, load_params
 from pipeline.errors import PipelineError
-from pipeline.training import run
-from pipeline.training.train import train_run
+from pipeline.experiments import by_name
 
 CELL = "train@fashion_mnist-vit-impulse-0"
 
@@ -26,7 +25,9 @@ def test_a_resource_knob_in_train_says_where_it_moved(params_file):
 
 def test_the_checkpoint_key_holds_the_recipe_and_not_the_resources(params_file):
     def config(*overrides):
-        return train_run(load_params(params_file, list(overrides)), "fashion_mnist", "vit", "impulse", 0).config
+        params = load_params(params_file, list(overrides))
+        return by_name("train").resolve(params, {"dataset": "fashion_mnist", "variant": "vit", "arm": "impulse",
+                                                 "seed": "0"})
 
     base = config()
     for knob in ("resources.workers=4", "resources.nproc=2", "resources.compile=true", "resources.sync_every=8",
@@ -36,7 +37,7 @@ def test_the_checkpoint_key_holds_the_recipe_and_not_the_resources(params_file):
 
 
 def test_a_run_records_the_resources_it_ran_with(workdir):
-    run.execute(tiny_run(), DataConfig(), Resources(sync_every=2))
+    execute(tiny_run(), Resources(sync_every=2))
     metrics = json.loads((workdir / "results/train/fashion_mnist/tiny/seed0/metrics.json").read_text())
     assert metrics["resources"]["sync_every"] == 2 and metrics["resources"]["workers"] == 0
     assert (metrics["device"], metrics["amp_dtype"], metrics["data_path"]) == ("cpu", "float32", "tensor")
@@ -49,7 +50,9 @@ def test_a_resources_change_leaves_a_finished_cell_up_to_date_and_a_train_change
     repo = copy_built(smoke_built[0], tmp_path / "repo")
     assert "up to date" in sh(repo, "dvc", "status", CELL)
     set_params(repo / "params.yaml", {"resources.workers": 2, "resources.sync_every": 4})
+    sh(repo, "dvc", "repro", "--single-item", "configs")
     assert "up to date" in sh(repo, "dvc", "status", CELL)
     set_params(repo / "params.yaml", {"train.lr": 0.002})
+    sh(repo, "dvc", "repro", "--single-item", "configs")
     status = sh(repo, "dvc", "status", CELL)
-    assert CELL in status and "modified:" in status and "train" in status
+    assert CELL in status and "modified:" in status and "configs/train/fashion_mnist-vit-impulse-0.json" in status

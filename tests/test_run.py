@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from training_fixtures import dies_in_epoch, tiny_run
+from training_fixtures import dies_in_epoch, execute, tiny_run
 
-from pipeline.config import DataConfig
 from pipeline.training import run
 
 
@@ -19,7 +18,7 @@ def metrics(r: run.Run) -> dict:
 
 def test_a_finished_run_writes_its_outs_and_removes_its_checkpoint(workdir):
     r = tiny_run()
-    summary = run.execute(r, DataConfig())
+    summary = execute(r)
     m = metrics(r)
     assert m["epochs"] == 2 and m["top1"] == summary["top1"] and m["arm"] == "none" and m["params"] > 0
     assert m["config_digest"] and m["git_rev"] and m["torch"] == torch.__version__
@@ -36,12 +35,12 @@ def correctness(r: run.Run) -> tuple[np.ndarray, np.ndarray]:
 def test_a_run_scores_its_final_model_on_every_test_image(workdir):
     """The final model scores the whole test split (32 images) whatever subset the per-epoch curves use."""
     r = tiny_run()
-    run.execute(r, DataConfig())  # val_subset 0: the curves are on the whole split too
+    execute(r)  # val_subset 0: the curves are on the whole split too
     whole, (index, correct) = metrics(r), correctness(r)
     assert index.tolist() == list(range(32)) and correct.dtype == bool
     assert whole["test_size"] == 32 and whole["test_top1"] == pytest.approx(correct.mean())
     assert whole["test_top1"] == pytest.approx(whole["history"][-1]["val_top1"])
-    run.execute(r, DataConfig(val_subset=12))  # the same training: validation draws no random numbers
+    execute(tiny_run(val_subset=12))  # the same training: validation draws no random numbers
     part = metrics(r)
     assert (part["val_size"], part["test_size"]) == (12, 32) and np.array_equal(correctness(r)[1], correct)
 
@@ -49,8 +48,8 @@ def test_a_run_scores_its_final_model_on_every_test_image(workdir):
 def test_a_finished_run_run_again_trains_again(workdir, capsys):
     """`dvc repro -f`, or a re-run DVC starts after a code change, must train: no checkpoint is left to resume."""
     r = tiny_run()
-    first = run.execute(r, DataConfig())
-    again = run.execute(r, DataConfig())
+    first = execute(r)
+    again = execute(r)
     assert "resuming" not in capsys.readouterr().out
     assert again["wall_time_s"] > 0 and len(again["history"]) == 2
     timings = ("images_per_s", "epoch_time_s")
@@ -61,20 +60,19 @@ def test_a_finished_run_run_again_trains_again(workdir, capsys):
 def test_a_killed_run_resumes_only_into_the_same_code(workdir, monkeypatch, capsys):
     r = tiny_run(epochs=3)
     with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):
-        run.execute(r, DataConfig())
+        execute(r)
     assert r.checkpoint.exists() and not (r.out / "metrics.json").exists()
     # the code changed between the kill and the re-run: the old attempt's checkpoint is not resumed
-    monkeypatch.setattr(run, "code_digest", lambda module: "edited code")
-    run.execute(r, DataConfig())
+    execute(r, attempt="edited code")
     assert "resuming" not in capsys.readouterr().out
     assert metrics(r)["epochs"] == 3 and not r.checkpoint.exists()
 
 
 def test_a_killed_run_resumes_into_unchanged_code(workdir, monkeypatch, capsys):
-    whole = run.execute(tiny_run(epochs=3), DataConfig())
+    whole = execute(tiny_run(epochs=3))
     r = tiny_run(epochs=3)
     with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):
-        run.execute(r, DataConfig())
-    resumed = run.execute(r, DataConfig())
+        execute(r)
+    resumed = execute(r)
     assert "resuming" in capsys.readouterr().out
     assert [row["val_top1"] for row in resumed["history"]] == [row["val_top1"] for row in whole["history"]]

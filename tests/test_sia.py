@@ -4,16 +4,12 @@ embedding, the fit's layer plan and what it writes, one cell of each kind, the s
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import timm
 import torch
-import yaml
-from dvc.repo import Repo
 from test_claims import CLAIMS, ORDERED, evidence
 from timm.layers import build_sincos2d_pos_embed
 
@@ -24,6 +20,7 @@ from pipeline.config import load_params
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import fit_quality
 from pipeline.method.sia import pseudo_input, sia_fit, use_sincos_pos_embed
+from pipeline.resolve import resolved
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +109,7 @@ def test_the_fit_is_deterministic_and_leaves_the_thread_count():
 
 def test_a_fit_cell_and_a_base_cell_train(workdir, params_file, capsys):
     argv = ["--params", str(params_file), *[w for o in TINY for w in ("--set", o)]]
-    assert main([*argv, "sia", "fit", "fashion_mnist", "GP_layer", "0"]) == 0
+    assert main([*argv, "sia-fit", "fashion_mnist", "GP_layer", "0"]) == 0
     out = workdir / "results" / "sia" / "fashion_mnist" / "fit_GP_layer" / "seed0"
     m = json.loads((out / "metrics.json").read_text())
     assert (m["cell"], m["arch"], m["arm"], m["epochs"]) == ("fit_GP_layer", "avg_sincos", "default", 1)
@@ -120,32 +117,30 @@ def test_a_fit_cell_and_a_base_cell_train(workdir, params_file, capsys):
     state = torch.load(out / "model.pt", map_location="cpu")
     state = state.get("model", state)
     assert torch.allclose(state["pos_embed"][0], build_sincos2d_pos_embed([3, 3], dim=12))  # trained, still fixed
-    assert main([*argv, "sia", "base", "fashion_mnist", "cls_learned", "0"]) == 0
+    assert main([*argv, "sia-base", "fashion_mnist", "cls_learned", "0"]) == 0
     m = json.loads((workdir / "results/sia/fashion_mnist/base_cls_learned/seed0/metrics.json").read_text())
     assert (m["arch"], m["arm"]) == ("cls_learned", "timm") and "impulse_fit" not in m
-    assert main([*argv, "sia", "fit", "fashion_mnist", "UU", "0"]) == 2
-    assert "fit 'UU': not in params `sia.fits` (PP, GP_layer)" in capsys.readouterr().err
+    assert main([*argv, "sia-fit", "fashion_mnist", "UU", "0"]) == 2
+    assert "sia_fit@fashion_mnist-UU-0: fit 'UU' is not one params.yaml plans for this stage (PP, GP_layer)" \
+        in capsys.readouterr().err
 
 
-def stage_params(sia: dict) -> dict[str, set]:
-    """stage name -> the params keys DVC tracks for it, for the repository's dvc.yaml with params `sia`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(ROOT / "dvc.yaml", tmp)
-        params = yaml.safe_load((ROOT / "params.yaml").read_text())
-        params["sia"] |= sia
-        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
-        with Repo.init(tmp, no_scm=True) as repo:
-            return {s.name: {k for d in s.deps if hasattr(d, "params") for k in d.params}
-                    for s in repo.index.stages if s.name.startswith("sia")}
+def configs(sia: dict) -> dict[str, dict]:
+    """The [SIA] cells' resolved configurations for the repository's params.yaml with params `sia`."""
+    params = load_params(ROOT / "params.yaml", [f"sia={json.dumps(sia)}"])
+    return {k: v for k, v in resolved(params).items() if k.startswith("sia")}
 
 
-def test_each_cell_depends_on_what_it_reads():
-    assert stage_params({}) == {}
-    stages = stage_params({"bases": ["cls_learned", "avg_sincos"], "fits": ["PP", "UU"], "seeds": [0, 1]})
-    assert len(stages) == 8
-    fit, base = stages["sia_fit@fashion_mnist-PP-0"], stages["sia_base@fashion_mnist-avg_sincos-1"]
-    assert {"sia.fit", "default", "models.vit", "train"} <= fit and "sia.baseline_arm" not in fit
-    assert {"sia.baseline_arm", "timm", "models.vit", "train"} <= base and "sia.fit" not in base
+def test_each_cell_reads_only_what_it_uses():
+    assert configs({}) == {}
+    cells = configs({"bases": ["cls_learned", "avg_sincos"], "fits": ["PP", "UU"], "seeds": [0, 1]})
+    assert len(cells) == 8
+    fit, base = cells["sia_fit/fashion_mnist-PP-0.json"], cells["sia_base/fashion_mnist-avg_sincos-1.json"]
+    assert fit["arm"] == "default" and fit["fit"]["steps"] == 10000 and (fit["first"], fit["later"]) == ("P", "P")
+    assert base["arm"] == "timm" and base["fit"] is None and base["model"]["global_pool"] == "avg"
+    steps = configs({"bases": ["avg_sincos"], "fits": ["PP"], "seeds": [0], "fit": {"steps": 50}})
+    assert steps["sia_base/fashion_mnist-avg_sincos-0.json"] == cells["sia_base/fashion_mnist-avg_sincos-0.json"]
+    assert steps["sia_fit/fashion_mnist-PP-0.json"] != cells["sia_fit/fashion_mnist-PP-0.json"]
 
 
 def sia_frame(top1: dict) -> pd.DataFrame:

@@ -304,11 +304,14 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
 
 
 def test_a_cell_sbatch_refuses_is_reported_by_name(tmp_path, monkeypatch):
-    """No SLURM needed: an `sbatch` that refuses, as SLURM does a partition that does not exist."""
+    """No SLURM needed: an `sbatch` that refuses, as SLURM does a partition that does not exist (and an `srun`, which
+    submitit looks for before it builds its executor)."""
     fake = tmp_path / "bin" / "sbatch"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'sbatch: error: invalid partition specified: nope' >&2\nexit 1\n")
-    fake.chmod(0o755)
+    (fake.parent / "srun").write_text("#!/bin/sh\nexit 0\n")
+    for tool in ("sbatch", "srun"):
+        (fake.parent / tool).chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     executor = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(partition="nope"))
     with pytest.raises(SubmitError, match="sbatch refused train@x: sbatch: error: invalid partition specified"):

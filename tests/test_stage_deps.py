@@ -1,10 +1,11 @@
 """A stage's deps are the code it imports: nothing less (DVC would serve stale results), nothing more.
 
-Each stage command is `python -m <module> ...` (dvc.yaml runs a stage module directly, not the CLI). The import
-closure of that module inside `pipeline/` (`pipeline.closure`: every `import` statement, including those inside
-functions) is compared with the stage's deps in dvc.yaml, as DVC itself resolves them. A dependency on a directory
-must cover only modules of the closure. The training cells' closures reach no download, CLI, analysis or scale-out
-code, and a training checkpoint's key digests exactly that closure.
+Each stage command is `python -m <module> ...`, or for a training cell `python -m pipeline.cell <runtime module>
+<config>`. The import closure of that module inside `pipeline/` (`pipeline.closure`: every `import` statement,
+including those inside functions) is compared with the stage's deps in dvc.yaml, as DVC itself resolves them, for
+every stage of every experiment switched on. A dependency on a directory must cover only modules of the closure. The
+training cells' closures reach no config parsing, CLI, registry, download, analysis or scale-out code, and a training
+checkpoint's key digests exactly that closure.
 
 And the declared dependencies of pyproject.toml cover every third-party import of `pipeline/` (a plain
 `pip install .` can run every stage).
@@ -26,6 +27,7 @@ from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports
+from pipeline.experiments import stages as declared_stages
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
@@ -43,6 +45,7 @@ def stages() -> list[tuple[str, str, list[Path]]]:
         params["train_configs"] = {"lr_half": {"lr": 0.0005}}
         params["weight_selection"] |= {"teachers": {"small": {"arm": "impulse", "train_size": 500}},
                                        "datasets": ["digits"], "fetch": ["digits"]}
+        params["sia"] |= {"bases": ["avg_sincos"], "fits": ["PP"]}
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
         out = []
         with Repo.init(tmp, no_scm=True) as repo:
@@ -53,10 +56,19 @@ def stages() -> list[tuple[str, str, list[Path]]]:
 
 
 def module_of(cmd: str) -> str:
-    """The module a stage command runs: `python -m pipeline.training.train ...` -> pipeline.training.train."""
+    """The module whose code a stage runs: `python -m pipeline.data.fetch ...` -> pipeline.data.fetch; a training
+    cell's `python -m pipeline.cell <runtime module> <config>` -> its runtime module."""
     words = cmd.split()
     assert words[:2] == ["python", "-m"] and words[2].startswith("pipeline."), f"{cmd!r}: not python -m <module>"
-    return words[2]
+    return words[3] if words[2] == "pipeline.cell" else words[2]
+
+
+def missing_and_extra(deps: list[Path], cmd: str) -> tuple[list[str], list[str]]:
+    """The code a stage's command imports but its deps miss, and the code its deps name that it never imports."""
+    needed = closure(module_of(cmd))
+    covered = {f for d in deps for f in ([d] if d.is_file() else d.rglob("*.py"))}
+    return (sorted(str(f.relative_to(ROOT)) for f in needed - covered),
+            sorted(str(f.relative_to(ROOT)) for f in covered - needed))
 
 
 #: one cell per stage group (the cells of a matrix share their deps list)
@@ -65,19 +77,23 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
-    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "ci_table1",
-                      "train_config", "attention", "figures", "aggregate", "report",
-                      "fetch_ws", "pretrain", "select_finetune", "ws_scratch"}
+    declared = {stage.name for stage in declared_stages()}
+    assert groups == declared | {"fetch", "fetch_ws", "configs", "attention", "figures", "aggregate", "report"}
+    assert {"train", "sia_fit", "select_finetune", "filter_gaussian", "ci_table1"} <= declared
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
 def test_stage_deps_are_the_import_closure_of_its_command(name, cmd, deps):
-    needed = closure(module_of(cmd))
-    covered = {f for d in deps for f in ([d] if d.is_file() else d.rglob("*.py"))}
-    missing = sorted(str(f.relative_to(ROOT)) for f in needed - covered)
-    extra = sorted(str(f.relative_to(ROOT)) for f in covered - needed)
+    missing, extra = missing_and_extra(deps, cmd)
     assert not missing, f"{name}: add to its deps in dvc.yaml: {missing}"
     assert not extra, f"{name}: its deps name code it never imports (list files, not the folder): {extra}"
+
+
+def test_a_missing_dep_is_found():
+    """The check can fail: [SIA]'s fit cell without the method module it runs."""
+    name, cmd, deps = next(s for s in STAGES if s[0].startswith("sia_fit@"))
+    dropped = [d for d in deps if d != PACKAGE / "method" / "sia.py"]
+    assert len(dropped) == len(deps) - 1 and missing_and_extra(dropped, cmd)[0] == ["pipeline/method/sia.py"]
 
 
 def test_every_command_module_is_reached_only_through_main():
@@ -86,19 +102,21 @@ def test_every_command_module_is_reached_only_through_main():
 
 
 def test_every_stage_runs_the_module_its_cli_command_names():
-    """`python -m pipeline <command>` and the stage's `python -m <module>` run the same code."""
-    assert {module_of(cmd) for _, cmd, _ in STAGES} <= {m for m, _ in COMMANDS.values()}
+    """`python -m pipeline <command>` and the stage's `python -m <module>` run the same code: a tool's module, or a
+    declared stage's runtime module (its command trains the same cell from params)."""
+    runtimes = {stage.runtime for stage in declared_stages()}
+    assert {module_of(cmd) for _, cmd, _ in STAGES} <= {m for m, _ in COMMANDS.values()} | runtimes
 
 
 #: code no training cell may depend on: editing it must not re-train the grid (at paper scale, GPU-days)
 NOT_TRAINING = ("pipeline/__main__.py", "pipeline/check.py", "pipeline/profiles.py", "pipeline/data/fetch/",
-                "pipeline/analysis/", "pipeline/scale/")
+                "pipeline/analysis/", "pipeline/scale/", "pipeline/config.py", "pipeline/entry.py",
+                "pipeline/vocabulary.py", "pipeline/data/registry.py", "pipeline/closure.py", "pipeline/cell.py",
+                "pipeline/training/launch.py", "pipeline/experiments/", "pipeline/resolve.py", "pipeline/stages.py")
 
 
-@pytest.mark.parametrize("module", ["pipeline.training.train", "pipeline.training.filter_study",
-                                    "pipeline.training.ci_alpha", "pipeline.training.ci_model3",
-                                    "pipeline.training.ci_table1", "pipeline.training.train_config"])
-def test_training_cells_reach_no_download_cli_analysis_or_scale_out_code(module):
+@pytest.mark.parametrize("module", sorted({stage.runtime for stage in declared_stages()}))
+def test_training_cells_reach_no_config_cli_registry_download_analysis_or_scale_out_code(module):
     reached = sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
     assert not [f for f in reached if f.startswith(NOT_TRAINING)]
     assert "pipeline/training/engine.py" in reached and any(f.startswith("pipeline/method/") for f in reached)
@@ -109,7 +127,7 @@ def test_the_filter_study_does_not_depend_on_the_init_library():
 
 
 def code_digest_of(package_copy: Path, module: str) -> str:
-    out = subprocess.run([sys.executable, "-c", f"from pipeline.training.run import code_digest;"
+    out = subprocess.run([sys.executable, "-c", f"from pipeline.cell import code_digest;"
                           f" print(code_digest({module!r}))"], cwd=package_copy, capture_output=True, text=True,
                          check=True)
     return out.stdout.strip()
@@ -119,7 +137,8 @@ def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path)
     """Edit code outside a train cell's closure: same key (its checkpoint resumes); inside: a new key."""
     shutil.copytree(PACKAGE, tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
     before = code_digest_of(tmp_path, "pipeline.training.train")
-    for outside in ("data/fetch/sources.py", "__main__.py", "analysis/report.py", "scale/executors.py"):
+    for outside in ("data/fetch/sources.py", "__main__.py", "analysis/report.py", "scale/executors.py", "config.py",
+                    "vocabulary.py", "data/registry.py", "entry.py", "closure.py", "training/launch.py", "cell.py"):
         with open(tmp_path / "pipeline" / outside, "a") as f:
             f.write("\n# an edit\n")
     assert code_digest_of(tmp_path, "pipeline.training.train") == before
@@ -128,10 +147,10 @@ def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path)
     assert code_digest_of(tmp_path, "pipeline.training.train") != before
 
 
-def third_party_imports() -> set[str]:
-    """Top-level names of the non-stdlib, non-pipeline modules that `pipeline/` imports."""
+def third_party_imports(folder: Path = PACKAGE) -> set[str]:
+    """Top-level names of the non-stdlib, non-pipeline modules that the modules under `folder` import."""
     names = set()
-    for path in PACKAGE.rglob("*.py"):
+    for path in folder.rglob("*.py"):
         for name in imported_names(path):
             top = name.split(".")[0]
             if top and top != "pipeline" and top not in sys.stdlib_module_names:
@@ -145,16 +164,33 @@ def requirement_name(spec: str) -> str:
     return spec.lower().replace("_", "-")
 
 
+def declared_requirements(*extras: str) -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [s for e in extras for s in project["optional-dependencies"][e]]
+    return {requirement_name(s) for s in specs}
+
+
+def test_the_method_library_needs_only_the_core_dependencies():
+    """`pip install .` (no extra) runs `pipeline.method`: it imports only what [project] dependencies declare, and no
+    module of the pipeline around it."""
+    assert third_party_imports(PACKAGE / "method") <= {"torch", "torchvision", "timm", "numpy", "scipy",
+                                                       "threadpoolctl"}
+    assert declared_requirements() == {"torch", "torchvision", "timm", "numpy", "scipy", "threadpoolctl"}
+    outside = {f for f in closure("pipeline.method.inits", "pipeline.method.ci_2401", "pipeline.method.sia",
+                                  "pipeline.method.convmixer", "pipeline.method.weight_selection")
+               if not f.is_relative_to(PACKAGE / "method")}
+    assert outside <= {PACKAGE / "__init__.py", PACKAGE / "errors.py"}
+
+
 def test_declared_dependencies_cover_every_import_of_the_package():
-    declared = {requirement_name(s) for s in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "dependencies"]}
+    declared = declared_requirements("pipeline")
     providers = metadata.packages_distributions()
     missing = {}
     for top in third_party_imports():
         dists = {d.lower().replace("_", "-") for d in providers.get(top, [])}
         if not dists & declared:
             missing[top] = sorted(dists) or ["(not installed)"]
-    assert not missing, f"imported by pipeline/ but not in [project] dependencies of pyproject.toml: {missing}"
+    assert not missing, f"imported by pipeline/, not in pyproject.toml's dependencies or `pipeline` extra: {missing}"
 
 
 def import_graph() -> dict[str, set[str]]:

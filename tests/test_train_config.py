@@ -4,17 +4,14 @@ that a configuration's cells depend on its own overrides only."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
-from dvc.repo import Repo
 
 from pipeline.__main__ import main
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.resolve import resolved
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,25 +48,22 @@ def test_a_cell_trains_with_randaugment_and_repeated_augmentation(workdir, param
     train = json.loads((out / "config.json").read_text())["train"]
     assert (train["aa"], train["aug_repeats"], train["lr"]) == ("rand-m9-mstd0.5-inc1", 3, 0.002)
     assert main([*argv, "train-config", "fashion_mnist", "vit", "light", "impulse", "0"]) == 2
-    assert "training configuration 'light': not a key of params `train_configs` (heavy)" in capsys.readouterr().err
+    assert "train_config@fashion_mnist-vit-light-impulse-0: config 'light' is not one params.yaml plans for this" \
+        " stage (heavy)" in capsys.readouterr().err
 
 
-def stage_params(train_configs: dict) -> dict[str, set]:
-    """stage name -> the params keys DVC tracks for it, for the repository's dvc.yaml with `train_configs`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(ROOT / "dvc.yaml", tmp)
-        params = yaml.safe_load((ROOT / "params.yaml").read_text()) | {"train_configs": train_configs}
-        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
-        with Repo.init(tmp, no_scm=True) as repo:
-            return {s.name: {k for d in s.deps if hasattr(d, "params") for k in d.params}
-                    for s in repo.index.stages if s.name.startswith("train")}
+def configs(train_configs: dict) -> dict[str, dict]:
+    """The grid's resolved configurations for the repository's params.yaml with `train_configs`."""
+    params = load_params(ROOT / "params.yaml", [f"train_configs={json.dumps(train_configs)}"])
+    return {k: v for k, v in resolved(params).items() if k.startswith("train")}
 
 
 def test_each_configuration_is_its_own_cells_on_its_own_params():
-    none, two = stage_params({}), stage_params({"lr_half": {"lr": 0.0005}, "randaug": {"aa": "rand-m9-mstd0.5-inc1"}})
-    assert not any(s.startswith("train_config@") for s in none)
+    none, two = configs({}), configs({"lr_half": {"lr": 0.0005}, "randaug": {"aa": "rand-m9-mstd0.5-inc1"}})
+    assert not any(s.startswith("train_config/") for s in none)
     added = set(two) - set(none)
     assert {s.split("-")[2] for s in added} == {"lr_half", "randaug"} and len(added) == 2 * len(none)
-    cell = two["train_config@fashion_mnist-vit-lr_half-impulse-0"]
-    assert "train_configs.lr_half" in cell and "train_configs.randaug" not in cell and "train" in cell
-    assert not any(k.startswith("train_configs") for k in two["train@fashion_mnist-vit-impulse-0"])
+    assert all(two[f] == config for f, config in none.items())  # the grid's own cells stay up to date
+    cell = two["train_config/fashion_mnist-vit-lr_half-impulse-0.json"]
+    grid = two["train/fashion_mnist-vit-impulse-0.json"]
+    assert cell["train"] == grid["train"] | {"lr": 0.0005} and cell["labels"]["train_config"] == "lr_half"

@@ -23,9 +23,11 @@ from pipeline.analysis.aggregate import aggregate
 from pipeline.config import load_params
 from pipeline.data.meta import dataset_meta
 from pipeline.errors import PipelineError
+from pipeline.experiments import by_name
 from pipeline.method.weight_selection import select_weights
+from pipeline.resolve import resolved
 from pipeline.training import builders
-from pipeline.training.select_finetune import select_finetune_run
+from pipeline.training.select_finetune import build_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,14 +87,16 @@ def test_pretrain_select_finetune_and_scratch(workdir, params_file, capsys):
     assert (m["teacher"], m["teacher_arm"], m["teacher_train_size"], m["variant"], m["epochs"]) == (
         "small", "impulse", 48, "vit", 1)
     config = json.loads((out / "config.json").read_text())
-    assert config["train"]["lr"] == 0.002 and len(config["teacher_weights"]) == 16
+    assert config["train"]["lr"] == 0.002 and len(m["teacher_weights"]) == 16
     assert main([*argv, "ws-scratch", "digits", "default", "0"]) == 0
     m = json.loads((workdir / "results/weight_selection/digits/scratch/default/seed0/metrics.json").read_text())
     assert (m["arm"], m["variant"]) == ("default", "vit")
     # the student, before fine-tuning, holds the teacher's selected tensors and its own head
     params = load_params(params_file, TINY)
     meta = dataset_meta("data", "digits")
-    student = select_finetune_run(params, "digits", "small", 0).build(meta)
+    stage = by_name("select_finetune")
+    config = stage.resolve(params, {"dataset": "digits", "teacher": "small", "seed": "0"})
+    student = build_run(config).build(meta, "cpu")
     state = torch.load(teacher / "model.pt", weights_only=True)
     fresh = builders.timm_model(params.models["vit"], meta).state_dict()
     want = select_weights(state, fresh)
@@ -104,37 +108,45 @@ def test_pretrain_select_finetune_and_scratch(workdir, params_file, capsys):
     torch.manual_seed(0)
     assert torch.equal(got["head.weight"], builders.timm_model(params.models["vit"], meta).head.weight)
     # a teacher folder that no longer matches its params entry is stale
+    stale = load_params(params_file, [*TINY, "weight_selection.teachers.small.arm=default"])
     with pytest.raises(PipelineError, match="re-run `dvc repro pretrain@small`"):
-        select_finetune_run(load_params(params_file, [*TINY, "weight_selection.teachers.small.arm=default"]),
-                            "digits", "small", 0)
+        build_run(stage.resolve(stale, {"dataset": "digits", "teacher": "small", "seed": "0"}))
 
 
-def stage_params(teachers: dict) -> dict[str, set]:
-    """stage name -> the params keys DVC tracks, for the repository's dvc.yaml with these teachers on digits."""
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copy(ROOT / "dvc.yaml", tmp)
-        params = yaml.safe_load((ROOT / "params.yaml").read_text())
-        params["weight_selection"] |= {"teachers": teachers, "datasets": ["digits"], "fetch": ["digits"]}
-        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
-        with Repo.init(tmp, no_scm=True) as repo:
-            return {s.name: {k for d in s.deps if hasattr(d, "params") for k in d.params} for s in repo.index.stages}
+def configs(teachers: dict) -> dict[str, dict]:
+    """configs/ as the configs stage writes it for the repository's params.yaml with these teachers on digits."""
+    params = load_params(ROOT / "params.yaml", [
+        f"weight_selection.teachers={json.dumps(teachers)}", "weight_selection.datasets=[digits]",
+        "weight_selection.fetch=[digits]"])
+    return resolved(params)
 
 
 def test_a_fine_tune_cell_depends_on_its_own_teacher_only():
-    one = stage_params({"a": {"arm": "impulse", "train_size": 500}})
-    two = stage_params({"a": {"arm": "impulse", "train_size": 500}, "b": {"arm": "default", "train_size": 2000}})
+    one = configs({"a": {"arm": "impulse", "train_size": 500}})
+    two = configs({"a": {"arm": "impulse", "train_size": 500}, "b": {"arm": "default", "train_size": 2000}})
     added = set(two) - set(one)
-    assert {s for s in added if s.startswith("pretrain@")} == {"pretrain@b"}
-    assert all("-b-" in s for s in added if s.startswith("select_finetune@"))
-    assert not any(s.startswith("ws_scratch@") for s in added)
-    cell = two["select_finetune@digits-a-0"]
-    assert "weight_selection.teachers.a" in cell and "weight_selection.teachers.b" not in cell
-    assert "weight_selection.teachers" not in cell and "models.vit" in cell and "train" in cell
-    assert "impulse" in two["pretrain@a"] and "default" not in two["pretrain@a"]
-    assert "weight_selection.teachers.b" not in two["pretrain@a"]
-    assert not any(k.startswith("weight_selection") for k in two["train@fashion_mnist-vit-impulse-0"])
-    off = stage_params({})
-    assert not any(s.split("@")[0] in ("pretrain", "select_finetune") for s in off)
+    assert {f for f in added if f.startswith("pretrain/")} == {"pretrain/b.json"}
+    assert all("-b-" in f for f in added if f.startswith("select_finetune/"))
+    assert not any(f.startswith("ws_scratch/") for f in added)
+    assert all(two[f] == config for f, config in one.items() if f != "runtime.json")  # nothing else re-runs
+    cell = two["select_finetune/digits-a-0.json"]
+    assert cell["teacher"] == {"name": "a", "arm": "impulse", "train_size": 500}
+    deps = stage_deps("select_finetune@digits-a-0")
+    assert "results/pretrain/a" in deps and "results/pretrain/b" not in deps
+    assert not any(f.split("/")[0] in ("pretrain", "select_finetune") for f in configs({}))
+
+
+def stage_deps(name: str) -> list[str]:
+    """The deps DVC resolves for stage `name` of the repository's dvc.yaml with teachers a and b on digits."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(ROOT / "dvc.yaml", tmp)
+        params = yaml.safe_load((ROOT / "params.yaml").read_text())
+        params["weight_selection"] |= {"teachers": {"a": {"arm": "impulse"}, "b": {"arm": "default"}},
+                                       "datasets": ["digits"], "fetch": ["digits"]}
+        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
+        with Repo.init(tmp, no_scm=True) as repo:
+            stage = next(s for s in repo.index.stages if s.name == name)
+            return [Path(d.fs_path).relative_to(tmp).as_posix() for d in stage.deps]
 
 
 # --- claim 12 and the table, on synthetic runs ----------------------------------------------------------------------

@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
-from pipeline.config import TrainConfig
+from pipeline.cell import provenance
+from pipeline.config import Resources, TrainConfig, digest
 from pipeline.training import engine, run
 
 
-def tiny_run(epochs: int = 2, lr: float = 1e-2) -> run.Run:
+def tiny_run(epochs: int = 2, lr: float = 1e-2, val_subset: int = 0, **recipe) -> run.Run:
     """A 2-layer MLP run on the `workdir` fixture's tiny Fashion-MNIST-shaped dataset (8 x 8, 3 classes)."""
-    def build(meta):
+    def build(meta, device):
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.GELU(),
                                    torch.nn.Linear(16, meta.num_classes))
 
-    recipe = TrainConfig(epochs=epochs, batch_size=16, lr=lr, warmup_epochs=0, scale=[1.0, 1.0],
-                         ratio=[1.0, 1.0], hflip=0.0, smoothing=0.0)
-    return run.Run(module="pipeline.training.train", kind="train", key=("fashion_mnist", "tiny", "seed0"),
-                   dataset="fashion_mnist", seed=0,
-                   recipe=recipe, config={"lr": lr, "epochs": epochs}, build=build,
-                   input_size=lambda meta: (meta.image_size, meta.channels),
+    train = TrainConfig(**{"epochs": epochs, "batch_size": 16, "lr": lr, "warmup_epochs": 0, "scale": [1.0, 1.0],
+                           "ratio": [1.0, 1.0], "hflip": 0.0, "smoothing": 0.0} | recipe)
+    config = {"cell": "fashion_mnist-tiny-0", "results": "results/train/fashion_mnist/tiny/seed0",
+              "dataset": "fashion_mnist", "seed": 0, "train": dataclasses.asdict(train),
+              "data": {"train_subset": 0, "val_subset": val_subset, "mean": [0.286], "std": [0.353]}}
+    return run.Run(config=config, build=build, input_size=lambda meta: (meta.image_size, meta.channels),
                    facts=lambda model: {"arm": "none"})
+
+
+def execute(r: run.Run, resources: Resources | None = None, attempt: str | None = None) -> dict | None:
+    """`run.execute` of `r` on the `workdir` fixture's data, one process, as `pipeline.cell` starts it."""
+    return run.execute(r, "data", resources or Resources(), attempt or digest(r.config), provenance(r.config))
 
 
 @contextmanager

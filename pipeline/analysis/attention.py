@@ -4,7 +4,7 @@
 The paper's Fig. 4 ([NeurIPS] camera-ready; paper.md section 2.5, claim 7 of section 2.10) shows ViT-T attention
 maps at initialization: impulse heads peak at distinct offsets from the diagonal, mimetic heads strengthen the
 diagonal, default maps are flat. This stage builds model variant `variant` of params `models` for `datasets[0]`
-exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.training.builders.vit`, seed 0; no training step) and
+exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.training.builders`, seed 0; no training step) and
 records, for layer 0 and every layer of `report.attention_layers`, per head:
 
 - the N x N map among the N patch tokens (queries down, keys across; prefix tokens such as the cls token are
@@ -40,7 +40,10 @@ import torch
 
 from pipeline import entry
 from pipeline.config import ModelConfig, Params
+from pipeline.data.load.loaders import build_loaders
+from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import dataset_meta
+from pipeline.data.registry import normalization_stats
 from pipeline.errors import PipelineError
 from pipeline.method.inits import (
     attention_maps,
@@ -55,8 +58,6 @@ from pipeline.method.inits.arch import blocks, family
 from pipeline.method.names import INIT_METHODS
 from pipeline.outputs import folder_aside
 from pipeline.training import builders
-from pipeline.training.engine import Dist
-from pipeline.training.run import build_run_loaders
 
 #: the two inputs a map is computed on, in the order the figures show them
 INPUTS = ("pseudo", "real")
@@ -85,7 +86,7 @@ def resolve_layers(depth: int, layers: list[int]) -> list[int]:
 
 
 def intended_offsets(model: torch.nn.Module, kernel_size: int, order: str, seed: int) -> list[list[tuple]]:
-    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `builders.vit` seeds it).
+    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `grid_model` seeds it).
 
     Peak agreement of every arm is measured against these offsets, so one yardstick serves all arms: the
     impulse arm should score near 1, a mimetic head 0 (offset (0, 0), the diagonal) high, default near 1/N.
@@ -158,13 +159,19 @@ def model_record(params: Params, model: torch.nn.Module, seed: int,
 def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int = BATCH_IMAGES) -> torch.Tensor:
     """The first `n` images of the dataset's validation loader, transformed as the runs evaluate them.
 
-    Goes through `pipeline.training.run.build_run_loaders`, the loaders the train@ stages evaluate on (one process,
-    seed 0).
+    The loaders the train@ cells evaluate on (`pipeline.data.load.loaders`, one process, seed 0).
     """
-    recipe = builders.with_batch(params.train, n)
-    loaders = build_run_loaders(params.data, dataset, img_size, in_chans, 0, recipe, Dist())
+    loaders = build_loaders(dataset, params.data.root, stats=normalization_stats(dataset, params.data.normalization),
+                            img_size=img_size, in_chans=in_chans, batch_size=n, seed=0,
+                            augment=Augment.from_train(params.train), train_subset=params.data.train_subset,
+                            val_subset=params.data.val_subset)
     images, _ = next(iter(loaders.val))
     return images[:n]
+
+
+def grid_model(params: Params, variant: str, arm: str, meta, seed: int) -> torch.nn.Module:
+    """Model variant `variant` of the grid initialized by `arm` and seeded by `seed`, as its train@ cell builds it."""
+    return builders.initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
 
 
 def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
@@ -202,7 +209,7 @@ def main(params: Params, args) -> int:
         raise PipelineError(f"--images {args.images}: give a positive number of validation images")
     torch.set_num_threads(params.resources.threads)
     dataset = params.datasets[0]
-    model = builders.vit(params, args.variant, args.arm, dataset_meta(params.data.root, dataset), seed=0)
+    model = grid_model(params, args.variant, args.arm, dataset_meta(params.data.root, dataset), seed=0)
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
     record = {"variant": args.variant, "arm": args.arm, "state": "init", "dataset": dataset,
               "model": model_label(params.models[args.variant]), "seed": 0,

@@ -47,7 +47,6 @@ from pipeline.analysis.runs import load_filter_runs, load_vit_runs
 from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
-from pipeline.training import builders
 
 FIGURES_DIR = Path("reports") / "figures"
 DPI = 170  #: the PDF prints a figure at >= 150 px per inch (pdf.MIN_PPI): a 4.4-inch figure is then >= 12 cm wide
@@ -170,7 +169,7 @@ def trained_record(params: Params, results: Path, variant: str, arm: str) -> tup
     path = results / "train" / dataset / variant / arm / f"seed{seed}" / "model.pt"
     if not path.is_file():
         return None
-    model = builders.vit(params, variant, arm, dataset_meta(params.data.root, dataset), seed)
+    model = attention.grid_model(params, variant, arm, dataset_meta(params.data.root, dataset), seed)
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     maps, record = attention.model_record(params, model, seed, attention.model_batch(params, dataset, model))
     head = {"variant": variant, "arm": arm, "state": "trained", "dataset": dataset, "seed": seed,

@@ -514,7 +514,7 @@ def train_config_table(runs: pd.DataFrame, configs: pd.DataFrame | None, arms: S
                  ["Dataset", "Variant", "Configuration", *arms], rows, pd.DataFrame(data))
 
 
-#: what each [SIA] cell is, for the table (pipeline.training.sia)
+#: what each [SIA] cell is, for the table (pipeline.experiments.sia)
 SIA_PSEUDO_NAMES = {"P": "PE", "U": "uniform", "G": "Gaussian", "A": "PE + uniform", "B": "PE + Gaussian"}
 
 

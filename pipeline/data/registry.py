@@ -107,3 +107,11 @@ DATASETS: dict[str, DatasetInfo] = {
             IMAGENET_MEAN, IMAGENET_STD, "your own data", "yours", False, "your own data"),
     ]
 }
+
+
+def normalization_stats(name: str, normalization: str) -> tuple[tuple, tuple]:
+    """(mean, std) a run normalises dataset `name` with: ImageNet's ('imagenet', the [NeurIPS] small-dataset
+    recipe's choice for every dataset) or the dataset's own ('dataset')."""
+    if normalization == "imagenet":
+        return IMAGENET_MEAN, IMAGENET_STD
+    return DATASETS[name].mean, DATASETS[name].std

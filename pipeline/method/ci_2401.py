@@ -35,6 +35,7 @@ from pipeline.method.inits.geometry import shifted_index
 from pipeline.method.inits.rng import uniform
 from pipeline.method.inits.targets import impulse_matrices
 from pipeline.method.names import CI_ARMS
+from pipeline.method.options import CI_FIT
 from pipeline.method.simple_vit import FixedAttention, MixedAttention, SimpleViT
 
 
@@ -107,15 +108,16 @@ def write_qk(attn: MixedAttention | FixedAttention, q: Tensor, k: Tensor) -> Non
     attn.to_qk.weight[inner:] = k.reshape(inner, -1).to(attn.to_qk.weight)
 
 
-def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: int, lr: float, sigma: float,
-             renorm_every: int, window: int, device: torch.device | str = "cpu") -> list[dict]:
+def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: int = CI_FIT.steps,
+             lr: float = CI_FIT.lr, sigma: float = CI_FIT.sigma, renorm_every: int = CI_FIT.renorm_every,
+             window: int = CI_FIT.window, device: torch.device | str = "cpu") -> list[dict]:
     """Initialise every attention layer of `model` by `arm` (in place, over PyTorch's default init).
 
     Args:
         arm: 'impulse', 'mimetic' or 'random' (see the module doc).
         generator: the source of every draw of the arm.
-        steps, lr, sigma, renorm_every, window: the impulse fit (code-2401: 10000, 1e-4, 0.1, 100, 5 for M'_I;
-            sigma 1.0 for Model III).
+        steps, lr, sigma, renorm_every, window: the impulse arm's fit (code-2401's, `FIT`; Model III: sigma
+            `MODEL3_SIGMA`).
         device: where the impulse fit runs.
 
     Returns:
@@ -123,7 +125,7 @@ def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: i
     """
     if arm not in CI_ARMS:
         raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
-    if window > model.grid * 2 - 1:
+    if arm == "impulse" and window > model.grid * 2 - 1:
         raise PipelineError(f"impulse window {window} is wider than the {model.grid}x{model.grid} token grid allows")
     if arm == "random":
         return []

@@ -34,6 +34,7 @@ from pipeline.method.ci_2401 import fit_impulse_qk, fit_quality, window_offsets
 from pipeline.method.inits.rng import truncated_normal, uniform
 from pipeline.method.inits.targets import impulse_matrices
 from pipeline.method.names import SIA_PSEUDO_INPUTS
+from pipeline.method.options import SIA_FIT
 
 
 def token_grid(model: VisionTransformer) -> tuple[int, int]:
@@ -77,8 +78,9 @@ def pseudo_input(kind: str, pe: Tensor, generator: torch.Generator) -> Tensor:
     return pe + noise["U" if kind == "A" else "G"]()
 
 
-def sia_fit(model: VisionTransformer, first: str, later: str, *, shared: bool = True, kernel_size: int = 3,
-            steps: int = 10000, lr: float = 1e-4, renorm_every: int = 100, generator: torch.Generator,
+def sia_fit(model: VisionTransformer, first: str, later: str, *, shared: bool = True,
+            kernel_size: int = SIA_FIT.kernel_size, steps: int = SIA_FIT.steps, lr: float = SIA_FIT.lr,
+            renorm_every: int = SIA_FIT.renorm_every, generator: torch.Generator,
             device: torch.device | str = "cpu") -> list[dict]:
     """[SIA]'s impulse fit of every attention layer's Q, K (in place; see the module doc).
 

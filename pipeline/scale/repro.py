@@ -10,7 +10,9 @@ What runs is DVC's decision, never ours: under DVC's repository lock, DVC's own 
 runs. Each stale stage (or one downstream of a stale one) runs, once its upstream stages finished, as its own
 `dvc --wait-for-lock repro --single-item <stage>`, which checks it again as a serial `dvc repro` would (skip,
 restore from the run-cache, or run and record). So afterwards `dvc status` is clean and every result is the one a
-serial `dvc repro` writes (on CPU, identical metrics).
+serial `dvc repro` writes (on CPU, identical metrics). The `configs` stage (every cell's resolved configuration) runs
+first when it is stale, and the stages are planned again after it: a cell whose configuration it left equal is up to
+date, so no process or SLURM job starts for it.
 
 Locks (DVC 3.67, dvc/repo/__init__.py, stage/decorators.py, rwlock.py): DVC holds the repository lock while it
 checks, restores or records a stage and releases it while the command runs. Without `--wait-for-lock` a process
@@ -28,6 +30,8 @@ started. A failed stage is reported with its log; the stages that need it are sk
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import re
 import signal
@@ -41,6 +45,7 @@ from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.experiments import TRAINING
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
 
@@ -68,14 +73,30 @@ class Outcome:
     detail: str = ""
 
 
-def training_keys(param_keys: list[str]) -> list[str]:
-    """The params a stage reads that make it a training cell: `train`, `train.*`, `<section>.train`."""
-    return [k for k in param_keys if k == "train" or k.startswith("train.") or k.endswith(".train")]
+#: the stage whose outputs every training cell reads (`pipeline.resolve`): run before the cells are planned
+CONFIGS_STAGE = "configs"
 
 
-def request_for(param_keys: list[str], params: Params) -> Request:
+def is_training(desc: str | None) -> bool:
+    """Whether a stage trains a model (and so gets params `resources`: processes, threads, GPUs, a SLURM job)."""
+    return (desc or "").startswith(TRAINING)
+
+
+def config_changes(params: Params, root: Path = Path(".")) -> set[str]:
+    """The training cells whose resolved configuration the configs stage would write anew (changed or new)."""
+    from pipeline.resolve import CONFIGS, resolved
+
+    changed = set()
+    for name, content in resolved(params).items():
+        path = root / CONFIGS / name
+        if name != "runtime.json" and (not path.is_file() or json.loads(path.read_text()) != content):
+            changed.add(name.removesuffix(".json").replace("/", "@", 1))
+    return changed
+
+
+def request_for(training: bool, params: Params) -> Request:
     """A stage's resources: none for a stage that does not train, else params `resources`."""
-    if not training_keys(param_keys):
+    if not training:
         return Request(training=False)
     r = params.resources
     return Request(training=True, nproc=r.nproc, nnodes=r.nnodes, threads=r.threads, workers=r.workers,
@@ -94,8 +115,8 @@ def plan(targets: list[str], params: Params, root: Path | None = None) -> list[C
             upstream = [d.addressing for d in graph.successors(stage) if d.addressing in cells]
             stale = bool(stage.status())
             if stale or upstream:
-                keys = [k for dep in stage.params for k in (dep.params or [])]
-                cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(keys, params), stale)
+                cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(is_training(stage.desc), params),
+                                               stale)
     return list(cells.values())
 
 
@@ -294,9 +315,19 @@ def main(params: Params, args) -> int:
     devices = gpu_devices(params) if args.executor == "local" else []
     local_jobs = default_jobs(params, devices)
     cells = plan(args.targets, params)
+    executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
+    configs = [c for c in cells if c.name == CONFIGS_STAGE and c.stale]
+    if configs and args.dry:  # which cells the new configurations reach, without writing them
+        changed = config_changes(params)
+        cells = [dataclasses.replace(c, stale=c.stale or c.name in changed) for c in cells
+                 if c.stale or c.name in changed or not (c.request.training and c.upstream == [CONFIGS_STAGE])]
+    elif configs:  # the cells whose configuration it leaves equal are then up to date: never started
+        outcome = Scheduler(executors, {"local": 1}, DevicePool([])).run(configs)[CONFIGS_STAGE]
+        if outcome.status == "failed":
+            return 1
+        cells = plan(args.targets, params)
     check_fits(cells, args.executor, devices, params)
     capacity = {"local": args.jobs or local_jobs}
-    executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
     if args.executor == "slurm":
         capacity = {"local": local_jobs, "slurm": args.jobs or len(cells) or 1}
         executors["slurm"] = SlurmExecutor(Path.cwd(), SLURM_DIR.resolve(), params.slurm)

@@ -1,7 +1,8 @@
-"""Running an experiment: stage module -> run skeleton -> engine.
+"""Running a training cell: runtime module -> run skeleton -> engine.
 
-- Stage modules (`train`, `filter_study`, `ci_alpha`): one cell of a grid each; their arguments become a `Run`.
+- Runtime modules (`train`, `filter_study`, `simple_vit`, `sia`, `select_finetune`): `build_run(config)` turns a
+  cell's resolved configuration (`pipeline.experiments` declares the cells) into a `run.Run`.
 - `run`: the skeleton every cell shares (build -> fit -> write outs atomically -> provenance; checkpoint lifecycle).
-- `builders`: params -> the grid's initialized models and the loaders. `launch`: torchrun for several processes.
+- `builders`: the grid's initialized timm models. `launch`: torchrun for several processes, the CUDA preflight.
 - `engine`: the trainer (timm's optimizer, scheduler, mixup, EMA, AMP; compile; DDP; resume; dvclive).
 """

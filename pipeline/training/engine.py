@@ -1,15 +1,13 @@
 """The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device.
 
 DeiT's split, on timm's building blocks: `create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, the soft-target /
-label-smoothing losses, `ModelEmaV3`, `NativeScaler`. The same engine trains the ViTs (`pipeline.training.train`)
-and the ConvMixers of the filter study (`pipeline.training.filter_study`): only the model differs.
+label-smoothing losses, `ModelEmaV3`, `NativeScaler`. Every training cell (`pipeline.training.*`) runs it; only the
+model differs. Launch lines (`pipeline.cell` builds the torchrun ones from params `resources`):
 
-Launch lines (the `train` command builds them for you from params.yaml; see `pipeline.training.launch`):
-
-    python -m pipeline train fashion_mnist impulse 0                      # one process
-    torchrun --standalone --nproc_per_node=8 -m pipeline train cifar10 impulse 0
+    python -m pipeline train fashion_mnist vit impulse 0                  # one process
+    python -m pipeline --set resources.nproc=8 train cifar10 vit impulse 0   # torchrun --standalone, 8 processes
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \\
-        --rdzv_id=job42 -m pipeline train imagenet impulse 0                # on each node
+        --rdzv_id=job42 -m pipeline.cell pipeline.training.train configs/train/imagenet-vit-impulse-0.json  # each node
 
 Reliability: every epoch ends with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist`
 out would take the stage out of DVC's run-cache). A killed run started again resumes from it; because each epoch
@@ -50,10 +48,8 @@ from timm.scheduler import create_scheduler_v2
 from timm.utils import ModelEmaV3, NativeScaler, dispatch_clip_grad, distribute_bn
 from torch.nn.parallel import DistributedDataParallel
 
-from pipeline.config import DEFAULT_RESOURCES, Resources, TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.outputs import atomic_path
-from pipeline.training.launch import cuda_unusable, driver_version, require_cuda
 
 
 @dataclass
@@ -75,11 +71,6 @@ def setup_distributed(device: str = "auto", threads: int = 1) -> Dist:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if use_cuda:
-        require_cuda(local_rank + 1)  # resources.device: cuda never trains on the CPU: it says why it cannot run
-    elif device == "auto" and driver_version() and rank == 0:  # a GPU machine whose GPUs this torch cannot use
-        print(f"resources.device = 'auto': training on the CPU, because CUDA cannot run here: {cuda_unusable()}",
-              flush=True)
     if use_cuda:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
@@ -201,7 +192,7 @@ class Parts:
     autocast: Callable
 
 
-def create_schedule(optimizer: torch.optim.Optimizer, recipe: TrainConfig, steps: int):
+def create_schedule(optimizer: torch.optim.Optimizer, recipe, steps: int):
     """timm's schedule for the recipe. `train.epochs` counts the cooldown (timm's ImageNet recipe: 300 + 10 =
     epochs 310), so timm is given `num_epochs = epochs - cooldown_epochs` and runs `cooldown_epochs` at min_lr
     after them, as timm's train.py does with `--epochs 300 --cooldown-epochs 10`."""
@@ -212,8 +203,8 @@ def create_schedule(optimizer: torch.optim.Optimizer, recipe: TrainConfig, steps
     return scheduler
 
 
-def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, steps: int, d: Dist,
-                resources: Resources = DEFAULT_RESOURCES) -> Parts:
+def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d: Dist,
+                resources) -> Parts:
     """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories; compile, DDP and
     memory format from the resources."""
     model.to(d.device)
@@ -246,8 +237,8 @@ def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, s
     return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
 
 
-def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress,
-                    resources: Resources = DEFAULT_RESOURCES) -> dict:
+def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
+                    resources) -> dict:
     """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s and the share of
     the epoch the host spent waiting for batches.
 
@@ -483,7 +474,7 @@ class Logger:
             self.live.end()
 
 
-def evaluates(epoch: int, recipe: TrainConfig) -> bool:
+def evaluates(epoch: int, recipe) -> bool:
     """Whether epoch `epoch` (0-based) is evaluated: every `train.eval_every`-th, and always the last."""
     return (epoch + 1) % recipe.eval_every == 0 or epoch == recipe.epochs - 1
 
@@ -498,8 +489,8 @@ def progress_bar(total: int, d: Dist, desc: str):
     return bar, bar.update
 
 
-def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
-        live_dir: Path | None = None, name: str = "run", resources: Resources = DEFAULT_RESOURCES) -> dict:
+def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
+        live_dir: Path | None = None, name: str = "run", resources) -> dict:
     """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
 
     `attempt` identifies what produced the checkpoint (the caller's digest of the run's config and code,

@@ -1,18 +1,19 @@
 """From a stage command to processes: torchrun for several processes or nodes (and srun across a SLURM allocation).
 
-A stage runs `python -m pipeline.training.train ...`. With `resources.nproc: 1` and `resources.nnodes: 1` the run
-happens in that process. Otherwise the command re-executes itself under torchrun:
+A training cell runs `python -m pipeline.cell <runtime> <config>` (or `python -m pipeline train ...`). With
+`resources.nproc: 1` and `resources.nnodes: 1` the run happens in that process. Otherwise the command re-executes
+itself under torchrun:
 
-    single node:  torchrun --standalone --nproc_per_node=<nproc> -m pipeline.training.train ...
+    single node:  torchrun --standalone --nproc_per_node=<nproc> -m pipeline.cell <runtime> <config>
     multi-node:   torchrun --nnodes=<nnodes> --nproc_per_node=<nproc> --rdzv_backend=c10d
                            --rdzv_endpoint=<resources.rdzv_endpoint> --rdzv_id=<resources.rdzv_id>
-                           -m pipeline.training.train ...
+                           -m pipeline.cell <runtime> <config>
 
 Multi-node by hand: start the same stage command on every node, with `resources.rdzv_endpoint` set to node 0's
 host:port. Inside a SLURM allocation of `resources.nnodes` nodes (a batch job, as `python -m pipeline repro
 --executor slurm` submits), the command started once does that itself: `srun --nodes=<nnodes> --ntasks-per-node=1
 torchrun ...`, with the rendezvous on the allocation's first node (a port derived from the job id, unless
-resources.rdzv_endpoint is set). Inside an srun step (`srun ... python -m pipeline.training.train ...`, one task per
+resources.rdzv_endpoint is set). Inside an srun step (`srun ... python -m pipeline.cell ...`, one task per
 node) it runs torchrun directly.
 
 GPUs: the command uses the GPUs it can see (CUDA_VISIBLE_DEVICES). `python -m pipeline repro` gives each running cell

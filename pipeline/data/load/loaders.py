@@ -1,6 +1,7 @@
 """Train and eval DataLoaders for a fetched dataset: `build_loaders(name, root, ...)`.
 
-    loaders = build_loaders("fashion_mnist", "data", img_size=28, in_chans=1, batch_size=128, seed=0,
+    loaders = build_loaders("fashion_mnist", "data", stats=((0.286,), (0.353,)), img_size=28, in_chans=1,
+                            batch_size=128, seed=0,
                             augment=Augment.from_train(params.train), rank=rank, world_size=world_size)
     for epoch in range(epochs):
         loaders.train.sampler.set_epoch(epoch)   # always present, also with one process
@@ -46,7 +47,6 @@ from pipeline.data.load.transforms import (
     seeded,
 )
 from pipeline.data.meta import meta_from_manifest
-from pipeline.data.registry import DATASETS, IMAGENET_MEAN, IMAGENET_STD
 from pipeline.data.store import load_split, read_manifest
 from pipeline.errors import PipelineError
 
@@ -231,23 +231,18 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
     return dataset
 
 
-def build_loaders(name: str, root: str | Path, *, img_size: int, in_chans: int | None, batch_size: int,
-                  seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
-                  train_subset: int = 0, val_subset: int = 0, normalization: str = "dataset",
-                  pin_memory: bool = False) -> Loaders:
+def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], img_size: int, in_chans: int | None,
+                  batch_size: int, seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
+                  train_subset: int = 0, val_subset: int = 0, pin_memory: bool = False) -> Loaders:
     """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`; see the module docstring).
 
-    `in_chans` None takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split;
-    `normalization` 'imagenet' is how the [NeurIPS] small-dataset recipe normalises every dataset (paper.md
-    section 3.1), 'dataset' the registry's mean/std.
+    `stats` is the (mean, std) to normalise with (`pipeline.data.registry.normalization_stats`); `in_chans` None
+    takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split.
     """
-    if name not in DATASETS:
-        raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
-    info, directory = DATASETS[name], Path(root) / name
+    directory = Path(root) / name
     manifest = read_manifest(directory, name)
     meta = meta_from_manifest(manifest, name)
     in_chans = in_chans or meta.channels
-    stats = (IMAGENET_MEAN, IMAGENET_STD) if normalization == "imagenet" else (info.mean, info.std)
     mean, std = channel_stats(*stats, in_chans)
     backend = resolve_backend(augment, in_memory=manifest["format"] == "tensors", img_size=img_size,
                               native_size=meta.image_size)

@@ -34,6 +34,7 @@ from torch import nn
 from pipeline.errors import PipelineError
 from pipeline.method.inits.arch import MIXER, VIT, attention_layers
 from pipeline.method.inits.rng import seeded_global_rng
+from pipeline.method.options import DEFAULT
 
 #: ViT token parameters that no reset_parameters defines; `default` starts them at 0 (code-2505: cls_token = 0).
 VIT_TOKENS = ("cls_token", "reg_token", "dist_token")
@@ -80,9 +81,9 @@ def default_init(
     kind: str,
     generator: torch.Generator,
     *,
-    norm_p: float = 1.0,
-    norm_q: float = 1.0,
-    norm_v: float = 1.0,
+    norm_p: float = DEFAULT.norm_p,
+    norm_q: float = DEFAULT.norm_q,
+    norm_v: float = DEFAULT.norm_v,
 ) -> list[torch.Tensor]:
     """The `default` arm: PyTorch's init, then code-2505's optional norm rescaling (ViT/Swin attention only).
 

@@ -76,6 +76,7 @@ from pipeline.method.inits.targets import (
     impulse_targets,
     layer_offsets,
 )
+from pipeline.method.options import IMPULSE
 
 #: Singular values of the pseudo-input below this fraction of the largest are not inverted (see module doc).
 RANK_RTOL = 1 / 30
@@ -176,14 +177,14 @@ def impulse_init(
     kind: str,
     generator: torch.Generator,
     *,
-    kernel_size: int = 3,
-    norm_p: float = 18.0,
-    norm_q: float = 7.0,
-    norm_v: float = 1.0,
-    scale: float = 1000.0,
-    noise_std: float = 0.6,
-    offsets: str = "official",
-    mixer: str = "filter",
+    kernel_size: int = IMPULSE.kernel_size,
+    norm_p: float = IMPULSE.norm_p,
+    norm_q: float = IMPULSE.norm_q,
+    norm_v: float = IMPULSE.norm_v,
+    scale: float = IMPULSE.scale,
+    noise_std: float = IMPULSE.noise_std,
+    offsets: str = IMPULSE.offsets,
+    mixer: str = IMPULSE.mixer,
 ) -> list[torch.Tensor]:
     """The `impulse` arm on a ViT, Swin or Mixer (the latter two: see `swin.py`, `mixer.py`).
 

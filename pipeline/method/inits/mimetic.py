@@ -55,6 +55,7 @@ from pipeline.method.inits.lowrank import (
     write_rows_,
 )
 from pipeline.method.inits.mixer import WRITERS, write_default_gain_, write_token_mixing_
+from pipeline.method.options import MIMETIC
 
 #: form -> law of Z.
 FORMS = {"official": "uniform", "paper": "normal"}
@@ -67,7 +68,7 @@ def mimetic_attention_(
     beta_qk: float,
     alpha_vo: float,
     beta_vo: float,
-    form: str = "official",
+    form: str = MIMETIC.form,
 ) -> None:
     """Mimetic Q/K (per head) and V/proj of one timm Attention or WindowAttention, in place."""
     dim, heads = attn.qkv.in_features, attn.num_heads
@@ -88,12 +89,12 @@ def mimetic_init(
     kind: str,
     generator: torch.Generator,
     *,
-    alpha_qk: float = 0.7,
-    beta_qk: float = 0.7,
-    alpha_vo: float = 0.4,
-    beta_vo: float = 0.4,
+    alpha_qk: float = MIMETIC.alpha_qk,
+    beta_qk: float = MIMETIC.beta_qk,
+    alpha_vo: float = MIMETIC.alpha_vo,
+    beta_vo: float = MIMETIC.beta_vo,
     form: str = "official",
-    mixer: str = "default_gain",
+    mixer: str = MIMETIC.mixer,
 ) -> list[torch.Tensor]:
     """The `mimetic` arm: PyTorch defaults, then the mimetic attention (or token-mixing) weights.
 

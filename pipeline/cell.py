@@ -1,0 +1,112 @@
+"""`python -m pipeline.cell <runtime module> <config.json>`: run one training cell from its resolved configuration.
+
+    python -m pipeline.cell pipeline.training.train configs/train/fashion_mnist-vit-impulse-0.json
+
+dvc.yaml's training stages run this command; the `configs` stage (`python -m pipeline.resolve`) writes every cell's
+configuration file and configs/runtime.json (params `resources` and `data.root`: where and how fast, read here, never
+a dep of a cell). A cell's deps are its configuration file, its data and the import closure of its runtime module
+(`pipeline.closure`), never this file: it only starts the run (torchrun for several processes or nodes, the CUDA
+preflight, the checkpoint's attempt key) and passes the configuration on unchanged.
+
+The attempt key digests the configuration, the files of that closure, the library versions and what the run read
+besides (`Run.inputs`), so a killed run resumes only into the same code and inputs, and `resources` (workers,
+compile, processes, ...) can change across a resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+
+from pipeline.closure import ROOT, closure
+from pipeline.config import digest
+from pipeline.errors import PipelineError
+from pipeline.training import launch
+
+CONFIGS = Path("configs")
+RUNTIME = CONFIGS / "runtime.json"
+
+
+@cache
+def code_digest(module: str) -> str:
+    """A digest of the source files runtime module `module` loads (its deps in dvc.yaml) and the library versions."""
+    from pipeline.training.run import versions
+
+    parts = {f.relative_to(ROOT).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in closure(module)}
+    return digest({"files": dict(sorted(parts.items())), "libraries": versions()})
+
+
+def preflight(resources) -> None:
+    """`resources.device: cuda` never trains on the CPU: stop, saying why CUDA cannot run; 'auto' on a machine with
+    a GPU this torch cannot use says it trains on the CPU."""
+    needed = int(os.environ.get("LOCAL_RANK", 0)) + 1
+    if resources.device == "cuda":
+        launch.require_cuda(needed)
+    elif resources.device == "auto" and launch.driver_version() and int(os.environ.get("RANK", 0)) == 0:
+        reason = launch.cuda_unusable(needed)
+        if reason:
+            print(f"resources.device = 'auto': training on the CPU, because CUDA cannot run here: {reason}", flush=True)
+
+
+def provenance(config: dict) -> dict:
+    """What metrics.json records of how the cell was started: its configuration's digest and its SLURM job."""
+    return {"config_digest": digest(config), "slurm": launch.slurm_job()}
+
+
+def start(module: str, config: dict, resources, root: str, relaunch: list[str]) -> int:
+    """Run the cell of `config` with runtime module `module` here, or re-run `python <relaunch>` under torchrun when
+    the resources ask for several processes or nodes."""
+    if launch.needs_launch(resources):
+        return launch.launch(resources, relaunch)
+    preflight(resources)
+    from pipeline.training.run import execute
+
+    run = importlib.import_module(module).build_run(config)
+    attempt = digest({"config": config, "code": code_digest(module), "inputs": run.inputs})
+    execute(run, root, resources, attempt, provenance(config))
+    return 0
+
+
+def read_runtime() -> tuple[SimpleNamespace, str]:
+    """(resources, data root) as the configs stage wrote them from params.yaml."""
+    if not RUNTIME.is_file():
+        raise PipelineError(f"{RUNTIME}: missing; run `dvc repro configs` (or `python -m pipeline.resolve`) first")
+    runtime = json.loads(RUNTIME.read_text())
+    return SimpleNamespace(**runtime["resources"]), runtime["data_root"]
+
+
+def run_planned(params, stage: str, values: list[str], relaunch: list[str]) -> int:
+    """`python -m pipeline <command> <axis values>`: the cell of declared stage `stage` with those values, from params
+    (the same configuration the configs stage writes for it)."""
+    from pipeline.experiments import by_name
+
+    declared = by_name(stage)
+    config = declared.resolve(params, declared.find(params, values))
+    resources = SimpleNamespace(**vars(params.resources))
+    return start(declared.runtime, config, resources, params.data.root, relaunch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m pipeline.cell <runtime module> <config.json>", file=sys.stderr)
+        return 2
+    module, path = argv
+    try:
+        if not Path(path).is_file():
+            raise PipelineError(f"{path}: no such configuration; run `dvc repro configs` first")
+        resources, root = read_runtime()
+        return start(module, json.loads(Path(path).read_text()), resources, root, ["-m", "pipeline.cell", *argv])
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

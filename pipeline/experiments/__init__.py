@@ -1,0 +1,133 @@
+"""Every experiment declared once: its stages of training cells, each a `CellStage`.
+
+A declaration names the params lists its matrix runs over (`axes`, as dvc.yaml writes them), its results folder,
+its other inputs, the runtime module that trains a cell (`pipeline.training.*`, `build_run(config)`) and how a cell's
+resolved configuration comes from params (`config`). From these, and nothing written twice:
+
+- dvc.yaml's stages (`pipeline.stages`, written by `python -m pipeline dvc-yaml`; a test keeps the file current);
+- the `configs` stage (`pipeline.resolve`), which writes configs/<stage>/<cell>.json for every cell;
+- `python -m pipeline <command> <axis values>` for one cell, and `python -m pipeline check`'s listing.
+
+A new experiment is a module here with its `STAGES` (and its runtime module and params section), imported below, as
+timm's model registry imports each model module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.errors import PipelineError
+
+#: how dvc.yaml describes a stage of training cells (`desc`; `dvc stage list` shows it, the runner reads it)
+TRAINING = "training cell"
+#: `${a.b[0]}` in an axis: a params value, as dvc.yaml's interpolation reads it.
+REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.\[\]]+)\}$")
+
+
+@dataclass(frozen=True)
+class CellStage:
+    """A dvc.yaml stage whose every matrix cell trains one model.
+
+    Attributes:
+        name: the stage name; a cell is `<name>@<its axis values joined by '-'>`.
+        runtime: the module whose `build_run(config)` trains a cell (its import closure is the cell's code deps).
+        axes: axis -> the list it runs over, as dvc.yaml's matrix writes it: '${params.path}' (a list, or a mapping
+            whose keys are the values) or a list of '${params.path}' scalars (repeats run once).
+        outs: the cell's results folder, with `{axis}` placeholders.
+        config: (params, cell's axis values) -> the cell's resolved configuration: every value it reads, after
+            defaults (`pipeline.resolve` adds `stage`, `cell` and `results`).
+        inputs: its other deps, with `{axis}` placeholders (and dvc.yaml's own `${...}`).
+        command: `python -m pipeline <command> <axis values>` runs one cell.
+        help: one line for the command's help.
+    """
+
+    name: str
+    runtime: str
+    axes: dict[str, Any]
+    outs: str
+    config: Callable[[Any, dict], dict]
+    inputs: tuple[str, ...] = ("data/{dataset}",)
+    command: str = ""
+    help: str = ""
+
+    def cells(self, params) -> list[dict]:
+        """Every cell's axis values, in dvc.yaml's order, as strings (their spelling in stage names and paths)."""
+        data = dataclasses.asdict(params)
+        values = [list(dict.fromkeys(axis_values(data, spec))) for spec in self.axes.values()]
+        return [dict(zip(self.axes, combo)) for combo in itertools.product(*values)]
+
+    def cell_id(self, cell: dict) -> str:
+        return "-".join(cell[axis] for axis in self.axes)
+
+    def resolve(self, params, cell: dict) -> dict:
+        """The cell's resolved configuration, as configs/<stage>/<cell>.json holds it."""
+        return {"stage": self.name, "cell": self.cell_id(cell), "results": self.outs.format(**cell)} | self.config(
+            params, cell)
+
+    def find(self, params, values: list[str]) -> dict:
+        """The cell with axis values `values`: each one params plans for its axis, except a seed, which may be any
+        (a cell by hand, e.g. one more seed); else a PipelineError naming the planned values."""
+        cells, cell = self.cells(params), dict(zip(self.axes, map(str, values)))
+        for axis, value in cell.items():
+            planned = list(dict.fromkeys(c[axis] for c in cells))
+            if axis == "seed" and value.isdigit():
+                continue
+            if value not in planned:
+                raise PipelineError(f"{self.name}@{'-'.join(map(str, values))}: {axis} {value!r} is not one params.yaml"
+                                    f" plans for this stage ({', '.join(planned) or 'none: the stage is off'})")
+        return cell
+
+
+def lookup(data: dict, path: str) -> Any:
+    """The value at `a.b[0]` of a nested mapping."""
+    node = data
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        node = node[int(part[1:-1])] if part.startswith("[") else node[part]
+    return node
+
+
+def scalar(value: Any) -> str:
+    """A matrix value as DVC spells it in a stage name (`dvc.parsing`: str(), booleans lower-case)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def axis_values(data: dict, spec: Any) -> list[str]:
+    """The values one axis runs over in params `data`."""
+    if isinstance(spec, list):
+        return [scalar(lookup(data, REFERENCE.match(s)[1])) for s in spec]
+    value = lookup(data, REFERENCE.match(spec)[1])
+    return [scalar(v) for v in (value.keys() if isinstance(value, dict) else value)]
+
+
+def stages() -> list[CellStage]:
+    """Every declared stage of training cells, in dvc.yaml's order."""
+    from pipeline.experiments import ci, filter_study, grid, sia, weight_selection
+
+    return [*filter_study.STAGES, *grid.STAGES, *weight_selection.STAGES, *ci.STAGES, *sia.STAGES]
+
+
+def by_name(name: str) -> CellStage:
+    for stage in stages():
+        if name in (stage.name, stage.command):
+            return stage
+    raise PipelineError(f"no stage of training cells named {name!r}")
+
+
+def data_section(params, dataset: str, train_subset: int | None = None) -> dict:
+    """What a cell reads of params `data`: the subsets and the (mean, std) it normalises `dataset` with."""
+    from pipeline.data.registry import normalization_stats
+
+    mean, std = normalization_stats(dataset, params.data.normalization)
+    subset = params.data.train_subset if train_subset is None else train_subset
+    return {"train_subset": subset, "val_subset": params.data.val_subset,
+            "normalization": params.data.normalization, "mean": list(mean), "std": list(std)}
+
+
+def model_section(model) -> dict:
+    """A `models` section as a cell reads it: without `init_options`, which reach it through its arm's `init`."""
+    return {k: v for k, v in dataclasses.asdict(model).items() if k != "init_options"}

@@ -1,0 +1,73 @@
+"""[CI] 2401.12511's grids on its Simple ViT (`pipeline.method.simple_vit`, `pipeline.method.ci_2401`; paper.md
+sections 1.2, 2.6, 3.4), runtime `pipeline.training.simple_vit`:
+
+- `ci_alpha@<dataset>-<alpha>-<arm>-<seed>` (params `ci_alpha`; Tables 3-8): M'_I, whose attention input is
+  Z = alpha LN(x) + (1 - alpha) PE, with impulse, mimetic and random initial attention;
+- `ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>` (params `ci_model3`; Table 2): Model III, attention maps
+  softmax(scale Q K) that never read the input, Q/K trained (T) or frozen (NT), values LN(x) W_v or LN(x);
+- `ci_table1@<dataset>-<form>-<value>-<seed>` (`ci_model3.forms`; Table 1's other columns): the Simple ViT with and
+  without its PE, Model I and Model II, as code-2401's flags build them, with PyTorch's default init (its random arm's
+  law) and Model III's model, recipe and seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.experiments import CellStage, data_section
+
+#: Each Table 1 form's Simple ViT arguments (code-2401's `mytrain_vit.py` flags; `--alpha` left at its default 0.5)
+FORMS = {"simple": {"input_pe": True, "alpha": 0.5}, "simple_nope": {"alpha": 1.0},
+         "model1": {"alpha": 0.5}, "model2": {"alpha": 0.0}}
+
+
+def cell_config(params, grid, recipe, cell: dict, variant: str, arm: str, attention: dict, labels: dict) -> dict:
+    return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arm": arm,
+            "model": dataclasses.asdict(grid.model), "attention": attention,
+            "impulse_fit": dataclasses.asdict(grid.impulse_fit) if arm == "impulse" else None,
+            "train": dataclasses.asdict(recipe), "data": data_section(params, cell["dataset"]), "labels": labels}
+
+
+def alpha_cell(params, cell: dict) -> dict:
+    alpha = float(cell["alpha"])
+    return cell_config(params, params.ci_alpha, params.ci_recipe, cell, "ci", cell["arm"], {"alpha": alpha},
+                       {"alpha": alpha})
+
+
+def model3_attention(qk: str, value: str) -> dict:
+    """Model III's Simple ViT arguments for Q/K `qk` (trained | frozen) and values `value` (value | novalue)."""
+    return {"attention": "model3", "value": value == "value", "trainable_qk": qk == "trained"}
+
+
+def model3_cell(params, cell: dict) -> dict:
+    return cell_config(params, params.ci_model3, params.ci_model3_recipe, cell, "ci_model3", cell["arm"],
+                       model3_attention(cell["qk"], cell["value"]), {"qk": cell["qk"], "value": cell["value"]})
+
+
+def table1_attention(form: str, value: str) -> dict:
+    """The Simple ViT's arguments for Table 1's column `form` with values `value`."""
+    return FORMS[form] | {"value": value == "value"}
+
+
+def table1_cell(params, cell: dict) -> dict:
+    return cell_config(params, params.ci_model3, params.ci_model3_recipe, cell, "ci_table1", "random",
+                       table1_attention(cell["form"], cell["value"]), {"form": cell["form"], "value": cell["value"]})
+
+
+STAGES = [
+    CellStage("ci_alpha", "pipeline.training.simple_vit",
+              {"dataset": "${ci_alpha.datasets}", "alpha": "${ci_alpha.alphas}", "arm": "${ci_alpha.arms}",
+               "seed": "${ci_alpha.seeds}"},
+              "results/ci_alpha/{dataset}/alpha{alpha}/{arm}/seed{seed}", alpha_cell, command="ci-alpha",
+              help="one cell of [CI]'s alpha grid: <dataset> <alpha> <arm> <seed>"),
+    CellStage("ci_model3", "pipeline.training.simple_vit",
+              {"dataset": "${ci_model3.datasets}", "arm": "${ci_model3.arms}", "qk": "${ci_model3.qk}",
+               "value": "${ci_model3.value}", "seed": "${ci_model3.seeds}"},
+              "results/ci_model3/{dataset}/{arm}/{qk}/{value}/seed{seed}", model3_cell, command="ci-model3",
+              help="one cell of [CI]'s Model III grid: <dataset> <arm> <qk> <value> <seed>"),
+    CellStage("ci_table1", "pipeline.training.simple_vit",
+              {"dataset": "${ci_model3.datasets}", "form": "${ci_model3.forms}", "value": "${ci_model3.value}",
+               "seed": "${ci_model3.seeds}"},
+              "results/ci_table1/{dataset}/{form}/{value}/seed{seed}", table1_cell, command="ci-table1",
+              help="one cell of [CI] Table 1's other columns: <dataset> <form> <value> <seed>"),
+]

@@ -1,0 +1,47 @@
+"""The model grid ([NeurIPS] Tables 1-3, Figs. 2-5): each dataset x model variant x arm x seed, stage
+`train@<dataset>-<variant>-<arm>-<seed>`; and the grid under named training configurations (params
+`train_configs`; [NeurIPS] Fig. 5 / App. F), stage `train_config@<dataset>-<variant>-<config>-<arm>-<seed>`.
+
+The arms are `init` (the method under study) and the two `baselines`; each cell reads its own variant's `models`
+section, its arm's init section (updated by the variant's `init_options`), the recipe and `data`. Runtime:
+`pipeline.training.train`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.experiments import CellStage, data_section, model_section
+
+ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
+
+
+def cell_config(params, cell: dict, recipe, labels: dict) -> dict:
+    variant, arm = cell["variant"], cell["arm"]
+    return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arm": arm,
+            "model": model_section(params.models[variant]), "init": params.method_options(arm, variant),
+            "train": dataclasses.asdict(recipe), "data": data_section(params, cell["dataset"]),
+            "labels": {"arm": arm} | labels}
+
+
+def train_config(params, cell: dict) -> dict:
+    return cell_config(params, cell, params.train, {})
+
+
+def configured(params, cell: dict) -> dict:
+    name = cell["config"]
+    return cell_config(params, cell, params.config_recipes[name], {"train_config": name})
+
+
+STAGES = [
+    CellStage("train", "pipeline.training.train",
+              {"dataset": "${datasets}", "variant": "${models}", "arm": ARMS, "seed": "${seeds}"},
+              "results/train/{dataset}/{variant}/{arm}/seed{seed}", train_config, command="train",
+              help="one cell of the model grid: train <dataset> <variant> <arm> <seed>"),
+    CellStage("train_config", "pipeline.training.train",
+              {"dataset": "${datasets}", "variant": "${models}", "config": "${train_configs}", "arm": ARMS,
+               "seed": "${seeds}"},
+              "results/train_config/{dataset}/{variant}/{config}/{arm}/seed{seed}", configured,
+              command="train-config",
+              help="one training-configuration cell: <dataset> <variant> <config> <arm> <seed>"),
+]

@@ -1,0 +1,54 @@
+"""[SIA] 2404.01139's ablations on a grid ViT variant (params `sia`; paper.md sections 1.2, 2.7), runtime
+`pipeline.training.sia`:
+
+- `sia_base@<dataset>-<arch>-<seed>`: the baseline change ((f), claim 14): architecture `cls_learned` (cls token,
+  learned PE, token pooling: timm's ViT as the grid trains it) or `avg_sincos` ([SIA]'s: average pooling, fixed 2-D
+  sin-cos PE), initialised by `sia.baseline_arm`;
+- `sia_fit@<dataset>-<fit>-<seed>`: [SIA]'s architecture, PyTorch's default init (code-2404's impulse mode skips
+  timm's init), then the fit of every layer's Q, K on the pseudo-inputs the cell names ((c), claim 13; `sia.fit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.experiments import CellStage, data_section, model_section
+from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
+
+#: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
+FIT_BASE_ARM = "default"
+
+
+def sia_model(model, arch: str) -> dict:
+    """The variant's model section with architecture `arch`'s head: cls token and token pooling, or neither."""
+    section = model_section(model)
+    if arch == "cls_learned":  # timm's own ViT: the cls token has a row of the position embedding too
+        extra = {k: v for k, v in model.extra.items() if k != "no_embed_class"}
+        return section | {"class_token": True, "global_pool": "token", "extra": extra}
+    return section | {"class_token": False, "global_pool": "avg"}
+
+
+def cell_config(params, cell: dict, sia_cell: SiaCell) -> dict:
+    sia, variant = params.sia, params.sia.variant
+    arm = FIT_BASE_ARM if sia_cell.fit else sia.baseline_arm
+    labels = {"cell": sia_cell.name, "arch": sia_cell.arch, "arm": arm}
+    fit = {"fit": dataclasses.asdict(sia.fit), "first": sia_cell.first, "later": sia_cell.later,
+           "shared": sia_cell.shared} if sia_cell.fit else {"fit": None}
+    return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arch": sia_cell.arch,
+            "arm": arm, "model": sia_model(params.models[variant], sia_cell.arch),
+            "init": params.method_options(arm, variant), **fit, "train": dataclasses.asdict(params.train),
+            "data": data_section(params, cell["dataset"]), "labels": labels}
+
+
+STAGES = [
+    CellStage("sia_base", "pipeline.training.sia",
+              {"dataset": "${datasets}", "arch": "${sia.bases}", "seed": "${sia.seeds}"},
+              "results/sia/{dataset}/base_{arch}/seed{seed}",
+              lambda params, cell: cell_config(params, cell, parse_sia_base(cell["arch"])), command="sia-base",
+              help="one cell of [SIA]'s baseline change: <dataset> <arch> <seed>"),
+    CellStage("sia_fit", "pipeline.training.sia",
+              {"dataset": "${datasets}", "fit": "${sia.fits}", "seed": "${sia.seeds}"},
+              "results/sia/{dataset}/fit_{fit}/seed{seed}",
+              lambda params, cell: cell_config(params, cell, parse_sia_fit(cell["fit"])), command="sia-fit",
+              help="one cell of [SIA]'s fits: <dataset> <fit> <seed>"),
+]

@@ -1,0 +1,141 @@
+"""dvc.yaml, written from the declarations: `python -m pipeline dvc-yaml` (`--check`: exit 1 when the file is stale).
+
+The training cells' stages come from `pipeline.experiments` (their matrix, command, config file, inputs, outs); the
+others (fetch, the configs stage, attention maps, figures, aggregate, report) are declared in `STAGES` below. Every
+stage's code deps are the import closure of the module it runs (`pipeline.closure`): a training cell's is its runtime
+module's, which reaches no config parsing, CLI, registry or download code. dvc.yaml stays a plain, committed file
+that `dvc repro` and `dvc exp run -S ...` read; tests/test_stages.py keeps it equal to what this module writes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import yaml
+
+from pipeline import entry
+from pipeline.closure import ROOT, closure
+from pipeline.experiments import TRAINING, CellStage, stages
+
+DVC_YAML = ROOT / "dvc.yaml"
+ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
+DATA_PARAMS = ["data.train_subset", "data.val_subset", "data.normalization"]
+
+HEADER = """\
+# Written by `python -m pipeline dvc-yaml` from the experiments' declarations (pipeline/experiments/,
+# pipeline/stages.py): edit those, not this file (tests/test_stages.py fails when it is stale).
+#
+# params.yaml -> configs (every cell's resolved configuration) -> the training cells -> aggregate -> report.
+# A training cell depends on its own configs/<stage>/<cell>.json, its data and the code its runtime module imports,
+# and on nothing else: a change that leaves its configuration equal leaves it up to date.
+"""
+
+#: The stages that are not training cells: (name, module whose closure is the code deps, the rest of the stage).
+STATIC: list[tuple[str, str, dict]] = [
+    ("fetch", "pipeline.data.fetch", {
+        "matrix": {"dataset": "${datasets}"}, "cmd": "python -m pipeline.data.fetch ${item.dataset}",
+        "params": ["data.download", "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path"],
+        "outs": ["data/${item.dataset}"]}),
+    ("fetch_ws", "pipeline.data.fetch", {
+        "matrix": {"dataset": "${weight_selection.fetch}"}, "cmd": "python -m pipeline.data.fetch ${item.dataset}",
+        "params": ["data.download", "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path"],
+        "outs": ["data/${item.dataset}"]}),
+    ("configs", "pipeline.resolve", {
+        "cmd": "python -m pipeline.resolve", "params": [{"params.yaml": None}], "outs": ["configs"]}),
+]
+ANALYSIS: list[tuple[str, str, dict]] = [
+    ("attention", "pipeline.analysis.attention", {
+        "matrix": {"variant": "${models}", "arm": ARMS},
+        "cmd": "python -m pipeline.analysis.attention ${item.variant} ${item.arm}", "deps": ["data/${datasets[0]}"],
+        "params": ["models.${item.variant}", "${item.arm}", "datasets", "impulse.kernel_size", "impulse.offsets",
+                   "report.attention_layers", "train", "data.val_subset", "data.normalization"],
+        "outs": ["results/attention/${item.variant}/${item.arm}"]}),
+    ("figures", "pipeline.analysis.figures", {
+        "cmd": "python -m pipeline.analysis.figures",
+        "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study"],
+        "params": ["init", "baselines", "seeds", "datasets", "models", "filter_study", "report", "train",
+                   "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization"],
+        "outs": ["reports/figures"]}),
+    ("aggregate", "pipeline.analysis.aggregate", {
+        "cmd": "python -m pipeline.analysis.aggregate",
+        "deps": ["paper", "bench/ci_fit.yaml", "results/train", "results/ci_alpha", "results/ci_model3",
+                 "results/ci_table1", "results/train_config", "results/sia", "results/weight_selection",
+                 "results/filter_study", "results/attention"],
+        "params": [{"params.yaml": None}], "outs": ["results/tables"],
+        "metrics": [{"results/summary.json": {"cache": False}}]}),
+    ("report", "pipeline.analysis.report", {
+        "cmd": "python -m pipeline.analysis.report",
+        "deps": ["paper/coverage.yaml", "paper/fidelity.yaml", "results/tables", "reports/figures"],
+        "params": ["report", "profile"], "outs": ["reports/report.md", "reports/report.pdf", "reports/headline.md"]}),
+]
+PLOTS = [
+    {f"{metric}": {
+        "template": "linear", "x": "step",
+        "y": {f"results/train/${{datasets[0]}}/vit/{arm}/seed${{seeds[0]}}/live/plots/metrics/{metric}.tsv": metric
+              for arm in ARMS},
+        "title": f"{title} by epoch (first dataset and seed, variant `vit`; one line per arm)",
+        "x_label": "epoch - 1 (dvclive step)", "y_label": label}}
+    for metric, title, label in (("val_top1", "Test top-1", "test top-1"),
+                                 ("train_loss", "Training loss", "training loss"))
+]
+
+
+def code_deps(module: str) -> list[str]:
+    """The files of pipeline/ that importing `module` loads, relative to the repository root."""
+    return sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
+
+
+def item(template: str, axes) -> str:
+    """`{axis}` placeholders as dvc.yaml's `${item.axis}`."""
+    return re.sub(r"(?<!\$)\{(\w+)\}", lambda m: f"${{item.{m[1]}}}" if m[1] in axes else m[0], template)
+
+
+def cell_stage(stage: CellStage) -> dict:
+    config = f"configs/{stage.name}/" + "-".join(f"${{item.{a}}}" for a in stage.axes) + ".json"
+    return {"desc": f"{TRAINING}: {stage.help}", "matrix": dict(stage.axes),
+            "cmd": f"python -m pipeline.cell {stage.runtime} {config}",
+            "deps": [config, *(item(i, stage.axes) for i in stage.inputs), *code_deps(stage.runtime)],
+            "outs": [item(stage.outs, stage.axes)]}
+
+
+def static_stage(module: str, spec: dict) -> dict:
+    out = dict(spec)
+    out["deps"] = [*spec.get("deps", []), *code_deps(module)]
+    return {k: out[k] for k in ("matrix", "cmd", "deps", "params", "outs", "metrics") if k in out}
+
+
+class Dumper(yaml.SafeDumper):
+    """YAML without anchors: every matrix spells its lists out."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def render() -> str:
+    """dvc.yaml's text."""
+    stages_ = {name: static_stage(module, spec) for name, module, spec in STATIC}
+    stages_ |= {stage.name: cell_stage(stage) for stage in stages()}
+    stages_ |= {name: static_stage(module, spec) for name, module, spec in ANALYSIS}
+    body = yaml.dump({"stages": stages_, "plots": PLOTS}, Dumper=Dumper, sort_keys=False, width=120,
+                     default_flow_style=False)
+    return HEADER + body
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from what would be written")
+
+
+def main(params, args) -> int:
+    text = render()
+    if args.check:
+        stale = not DVC_YAML.is_file() or DVC_YAML.read_text() != text
+        print(f"{DVC_YAML.name} is {'stale: run `python -m pipeline dvc-yaml`' if stale else 'up to date'}")
+        return int(stale)
+    DVC_YAML.write_text(text)
+    print(f"wrote {DVC_YAML.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))

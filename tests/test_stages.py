@@ -1,0 +1,107 @@
+"""dvc.yaml is what the declarations write, its cells are the ones they plan, and a cell re-runs exactly when its
+resolved configuration, data or code changes (`pipeline.stages`, `pipeline.experiments`, `pipeline.resolve`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from dvc.repo import Repo
+from workspace import copy_built, set_params, sh
+
+from pipeline.config import load_params
+from pipeline.experiments import stages
+from pipeline.resolve import resolved
+from pipeline.stages import DVC_YAML, render
+
+ROOT = Path(__file__).resolve().parent.parent
+ALL_ON = ["ci_alpha.datasets=[fashion_mnist]", "ci_model3.datasets=[fashion_mnist]",
+          "filter_study.gaussian_sigmas=[1.0, 0.1]", "train_configs={lr_half: {lr: 0.0005}}",
+          "weight_selection.teachers={small: {arm: impulse, train_size: 500}}", "weight_selection.datasets=[digits]",
+          "weight_selection.fetch=[digits]",
+          "sia.bases=[avg_sincos, cls_learned]", "sia.fits=[PP, GP_layer]", "models.vit2={name: vit_tiny_patch16_224}"]
+
+
+def test_dvc_yaml_is_what_the_declarations_write():
+    assert DVC_YAML.read_text() == render(), "dvc.yaml is stale: run `python -m pipeline dvc-yaml`"
+
+
+def dvc_stage_names(overrides: list[str]) -> set[str]:
+    """The stage names DVC expands dvc.yaml into for params.yaml with `overrides`."""
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for text in overrides:
+        key, value = text.split("=", 1)
+        *parents, leaf = key.split(".")
+        node = data
+        for name in parents:
+            node = node[name]
+        node[leaf] = yaml.safe_load(value)
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(ROOT / "dvc.yaml", tmp)
+        (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(data))
+        with Repo.init(tmp, no_scm=True) as repo:
+            return {s.name for s in repo.index.stages}
+
+
+def test_the_declared_cells_are_dvcs_cells_and_each_has_its_configuration():
+    params = load_params(ROOT / "params.yaml", ALL_ON)
+    declared = {f"{s.name}@{s.cell_id(c)}" for s in stages() for c in s.cells(params)}
+    names = dvc_stage_names(ALL_ON)
+    assert declared == {n for n in names if n.split("@")[0] in {s.name for s in stages()}}
+    files = resolved(params)
+    assert {f"{n.split('@')[0]}/{n.split('@')[1]}.json" for n in declared} == set(files) - {"runtime.json"}
+    assert all(files[f]["results"].startswith("results/") for f in files if f != "runtime.json")
+
+
+# --- on the built smoke project: what each kind of edit leaves stale -------------------------------------------------
+
+CELLS = ("train@", "filter_study@", "filter_gaussian@")
+
+
+def stale_cells(repo: Path) -> set[str]:
+    """The training cells `dvc status` lists after the configs stage ran (as `python -m pipeline repro` runs it)."""
+    sh(repo, "dvc", "repro", "--single-item", "configs")
+    out = sh(repo, "dvc", "status", "--json")
+    return {name.split(":")[-1] for name in json.loads(out.strip().splitlines()[-1])
+            if name.split(":")[-1].startswith(CELLS)}
+
+
+@pytest.fixture
+def built(smoke_built, tmp_path) -> Path:
+    return copy_built(smoke_built[0], tmp_path / "repo")
+
+
+@pytest.mark.slow
+def test_comments_and_messages_outside_a_cells_code_leave_every_cell_up_to_date(built):
+    for module in ("config.py", "__main__.py", "entry.py", "vocabulary.py", "data/registry.py", "closure.py",
+                   "training/launch.py", "cell.py", "experiments/grid.py", "resolve.py"):
+        with open(built / "pipeline" / module, "a") as f:
+            f.write("\n# a comment\nMESSAGE = 'a message'\n")
+    assert stale_cells(built) == set()
+
+
+@pytest.mark.slow
+def test_a_value_some_cells_read_re_runs_exactly_those(built):
+    set_params(built / "params.yaml", {"mimetic.alpha_qk": 0.5})
+    assert stale_cells(built) == {"train@fashion_mnist-vit-mimetic-0"}
+
+
+@pytest.mark.slow
+def test_a_new_experiments_section_adds_cells_and_leaves_the_others_up_to_date(built):
+    set_params(built / "params.yaml", {"sia.bases": ["avg_sincos"], "sia.seeds": [0]})
+    sh(built, "dvc", "repro", "--single-item", "configs")
+    status = json.loads(sh(built, "dvc", "status", "--json").strip().splitlines()[-1])
+    assert {n for n in status if n.startswith(CELLS)} == set() and "sia_base@fashion_mnist-avg_sincos-0" in status
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_engine_re_runs_every_training_cell(built):
+    with open(built / "pipeline" / "training" / "engine.py", "a") as f:
+        f.write("\n# an edit\n")
+    assert stale_cells(built) == {"train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-default-0",
+                                  "train@fashion_mnist-vit-mimetic-0", "filter_study@learned-0",
+                                  "filter_gaussian@1.0-4-0"}
