@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ruamel.yaml import YAML, YAMLError
+import yaml
 
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
@@ -269,7 +269,7 @@ class Resources:
     nothing, and a killed run resumes across the change. Each run records the values it ran with in its
     metrics.json. Knobs that change numbers in their last bits (float reduction order): threads, compile,
     channels_last, nproc/nnodes (DDP's all-reduce). Knobs that change the random draws: nproc/nnodes (each rank
-    draws its own mixup pairs, drop-path masks) and data_on_device (kornia's augmentation on the device instead of
+    draws its own mixup pairs, drop-path masks) and data_on_device (the batched augmentation on the device instead of
     timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers and sync_every change nothing.
     """
 
@@ -867,9 +867,62 @@ def from_mapping(cls: type, data: Any, path: str = "") -> Any:
     return cls(**kwargs)
 
 
-def yaml_load(text: str) -> Any:
-    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string)."""
+class Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's core schema, the implicit types of ruamel.yaml's 1.2 resolver
+    (`ruamel/yaml/resolver.py`): `2e-3` is a float (YAML 1.1 reads a string), `yes`/`on` stay strings, `017` is 17.
+
+    Why our own: a training cell must start where only PyYAML is installed (a stock PyTorch image), and read
+    params.yaml as DVC does (DVC reads it with ruamel.yaml, YAML 1.2); tests/test_config.py checks both readers give
+    the same Params for params.yaml and every profile."""
+
+    yaml_implicit_resolvers = {}
+
+    def construct_yaml_int(self, node) -> int:
+        text = self.construct_scalar(node).replace("_", "")
+        sign = -1 if text[0] == "-" else 1
+        text = text.lstrip("+-")
+        bases = {"0b": 2, "0o": 8, "0x": 16}
+        return sign * (int(text[2:], bases[text[:2]]) if text[:2] in bases else int(text))
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("float", r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""", "-+0123456789."),
+    ("int", r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
+    ("merge", r"^(?:<<)$", "<"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+        |[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
+        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
+):
+    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern, re.X), list(_first))
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_yaml_int)
+
+
+def yaml_load_pyyaml(text: str) -> Any:
+    """YAML 1.2 by PyYAML (`Yaml12Loader`)."""
+    return yaml.load(text, Loader=Yaml12Loader)
+
+
+def yaml_load_ruamel(text: str) -> Any:
+    """YAML 1.2 by ruamel.yaml, DVC's own reader."""
+    from ruamel.yaml import YAML
+
     return YAML(typ="safe", pure=True).load(text)
+
+
+def yaml_load(text: str) -> Any:
+    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string): by
+    ruamel.yaml where it is installed, else by PyYAML with the same resolution (`Yaml12Loader`)."""
+    try:
+        import ruamel.yaml  # noqa: F401
+    except ImportError:
+        return yaml_load_pyyaml(text)
+    return yaml_load_ruamel(text)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -893,6 +946,15 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def yaml_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a YAML reader raises for a malformed file: PyYAML's, and ruamel.yaml's where installed."""
+    try:
+        from ruamel.yaml import YAMLError
+    except ImportError:
+        return (yaml.YAMLError,)
+    return yaml.YAMLError, YAMLError
+
+
 def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
     """Read, override and validate params.yaml."""
     path = Path(path)
@@ -900,7 +962,7 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise PipelineError(f"{path}: not found; run from the repository root or pass --params PATH")
     try:
         data = yaml_load(path.read_text()) or {}
-    except YAMLError as exc:
+    except yaml_errors() as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     return from_mapping(Params, apply_overrides(data, overrides or []))
 
