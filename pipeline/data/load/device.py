@@ -6,8 +6,10 @@ tensors both splits stay on the device and every batch is built there with per-s
 
 - random-resized crop and flip: the tensor back-end's (`transforms.random_resized_crops`);
 - RandAugment: timm's policy, parsed and drawn per image as timm's `RandAugment`/`AugmentOp` draw it, applied
-  with kornia's image ops to the images that drew each op (the batch sorted by op once per layer; the draws reach
-  the device in one pinned copy, so the host never waits for it: tests/test_device_data.py counts the syncs);
+  with PIL's image ops written in torch (`apply_op`) to the images that drew each op (the batch sorted by op once
+  per layer; the draws reach the device in one pinned copy, so the host never waits for it:
+  tests/test_device_data.py counts the syncs). Written here, not taken from an image library: torch and
+  torchvision have no per-image-argument versions of these ops, and a training cell needs nothing beyond them;
 - normalisation, then timm's `RandomErasing` on the device tensor;
 - evaluation: the tensor back-end's resize and centre crop (`transforms.eval_crop`).
 
@@ -17,8 +19,8 @@ Python's `random` (magnitudes, signs, erasing boxes), which the engine reseeds p
 
 Deliberate differences from the PIL path, each within one image's rounding or interpolation: images stay float
 between ops (PIL rounds to uint8 after each); resizing and the affine ops are bilinear without antialiasing (timm
-picks bilinear or bicubic at random). kornia's own RandAugment is not used: it applies one set of ops to the
-whole batch at a fixed magnitude, which is not timm's policy.
+picks bilinear or bicubic at random). Batch-level RandAugments (kornia's, torchvision's) apply one set of ops to
+the whole batch at a fixed magnitude, which is not timm's policy.
 """
 
 from __future__ import annotations
@@ -27,17 +29,16 @@ import math
 import random
 from collections.abc import Iterator
 
-import kornia.enhance as KE
 import numpy as np
 import torch
-from kornia.geometry.transform import warp_affine
+import torch.nn.functional as F
 from timm.data.auto_augment import rand_augment_transform
 from timm.data.random_erasing import RandomErasing
 from torch import nn
 from torch.utils.data import Subset
 
 from pipeline.data.load.loaders import Loaders, SeededImages, SeededOrder, TensorImages
-from pipeline.data.load.transforms import Augment, eval_crop, random_resized_crops, to_channels
+from pipeline.data.load.transforms import LUMA, Augment, eval_crop, random_resized_crops, to_channels
 from pipeline.errors import PipelineError
 
 #: The share of the GPU's free memory the two uint8 splits may take under `data_on_device: auto`.
@@ -93,68 +94,107 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
     return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
-def affine(x: torch.Tensor, inverse: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-    """Warp each image by the affine map whose inverse (output -> input pixel centres, 3 x 3 per image, PIL's
-    convention) is given; outside the image, `fill` (per channel). Bilinear, by kornia's `warp_affine`.
-    `inv_ex` skips `inv`'s singularity check, a host sync (these maps are rotations, shears and shifts)."""
-    forward = torch.linalg.inv_ex(inverse).inverse[:, :2]
-    size = (x.shape[2], x.shape[3])
-    return warp_affine(x - fill, forward, size, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
+def affine(x: torch.Tensor, theta: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    """Warp each image by `theta` (N x 2 x 3: output -> input in normalised coordinates, align_corners=True, as
+    `affine_theta` gives it); outside the image, `fill` (per channel). Bilinear."""
+    grid = F.affine_grid(theta, list(x.shape), align_corners=True)
+    return F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
 
 
-def affine_inverse(name: str, value: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """timm's affine ops (PIL `transform`/`rotate` data) as output -> input maps in pixel-centre coordinates."""
-    n = value.shape[0]
-    m = torch.eye(3, device=value.device).repeat(n, 1, 1)
+def affine_theta(name: str, value: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """timm's affine ops (PIL `transform`/`rotate` data: output -> input maps on pixel centres) in the normalised
+    coordinates of `F.affine_grid` (align_corners=True: pixel p is u = p / a - 1, a = (side - 1) / 2).
+
+    A pixel map q = M p + t is theta = [[m00, m01 ay/ax, m00 + m01 ay/ax + t_x/ax - 1], [m10 ax/ay, m11, ...]]; for
+    each op that reduces to the closed forms below (a rotation about the image centre has no shift).
+    """
+    ax, ay = (width - 1) / 2, (height - 1) / 2
+    theta = torch.zeros(value.shape[0], 2, 3, device=value.device)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1
     if name == "Rotate":  # PIL: counter-clockwise by `value` degrees about the image centre
-        a = -value * math.pi / 180
-        cx, cy = (width - 1) / 2, (height - 1) / 2
-        m[:, 0, 0], m[:, 0, 1], m[:, 1, 0], m[:, 1, 1] = a.cos(), a.sin(), -a.sin(), a.cos()
-        m[:, 0, 2] = cx - m[:, 0, 0] * cx - m[:, 0, 1] * cy
-        m[:, 1, 2] = cy - m[:, 1, 0] * cx - m[:, 1, 1] * cy
+        a = value * (-math.pi / 180)
+        cos, sin = a.cos(), a.sin()
+        theta[:, 0, 0], theta[:, 1, 1] = cos, cos
+        theta[:, 0, 1], theta[:, 1, 0] = sin * (ay / ax), sin * (-ax / ay)
     elif name == "ShearX":  # PIL data (1, f, 0, 0, 1, 0) on pixel corners: half a pixel of shift at centres
-        m[:, 0, 1], m[:, 0, 2] = value, value / 2
+        theta[:, 0, 1], theta[:, 0, 2] = value * (ay / ax), value * ((ay + 0.5) / ax)
     elif name == "ShearY":
-        m[:, 1, 0], m[:, 1, 2] = value, value / 2
+        theta[:, 1, 0], theta[:, 1, 2] = value * (ax / ay), value * ((ax + 0.5) / ay)
     elif name == "TranslateXRel":  # timm: pixels = fraction x image width
-        m[:, 0, 2] = value * width
+        theta[:, 0, 2] = value * (width / ax)
     elif name == "TranslateYRel":
-        m[:, 1, 2] = value * height
-    return m
+        theta[:, 1, 2] = value * (height / ay)
+    return theta
+
+
+def grey(x: torch.Tensor) -> torch.Tensor:
+    """ITU-R 601-2 luma of RGB images (N x 1 x H x W), PIL's convert('L') without its rounding."""
+    return x[:, 0:1] * LUMA[0] + x[:, 1:2] * LUMA[1] + x[:, 2:3] * LUMA[2]
+
+
+def per_image(value: torch.Tensor) -> torch.Tensor:
+    return value.view(-1, 1, 1, 1)
+
+
+def equalize(x: torch.Tensor) -> torch.Tensor:
+    """PIL's `ImageOps.equalize` of each channel's 8-bit levels (int(255 x)), batched: a 256-bin histogram per
+    channel, the lookup table (cumulative count + step // 2) // step with step = (pixels - the last level's count)
+    // 255, shifted one level; a channel whose step is 0 stays as it is (TensorFlow's AutoAugment in batched form)."""
+    n, c = x.shape[:2]
+    scaled = x.reshape(n * c, -1) * 255
+    level = scaled.long().clamp(0, 255)
+    histogram = torch.zeros(n * c, 256, device=x.device).scatter_add_(1, level, torch.ones_like(scaled))
+    last = torch.where(histogram > 0, torch.arange(256, device=x.device), 0).amax(1, keepdim=True)
+    step = torch.div(histogram.sum(1, keepdim=True) - histogram.gather(1, last), 255, rounding_mode="trunc")
+    lut = torch.div(histogram.cumsum(1) + torch.div(step, 2, rounding_mode="trunc"), step.clamp(min=1),
+                    rounding_mode="trunc")
+    lut = F.pad(lut[:, :-1], (1, 0)).clamp(0, 255)
+    return torch.where(step == 0, scaled, lut.gather(1, level)).reshape(x.shape) / 255
+
+
+def sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """PIL's `ImageEnhance.Sharpness`: a blend with the image smoothed by [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13
+    (the border pixels kept), by `factor` per image."""
+    inner = x[..., 1:-1, 1:-1]
+    smooth = x.clone()
+    smooth[..., 1:-1, 1:-1] = ((F.avg_pool2d(x, 3, stride=1) * 9 + inner * 4) / 13).clamp(0, 1)
+    return torch.lerp(smooth, x, per_image(factor)).clamp(0, 1)
 
 
 def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     """One of timm's RandAugment ops ('inc' set) on images in [0, 1], with per-image arguments `value` (timm's
-    level-to-argument output), by kornia's ops. Brightness is PIL's (a scale, kornia's `adjust_contrast`);
-    contrast and colour blend with the grey mean and the grey image, as PIL's do."""
+    level-to-argument output), as PIL computes them on a float image (no rounding to uint8 between ops). Brightness,
+    contrast and colour blend with black, the grey mean and the grey image, as PIL's `ImageEnhance` do."""
     if name == "AutoContrast":  # per channel min..max to 0..1; a flat channel stays (PIL's autocontrast)
-        flat = x.amax((2, 3), keepdim=True) <= x.amin((2, 3), keepdim=True)
-        return torch.where(flat, x, KE.normalize_min_max(x))
+        low, high = x.amin((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)
+        return torch.where(high <= low, x, (x - low) / (high - low + 1e-6))
     if name == "Equalize":
-        return KE.equalize(x)
+        return equalize(x)
     if name == "Invert":
-        return KE.invert(x)
+        return 1 - x
     if name in ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"):
-        return affine(x, affine_inverse(name, value, x.shape[2], x.shape[3]), fill)
-    if name == "PosterizeIncreasing":
-        return KE.posterize(x, value.long())
+        return affine(x, affine_theta(name, value, x.shape[2], x.shape[3]), fill)
+    if name == "PosterizeIncreasing":  # keep the top `value` bits of each 8-bit level (0 bits: black)
+        size = torch.exp2(8 - per_image(value))
+        return ((x * 255).round() / size).floor() * size / 255
     if name == "SolarizeIncreasing":  # PIL: invert values >= threshold (0..256)
-        return KE.solarize(x, thresholds=value / 255)
-    if name == "SolarizeAdd":  # PIL lut: values below 128 get `add`, capped at 255 (kornia's adds to all)
-        return torch.where(x < 128 / 255, (x + value.view(-1, 1, 1, 1) / 255).clamp(max=1), x)
+        return torch.where(x < per_image(value) / 255, x, 1 - x)
+    if name == "SolarizeAdd":  # PIL lut: values below 128 get `add`, capped at 255
+        return torch.where(x < 128 / 255, (x + per_image(value) / 255).clamp(max=1), x)
     if name == "ColorIncreasing":
-        return KE.adjust_saturation_with_gray_subtraction(x, value) if x.shape[1] == 3 else x
+        return torch.lerp(grey(x), x, per_image(value)).clamp(0, 1) if x.shape[1] == 3 else x
     if name == "ContrastIncreasing":
-        return KE.adjust_contrast_with_mean_subtraction(x, value)
+        mean = (grey(x) if x.shape[1] == 3 else x).mean((1, 2, 3), keepdim=True)
+        return torch.lerp(mean, x, per_image(value)).clamp(0, 1)
     if name == "BrightnessIncreasing":
-        return KE.adjust_contrast(x, value)
+        return (x * per_image(value)).clamp(0, 1)
     if name == "SharpnessIncreasing":
-        return KE.sharpness(x, value)
+        return sharpness(x, value)
     raise PipelineError(f"RandAugment op {name!r} has no device implementation; use resources.data_on_device: false")
 
 
 class RandAugment(nn.Module):
-    """timm's RandAugment (`rand-m9-mstd0.5-inc1` etc.), drawn per image as timm draws it, applied by kornia.
+    """timm's RandAugment (`rand-m9-mstd0.5-inc1` etc.), drawn per image as timm draws it, applied by `apply_op`.
 
     timm parses the policy (`rand_augment_transform`): its ops, their probability, magnitude and std, and
     `num_layers`. Per image: `num_layers` ops drawn uniformly (with replacement unless weighted), then per
