@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from scipy import stats
 from torchvision.transforms import RandomResizedCrop
 from training_fixtures import tiny_run
 
@@ -38,6 +37,8 @@ def smooth_images(n: int, channels: int = 3, size: int = 32, seed: int = 0) -> t
 def test_crop_boxes_follow_torchvisions_distribution():
     """Area fraction and aspect ratio of the crops the device path draws (on the images' device) against
     torchvision's (the PIL path's)."""
+    from scipy import stats
+
     torch.manual_seed(0)
     _, _, h, w = sample_crops(3000, 32, 32, (0.08, 1.0), (3 / 4, 4 / 3), device=CPU)
     pil = [RandomResizedCrop.get_params(torch.zeros(3, 32, 32), [0.08, 1.0], [3 / 4, 4 / 3]) for _ in range(3000)]
@@ -75,6 +76,8 @@ def test_every_rand_augment_op_matches_timms_pil_op(sign):
 
 def test_rand_augment_draws_are_timms_policy():
     """Which ops, how often applied, at which magnitudes: timm's rand-m9-mstd0.5-inc1 per image."""
+    from scipy import stats
+
     ra = RandAugment("rand-m9-mstd0.5-inc1", (0.5, 0.5, 0.5))
     reseed(0, 0)
     draws = [d for layer in ra.draw(6000) for d in layer]

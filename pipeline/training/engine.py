@@ -451,13 +451,20 @@ def duration(seconds: float) -> str:
 
 
 class Logger:
-    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch."""
+    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch.
+
+    dvclive is optional (it imports DVC, about a hundred packages a GPU node need not hold): without it the run says
+    so once and its metrics.json still holds the per-epoch history."""
 
     def __init__(self, live_dir: Path | None, d: Dist, name: str):
         self.d, self.name, self.live = d, name, None
         if d.master and live_dir is not None:
-            from dvclive import Live
-
+            try:
+                from dvclive import Live
+            except ImportError:
+                print(f"[{name}] dvclive is not installed: no {live_dir}/ logs (metrics.json holds the per-epoch"
+                      " history)", flush=True)
+                return
             self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
 
     def epoch(self, row: dict, epochs: int, timing: dict | None = None) -> None:
