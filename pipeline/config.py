@@ -213,13 +213,18 @@ class TrainConfig:
     #: than their last bits, and a checkpoint's gradient-scaler state belongs to it
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
     eval_every: int = 1  #: evaluate every k epochs and always after the last (the history records those epochs)
+    #: the data-parallel world size whose sampler and batches the run reproduces, e.g. 8 for the official 8 GPUs x
+    #: 64 on one GPU at batch 512: each rank's shard padded as torch's DistributedSampler pads it, a step of
+    #: batch_size / sampler_ranks images from each shard (each rank's last partial batch dropped, as timm's loader
+    #: does), mixup/cutmix drawn per rank's chunk. 1: the processes are the ranks (resources.nproc x nnodes)
+    sampler_ranks: int = 1
 
     #: keys that moved to `resources` (where and how fast a run goes), for the error that says so
     MOVED: ClassVar[tuple] = ("compile", "channels_last", "sync_every", "data_on_device", "nproc", "nnodes",
                               "rdzv_endpoint", "rdzv_id", "threads", "workers", "device")
 
     def validate(self, key: str) -> None:
-        for name in ("epochs", "batch_size", "lr", "eval_every"):
+        for name in ("epochs", "batch_size", "lr", "eval_every", "sampler_ranks"):
             _positive(f"{key}.{name}", getattr(self, name))
         for name in ("warmup_epochs", "cooldown_epochs", "weight_decay", "warmup_lr", "min_lr",
                      "mixup", "cutmix", "opt_eps"):
@@ -251,14 +256,27 @@ class TrainConfig:
         _within(f"{key}.aug_repeats", self.aug_repeats, 0, float("inf"))
 
     def check_split(self, key: str, ranks: int) -> None:
-        """The global batch over `ranks` processes: whole, and even per process when mixup/cutmix pair images."""
+        """The global batch over `ranks` processes (and `sampler_ranks` emulated ranks): whole, and even per rank
+        when mixup/cutmix pair images."""
         if self.batch_size % ranks:
             raise PipelineError(f"{key}.batch_size = {self.batch_size} does not split over {ranks} processes"
                                 " (resources.nproc x resources.nnodes); make it a multiple of that")
-        if (self.mixup > 0 or self.cutmix > 0) and self.batch_size // ranks % 2:
-            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
-                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
-                                " multiple of 2 x resources.nproc x resources.nnodes")
+        if self.sampler_ranks > 1 and (self.sampler_ranks % ranks or self.batch_size % self.sampler_ranks):
+            raise PipelineError(f"{key}.sampler_ranks = {self.sampler_ranks}: each of the {ranks} process(es)"
+                                " (resources.nproc x resources.nnodes) emulates a whole number of ranks, each with a"
+                                f" whole share of {key}.batch_size = {self.batch_size}; make sampler_ranks a multiple"
+                                " of the processes and a divisor of the batch (or 1)")
+        per_rank = self.rank_batch(ranks)
+        if (self.mixup > 0 or self.cutmix > 0) and per_rank % 2:
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {max(ranks, self.sampler_ranks)} rank(s)"
+                                f" is not an even batch per rank ({per_rank}), which mixup/cutmix need (timm's Mixup"
+                                " pairs images); make it a multiple of 2 x the ranks (resources.nproc x"
+                                f" resources.nnodes, or {key}.sampler_ranks)")
+
+    def rank_batch(self, ranks: int) -> int:
+        """Images per data-parallel rank in a step (each draws its own mixup/cutmix): batch_size over
+        `sampler_ranks`, or over the `ranks` processes when it is 1."""
+        return self.batch_size // (self.sampler_ranks if self.sampler_ranks > 1 else ranks)
 
 
 @dataclass(frozen=True)

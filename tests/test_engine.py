@@ -272,7 +272,7 @@ def test_a_per_run_rendezvous_id_by_default():
 
 def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
     TrainConfig(batch_size=12, mixup=0.8).check_split("train", 2)  # 6 per process
-    with pytest.raises(PipelineError, match="even batch per process"):
+    with pytest.raises(PipelineError, match="even batch per rank"):
         TrainConfig(batch_size=6, mixup=0.8).check_split("train", 2)  # 3 per process
     TrainConfig(batch_size=6).check_split("train", 2)  # without mixup an odd batch is fine
     with pytest.raises(PipelineError, match="does not split over 4 processes"):
@@ -332,3 +332,33 @@ def test_the_engine_trains_compiled_on_cuda(tmp_path, amp):
     summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=2, amp=amp), seed=0, d=d, checkpoint=tmp_path / "c.pt",
                   attempt="x", resources=Resources(device="cuda", compile=True))
     assert all(torch.isfinite(torch.tensor([r["train_loss"], r["val_loss"]])).all() for r in summary["history"])
+
+
+def test_mixup_is_drawn_per_rank_share():
+    """train.sampler_ranks: 4 at batch 16: each 4-image share is mixed with its own flip under its own lambda, the
+    draws timm's Mixup makes called on each share in turn (as each GPU of the official run draws its own)."""
+    import numpy as np
+    from timm.data import Mixup
+
+    mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=0.0, prob=1.0, label_smoothing=0.0, num_classes=4)
+    x, y = torch.arange(16.0).view(16, 1, 1, 1).expand(16, 1, 2, 2).contiguous(), torch.arange(16) % 4
+    recipe = TrainConfig(batch_size=16, mixup=0.8, sampler_ranks=4)
+    np.random.seed(0)
+    mixed = x.clone()
+    targets = engine.mix(mixup, mixed, y, recipe.rank_batch(1))
+    lambdas = []
+    for share in range(4):
+        a, m = x[4 * share:4 * share + 4, 0, 0, 0], mixed[4 * share:4 * share + 4, 0, 0, 0]
+        lam = (m - a.flip(0)) / (a - a.flip(0))
+        assert torch.allclose(lam, lam[0]) and 0 < lam[0] < 1
+        lambdas.append(round(lam[0].item(), 6))
+    assert len(set(lambdas)) == 4
+    np.random.seed(0)
+    expected = [mixup(x[i:i + 4].clone(), y[i:i + 4]) for i in range(0, 16, 4)]
+    assert torch.equal(mixed, torch.cat([e[0] for e in expected])) and torch.equal(targets,
+                                                                                    torch.cat([e[1] for e in expected]))
+    whole = x.clone()
+    engine.mix(mixup, whole, y, TrainConfig(batch_size=16, mixup=0.8).rank_batch(1))  # sampler_ranks 1: one draw
+    a = x[:, 0, 0, 0]
+    lam = (whole[:, 0, 0, 0] - a.flip(0)) / (a - a.flip(0))
+    assert torch.allclose(lam, lam[0])

@@ -271,7 +271,7 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
         if resources.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         if parts.mixup is not None:
-            images, targets = parts.mixup(images, targets)
+            targets = mix(parts.mixup, images, targets, recipe.rank_batch(d.world_size))
         with parts.autocast():
             logits = parts.wrapped(images)
             loss = parts.criterion(logits, targets)
@@ -296,6 +296,15 @@ def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Di
     loss_sum, correct, seen = all_sum(totals, d)
     return {"train_loss": loss_sum / seen, "train_top1": correct / seen, "images_per_s": seen / elapsed,
             "epoch_time_s": elapsed, "data_wait": waited / elapsed}
+
+
+def mix(mixup: Mixup, images: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+    """timm's Mixup/CutMix on each `chunk` images of the batch in turn (`TrainConfig.rank_batch`): one draw of
+    lambda and mode per data-parallel rank's share, each share paired within itself, as each GPU of a multi-GPU run
+    draws its own (params `train.sampler_ranks`). Mixes `images` in place (timm's Mixup does); returns the targets."""
+    if chunk >= len(images):
+        return mixup(images, targets)[1]
+    return torch.cat([mixup(images[i:i + chunk], targets[i:i + chunk])[1] for i in range(0, len(images), chunk)])
 
 
 def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
