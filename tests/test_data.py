@@ -23,6 +23,8 @@ from pipeline.data.fetch import fetch_dataset, source_meta, sources
 from pipeline.data.load.loaders import ShardSampler, build_loaders, stratified_order
 from pipeline.data.load.transforms import (
     Augment,
+    ImageBatch,
+    TensorBatchTransform,
     channel_stats,
     pil_transform,
     posterize_any_bits,
@@ -381,3 +383,42 @@ def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, data
     assert len(loaders.train) == len(official[0])
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=recipe.lr)
     assert create_schedule(optimizer, recipe, len(loaders.train)).warmup_t == recipe.warmup_epochs * len(official[0])
+
+
+def fashion_mnist_uint8(n: int) -> torch.Tensor:
+    """The first `n` Fashion-MNIST test images as uint8 (n, 1, 28, 28), from Debian's package; skip without it."""
+    path = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+    if not path.exists():
+        pytest.skip(f"{path} absent (Debian's dataset-fashion-mnist)")
+    with gzip.open(path) as file:
+        return torch.from_numpy(np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:n].copy())
+
+
+@pytest.mark.parametrize("images, in_chans, img_size, crop_pct", [
+    ("fashion_mnist", 1, 28, 0.875),   # the CPU default's tensor back-end: 28 -> 32 -> crop 28
+    ("fashion_mnist", 3, 224, 0.875),  # 28 -> 256 -> crop 224, the paper's eval on a 28-px set
+    ("rgb32", 3, 224, 0.875),          # CIFAR-shaped: 32 -> 256 -> crop 224 (paper-small on CIFAR, device path)
+    ("rgb32", 1, 28, 1.0),             # RGB into a grey model, downsampled: luma rounded, 32 -> 28
+    ("rgb256", 3, 224, 0.875),         # the stored 256-px squares (Food-101, Flowers-102, Pets): crop only
+])
+def test_the_batched_evaluation_is_timms_within_one_level(images, in_chans, img_size, crop_pct):
+    """Both batched paths (tensor back-end, device path) evaluate as timm's eval transform on PIL images does (bicubic,
+    antialiased, rounded to uint8 by PIL): within one 8-bit level, on real Fashion-MNIST images and RGB ones."""
+    from pipeline.data.load.device import EvalOnDevice
+
+    g = torch.Generator().manual_seed(0)
+    x = {"fashion_mnist": lambda: fashion_mnist_uint8(200),
+         "rgb32": lambda: torch.randint(0, 256, (64, 3, 32, 32), generator=g, dtype=torch.uint8),
+         "rgb256": lambda: torch.randint(0, 256, (4, 3, 256, 256), generator=g, dtype=torch.uint8)}[images]()
+    mean, std = channel_stats((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), in_chans)
+    options = {"img_size": img_size, "in_chans": in_chans, "mean": mean, "std": std,
+               "augment": Augment(crop_pct=crop_pct)}
+    pil = pil_transform(training=False, **options)
+    expected = torch.stack([pil(Image.fromarray(i[0].numpy() if i.shape[0] == 1 else i.permute(1, 2, 0).numpy()))
+                            for i in x])
+    levels = torch.tensor(std).view(1, -1, 1, 1) * 255  # normalised units -> 8-bit levels
+    tensor = TensorBatchTransform(training=False, **options)(ImageBatch(x, torch.zeros(len(x), dtype=torch.int64)))[0]
+    on_device = EvalOnDevice(**options, device=torch.device("cpu"))(x)
+    for got in (tensor, on_device):
+        assert got.shape == expected.shape
+        assert ((got - expected) * levels).abs().max() <= 1 + 1e-3

@@ -11,16 +11,17 @@ tensors both splits stay on the device and every batch is built there with per-s
   tests/test_device_data.py counts the syncs). Written here, not taken from an image library: torch and
   torchvision have no per-image-argument versions of these ops, and a training cell needs nothing beyond them;
 - normalisation, then timm's `RandomErasing` on the device tensor;
-- evaluation: the tensor back-end's resize and centre crop (`transforms.eval_crop`).
+- evaluation: the tensor back-end's (timm's eval transform batched, `transforms.eval_crop`).
 
 Batches come in the DataLoader path's sampler order, so ranks split one permutation and a resumed run sees the
 same batches. Random draws come from torch's global RNG (crops, flips, erasing values), numpy's (which ops) and
 Python's `random` (magnitudes, signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
 
 Deliberate differences from the PIL path, each within one image's rounding or interpolation: images stay float
-between ops (PIL rounds to uint8 after each); resizing and the affine ops are bilinear without antialiasing (timm
-picks bilinear or bicubic at random). Batch-level RandAugments (kornia's, torchvision's) apply one set of ops to
-the whole batch at a fixed magnitude, which is not timm's policy.
+between ops (PIL rounds to uint8 after each); the random-resized crop and the affine ops are bilinear without
+antialiasing (timm picks bilinear or bicubic at random). Evaluation is timm's, within one 8-bit level.
+Batch-level RandAugments (kornia's, torchvision's) apply one set of ops to the whole batch at a fixed magnitude,
+which is not timm's policy.
 """
 
 from __future__ import annotations
@@ -293,16 +294,17 @@ class DeviceAugment(nn.Module):
 
 
 class EvalOnDevice:
-    """Evaluation batches on the device: the tensor back-end's resize and centre crop, then normalisation."""
+    """Evaluation batches on the device: the tensor back-end's (timm's eval transform, `transforms.eval_crop`), then
+    normalisation."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
-        self.img_size, self.in_chans, self.crop_pct = img_size, in_chans, augment.crop_pct
+        self.img_size, self.in_chans, self.augment = img_size, in_chans, augment
         self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1)
         self.std = torch.tensor(std, device=device).view(1, -1, 1, 1)
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        x = eval_crop(to_channels(images.float(), self.in_chans), self.img_size, self.crop_pct)
+        x = eval_crop(images, self.in_chans, self.img_size, self.augment)
         return (x / 255 - self.mean) / self.std
 
 
