@@ -362,3 +362,31 @@ def test_mixup_is_drawn_per_rank_share():
     a = x[:, 0, 0, 0]
     lam = (whole[:, 0, 0, 0] - a.flip(0)) / (a - a.flip(0))
     assert torch.allclose(lam, lam[0])
+
+
+def test_compile_stops_with_one_message_where_it_cannot_compile(monkeypatch):
+    """resources.compile: no compiler inductor needs on the device (C++ on CPU, C for Triton on CUDA), or a tiny
+    function that fails to compile, stop before the first step with one message naming the key and the fix."""
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(engine.shutil, "which", lambda name: None)
+        with pytest.raises(PipelineError, match=r"resources.compile on cpu needs a C\+\+ compiler.*g\+\+"):
+            engine.check_compile(torch.device("cpu"))
+        with pytest.raises(PipelineError, match="resources.compile on cuda needs a C compiler .*Triton.*gcc"):
+            engine.check_compile(torch.device("cuda"))
+    assert engine.compile_probe("cpu") == ""  # inductor compiles here (the image has g++)
+
+    def broken(*args, **kwargs):
+        def run(*a):
+            raise RuntimeError("CppCompileError: C++ compile error\n<many lines>")
+        return run
+
+    engine.compile_probe.cache_clear()
+    monkeypatch.setattr(torch, "compile", broken)
+    try:
+        with pytest.raises(PipelineError, match=r"resources.compile: .*RuntimeError: CppCompileError: C\+\+ compile"
+                                                r" error\); .*resources.compile: false"):
+            engine.check_compile(torch.device("cpu"))
+    finally:
+        engine.compile_probe.cache_clear()

@@ -27,6 +27,7 @@ and the resources (where and how fast) apart: only the recipe is part of a check
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -178,12 +179,40 @@ def autocast_context(dtype: torch.dtype | None, device: torch.device) -> Callabl
     return lambda: torch.autocast(device.type, dtype=dtype)
 
 
+#: The compilers inductor needs: C++ for its CPU kernels, C for Triton's GPU launcher (Triton takes $CC, else gcc,
+#: else clang).
+COMPILERS = {"cpu": ("CXX", ("g++", "c++", "clang++"), "a C++ compiler", "g++"),
+             "cuda": ("CC", ("gcc", "clang"), "a C compiler (Triton builds its GPU launcher with one)", "gcc")}
+
+
 def check_compile(device: torch.device) -> None:
-    """inductor compiles C++ on CPU: say so before the first step rather than with a compiler traceback."""
-    compilers = (os.environ.get("CXX", ""), "g++", "c++", "clang++")
-    if device.type == "cpu" and not any(c and shutil.which(c) for c in compilers):
-        raise PipelineError("resources.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
-                            " found); install one (apt-get install g++) or set resources.compile: false")
+    """Stop before the first step, with one message naming resources.compile, where torch.compile cannot compile on
+    this device: no compiler inductor needs here, or a tiny function that does not compile and run
+    (`compile_probe`, once per process and device) - rather than a traceback from inside the first step."""
+    variable, names, what, package = COMPILERS.get(device.type, COMPILERS["cpu"])
+    if not any(c and shutil.which(c) for c in (os.environ.get(variable, ""), *names)):
+        raise PipelineError(f"resources.compile on {device.type} needs {what} for inductor (none of ${variable},"
+                            f" {', '.join(names)} found); install one (apt-get install {package}) or set"
+                            " resources.compile: false")
+    failure = compile_probe(str(device))
+    if failure:
+        raise PipelineError(f"resources.compile: torch.compile cannot compile on {device} here ({failure}); fix the"
+                            " toolchain it names, or set resources.compile: false")
+
+
+@functools.cache
+def compile_probe(device: str) -> str:
+    """'' when torch.compile (inductor) compiles and runs a tiny function on `device`, else what failed."""
+    def tiny(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x) * 2 + 1
+
+    try:
+        x = torch.linspace(-1, 1, 16, device=device)
+        if not torch.allclose(torch.compile(tiny, fullgraph=True)(x), tiny(x), atol=1e-5):
+            return "a compiled function computed another result than eager"
+    except Exception as exc:  # any failure of the toolchain is the user's to fix: say what it was
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
+    return ""
 
 
 @dataclass
