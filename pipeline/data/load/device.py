@@ -10,7 +10,7 @@ tensors both splits stay on the device and every batch is built there with per-s
   per layer; the draws reach the device in one pinned copy, so the host never waits for it:
   tests/test_device_data.py counts the syncs). Written here, not taken from an image library: torch and
   torchvision have no per-image-argument versions of these ops, and a training cell needs nothing beyond them;
-- normalisation, then timm's `RandomErasing` on the device tensor;
+- normalisation, then timm's `RandomErasing`, its boxes drawn as timm draws them, applied to the batch at once;
 - evaluation: the tensor back-end's (timm's eval transform batched, `transforms.eval_crop`).
 
 Batches come in the DataLoader path's sampler order, so ranks split one permutation and a resumed run sees the
@@ -95,6 +95,12 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
     return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
+#: timm's geometric ops ('inc' set): one `affine` warp each, all of a layer's in one call.
+AFFINE = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
+#: The identity map, as `affine_theta` rows.
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+
+
 def affine(x: torch.Tensor, theta: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     """Warp each image by `theta` (N x 2 x 3: output -> input in normalised coordinates, align_corners=True, as
     `affine_theta` gives it); outside the image, `fill` (per channel). Bilinear."""
@@ -102,29 +108,28 @@ def affine(x: torch.Tensor, theta: torch.Tensor, fill: torch.Tensor) -> torch.Te
     return F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
 
 
-def affine_theta(name: str, value: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """timm's affine ops (PIL `transform`/`rotate` data: output -> input maps on pixel centres) in the normalised
-    coordinates of `F.affine_grid` (align_corners=True: pixel p is u = p / a - 1, a = (side - 1) / 2).
+def affine_theta(name: str, value: np.ndarray, height: int, width: int) -> np.ndarray:
+    """timm's affine ops (PIL `transform`/`rotate` data: output -> input maps on pixel centres) as N x 6 rows of the
+    2 x 3 maps `F.affine_grid` takes (align_corners=True: pixel p is u = p / a - 1, a = (side - 1) / 2), computed on
+    the host with the other draws.
 
     A pixel map q = M p + t is theta = [[m00, m01 ay/ax, m00 + m01 ay/ax + t_x/ax - 1], [m10 ax/ay, m11, ...]]; for
     each op that reduces to the closed forms below (a rotation about the image centre has no shift).
     """
     ax, ay = (width - 1) / 2, (height - 1) / 2
-    theta = torch.zeros(value.shape[0], 2, 3, device=value.device)
-    theta[:, 0, 0] = theta[:, 1, 1] = 1
+    theta = np.tile(IDENTITY, (len(value), 1))
     if name == "Rotate":  # PIL: counter-clockwise by `value` degrees about the image centre
         a = value * (-math.pi / 180)
-        cos, sin = a.cos(), a.sin()
-        theta[:, 0, 0], theta[:, 1, 1] = cos, cos
-        theta[:, 0, 1], theta[:, 1, 0] = sin * (ay / ax), sin * (-ax / ay)
+        theta[:, 0] = theta[:, 4] = np.cos(a)
+        theta[:, 1], theta[:, 3] = np.sin(a) * (ay / ax), np.sin(a) * (-ax / ay)
     elif name == "ShearX":  # PIL data (1, f, 0, 0, 1, 0) on pixel corners: half a pixel of shift at centres
-        theta[:, 0, 1], theta[:, 0, 2] = value * (ay / ax), value * ((ay + 0.5) / ax)
+        theta[:, 1], theta[:, 2] = value * (ay / ax), value * ((ay + 0.5) / ax)
     elif name == "ShearY":
-        theta[:, 1, 0], theta[:, 1, 2] = value * (ax / ay), value * ((ax + 0.5) / ay)
+        theta[:, 3], theta[:, 5] = value * (ax / ay), value * ((ax + 0.5) / ay)
     elif name == "TranslateXRel":  # timm: pixels = fraction x image width
-        theta[:, 0, 2] = value * (width / ax)
+        theta[:, 2] = value * (width / ax)
     elif name == "TranslateYRel":
-        theta[:, 1, 2] = value * (height / ay)
+        theta[:, 5] = value * (height / ay)
     return theta
 
 
@@ -164,8 +169,9 @@ def sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
 
 def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     """One of timm's RandAugment ops ('inc' set) on images in [0, 1], with per-image arguments `value` (timm's
-    level-to-argument output), as PIL computes them on a float image (no rounding to uint8 between ops). Brightness,
-    contrast and colour blend with black, the grey mean and the grey image, as PIL's `ImageEnhance` do."""
+    level-to-argument output; for the geometric ops, AFFINE, the N x 6 maps of `affine_theta`), as PIL computes them
+    on a float image (no rounding to uint8 between ops). Brightness, contrast and colour blend with black, the grey
+    mean and the grey image, as PIL's `ImageEnhance` do."""
     if name == "AutoContrast":  # per channel min..max to 0..1; a flat channel stays (PIL's autocontrast)
         low, high = x.amin((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)
         return torch.where(high <= low, x, (x - low) / (high - low + 1e-6))
@@ -173,8 +179,8 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
         return equalize(x)
     if name == "Invert":
         return 1 - x
-    if name in ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"):
-        return affine(x, affine_theta(name, value, x.shape[2], x.shape[3]), fill)
+    if name in AFFINE:
+        return affine(x, value.view(-1, 2, 3), fill)
     if name == "PosterizeIncreasing":  # keep the top `value` bits of each 8-bit level (0 bits: black)
         size = torch.exp2(8 - per_image(value))
         return ((x * 255).round() / size).floor() * size / 255
@@ -204,12 +210,14 @@ class RandAugment(nn.Module):
     The draws run on the host; the images never leave the device.
     """
 
-    def __init__(self, policy: str, mean: tuple):
+    def __init__(self, policy: str, mean: tuple, img_size: int):
         super().__init__()
         self.timm = rand_augment_transform(policy, {"img_mean": tuple(round(255 * m) for m in mean)})
-        self.names = [op.name for op in self.timm.ops]
-        for name in self.names:
-            apply_op(name, torch.zeros(1, 3, 4, 4), torch.ones(1), torch.zeros(1, 3, 1, 1))  # refuse unknown ops
+        self.names, self.img_size = [op.name for op in self.timm.ops], img_size
+        for name in self.names:  # refuse unknown ops
+            apply_op(name, torch.zeros(1, 3, 4, 4), torch.ones(1, 6 if name in AFFINE else 1), torch.zeros(1, 3, 1, 1))
+        # the batch is sorted by op with the geometric ops last, so that one warp applies all of a layer's
+        self.sort_key = np.array([-1, *(len(self.names) * (name in AFFINE) + k for k, name in enumerate(self.names))])
         self.register_buffer("fill", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
 
     def draw(self, n: int) -> list[list[tuple[int, float] | None]]:
@@ -241,56 +249,120 @@ class RandAugment(nn.Module):
         args = op.level_fn(magnitude, op.hparams) if op.level_fn is not None else ()
         return k, float(args[0]) if args else 0.0
 
-    def plan(self, n: int) -> tuple[torch.Tensor, list[list[tuple[int, int, int]]]]:
-        """The draws for `n` images as one float64 tensor (per layer: the order that sorts the batch by op, then
-        each row's argument in that order; last: the order that restores the batch) and, per layer, the
-        (op, first row, end row) slices of the sorted batch."""
+    def plan(self, n: int) -> tuple[np.ndarray, list[list[tuple[int, int, int]]]]:
+        """The draws for `n` images as float64 rows and, per layer, the (op, first row, end row) slices of the batch
+        sorted by op (None for the one slice of all geometric ops). Rows, per layer: the order that sorts the batch
+        by op, each row's argument in that order, the six rows of its `affine_theta` map (identity for the other
+        ops); last: the order that restores the batch."""
         rows, slices, perm = [], [], np.arange(n)  # perm[r]: the image now in row r
         for layer in self.draw(n):
             ops = np.array([-1 if d is None else d[0] for d in layer])[perm]
             values = np.array([0.0 if d is None else d[1] for d in layer])[perm]
-            order = np.argsort(ops, kind="stable")
+            order = np.argsort(self.sort_key[ops + 1], kind="stable")
             perm, ops, values = perm[order], ops[order], values[order]
+            theta = np.tile(IDENTITY, (n, 1))
             bounds = np.flatnonzero(np.diff(ops)) + 1
-            slices.append([(int(ops[a]), int(a), int(b)) for a, b in zip([0, *bounds], [*bounds, n]) if ops[a] >= 0])
-            rows += [order, values]
-        return torch.from_numpy(np.stack([*rows, np.argsort(perm)]).astype(np.float64)), slices
+            runs = [(int(ops[a]), int(a), int(b)) for a, b in zip([0, *bounds], [*bounds, n]) if ops[a] >= 0]
+            for k, a, b in runs:
+                if self.names[k] in AFFINE:
+                    theta[a:b] = affine_theta(self.names[k], values[a:b], self.img_size, self.img_size)
+            geometric = [(a, b) for k, a, b in runs if self.names[k] in AFFINE]
+            slices.append([r for r in runs if self.names[r[0]] not in AFFINE]
+                          + ([(None, geometric[0][0], geometric[-1][1])] if geometric else []))
+            rows += [order, values, *theta.T]
+        return np.stack([*rows, np.argsort(perm)]).astype(np.float64), slices
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def apply(self, x: torch.Tensor, draws: torch.Tensor, slices: list[list[tuple[int, int, int]]]) -> torch.Tensor:
+        """The planned ops on images in [0, 1]; `draws` are `plan`'s rows, on the images' device."""
         fill = self.fill if self.fill.shape[1] == x.shape[1] else self.fill.mean(1, keepdim=True)
-        draws, slices = self.plan(x.shape[0])
-        if x.device.type == "cuda":  # pinned: the copy is queued on the stream, the host does not wait for it
-            draws = draws.pin_memory()
-        draws = draws.to(x.device, non_blocking=True)
         for layer, ops in enumerate(slices):
-            x = x.index_select(0, draws[2 * layer].long())
-            values = draws[2 * layer + 1].float()
+            first = 8 * layer
+            x = x.index_select(0, draws[first].long())
+            values, theta = draws[first + 1].float(), draws[first + 2:first + 8].T.float()
             for k, a, b in ops:
-                x[a:b] = apply_op(self.names[k], x[a:b], values[a:b], fill)
+                x[a:b] = (affine(x[a:b], theta[a:b].reshape(-1, 2, 3), fill) if k is None
+                          else apply_op(self.names[k], x[a:b], values[a:b], fill))
         return x.index_select(0, draws[-1].long())
 
 
+class Erasing:
+    """timm's `RandomErasing` (one box per image) for a batch on the device: each image's box drawn on the host as
+    timm's `_erase` draws it from Python's `random` (the gate, up to 10 tries of area and aspect, then top and
+    left), all boxes applied with one mask; the erased pixels N(0, 1) per pixel ('pixel'), per image and channel
+    ('rand') or 0 ('const'), drawn on the device for the whole batch at once.
+
+    Why not timm's own on the batch: it erases image by image in Python, ~8 kernel launches per erased image
+    (~1,000 per batch of 512 at reprob 0.25), where this takes ten.
+    """
+
+    def __init__(self, probability: float, mode: str):
+        self.timm = RandomErasing(probability, mode=mode, device="cpu")  # its parameters, as timm derives them
+        if self.timm.min_count != 1 or self.timm.max_count != 1:
+            raise PipelineError("random erasing with several boxes has no device implementation; use"
+                                " resources.data_on_device: false")
+
+    def draw(self, n: int, height: int, width: int) -> np.ndarray:
+        """(4, n): each image's box top, left, height, width (height 0: not erased), in timm's order of draws."""
+        t, boxes = self.timm, np.zeros((4, n))
+        for i in range(n):
+            if random.random() > t.probability:
+                continue
+            for _ in range(10):
+                target = random.uniform(t.min_area, t.max_area) * height * width
+                aspect = math.exp(random.uniform(*t.log_aspect_ratio))
+                h, w = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+                if w < width and h < height:
+                    boxes[:, i] = random.randint(0, height - h), random.randint(0, width - w), h, w
+                    break
+        return boxes
+
+    def apply(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        """Erase `boxes` (`draw`'s rows, on the images' device) in normalised images."""
+        top, left, h, w = boxes[:, :, None]
+        rows, cols = torch.arange(x.shape[2], device=x.device), torch.arange(x.shape[3], device=x.device)
+        mask = (((rows >= top) & (rows < top + h))[:, None, :, None]
+                & ((cols >= left) & (cols < left + w))[:, None, None, :])
+        if self.timm.per_pixel:
+            return torch.where(mask, torch.randn_like(x), x)
+        if self.timm.rand_color:
+            return torch.where(mask, torch.randn(x.shape[0], x.shape[1], 1, 1, device=x.device), x)
+        return x.masked_fill(mask, 0)
+
+
 class DeviceAugment(nn.Module):
-    """Training batches on the device: uint8 N x C x H x W in, normalised float in (see the module docstring)."""
+    """Training batches on the device: uint8 N x C x H x W in, normalised float in (see the module docstring).
+
+    Every host-side draw of a batch (RandAugment's ops and magnitudes, the erasing boxes) reaches the device in one
+    pinned, non-blocking copy: the host never waits for the device (tests/test_device_data.py counts it)."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
         super().__init__()
         self.in_chans, self.img_size, self.augment = in_chans, img_size, augment
-        self.rand_augment = RandAugment(augment.aa, mean) if augment.aa else None
-        self.erase = (RandomErasing(augment.reprob, mode=augment.remode, device=device)
-                      if augment.reprob > 0 else None)
+        self.rand_augment = RandAugment(augment.aa, mean, img_size) if augment.aa else None
+        self.erase = Erasing(augment.reprob, augment.remode) if augment.reprob > 0 else None
         self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
         self.to(device)
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = random_resized_crops(to_channels(images.float() / 255, self.in_chans), self.img_size, self.augment)
+        n, rows, slices = images.shape[0], [], []
         if self.rand_augment is not None:
-            x = self.rand_augment(x.clamp(0, 1))
+            planned, slices = self.rand_augment.plan(n)
+            rows.append(planned)
+        if self.erase is not None:
+            rows.append(self.erase.draw(n, self.img_size, self.img_size))
+        draws = torch.from_numpy(np.concatenate(rows)) if rows else None
+        if draws is not None and images.device.type == "cuda":  # queued on the stream; the host does not wait
+            draws = draws.pin_memory()
+        draws = draws.to(images.device, non_blocking=True) if draws is not None else None
+        x = random_resized_crops(to_channels(images.float() / 255, self.in_chans), self.img_size, self.augment)
+        planned = len(rows[0]) if self.rand_augment is not None else 0
+        if self.rand_augment is not None:
+            x = self.rand_augment.apply(x.clamp(0, 1), draws[:planned], slices)
         x = (x - self.mean) / self.std
-        return self.erase(x) if self.erase is not None else x
+        return self.erase.apply(x, draws[planned:]) if self.erase is not None else x
 
 
 class EvalOnDevice:
