@@ -304,11 +304,15 @@ class Resources:
     #: keep a dataset stored as tensors on the device and augment whole batches there (`pipeline.data.load.device`);
     #: 'auto': on a GPU when it fits; true also on CPU; false: DataLoader
     data_on_device: Literal["auto", True, False] = "auto"
+    #: minutes of training between resume checkpoints (written at an epoch's end); 0: after every epoch. SIGUSR1
+    #: asks for one at the current epoch's end, SIGTERM for one and a stop (a cluster's time limit or preemption)
+    checkpoint_minutes: float = 0.0
 
     def __post_init__(self):
         for name in ("nproc", "nnodes", "threads", "sync_every"):
             _positive(f"resources.{name}", getattr(self, name))
         _within("resources.workers", self.workers, 0, float("inf"))
+        _within("resources.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
 
     @property
     def ranks(self) -> int:

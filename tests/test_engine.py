@@ -390,3 +390,51 @@ def test_compile_stops_with_one_message_where_it_cannot_compile(monkeypatch):
             engine.check_compile(torch.device("cpu"))
     finally:
         engine.compile_probe.cache_clear()
+
+
+def signal_in_epoch(monkeypatch, epoch: int, signum: int) -> None:
+    """This process gets `signum` while epoch `epoch` (0-based) evaluates."""
+    import os
+
+    real, calls = engine.evaluate, []
+
+    def signalling(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == epoch + 1:
+            os.kill(os.getpid(), signum)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", signalling)
+
+
+def test_checkpoints_by_time_and_on_signals(tmp_path, monkeypatch):
+    """resources.checkpoint_minutes: 0 writes one after every epoch; 60 writes none in a short run, except at the
+    end of the epoch in which SIGUSR1 came (and the run goes on) or SIGTERM came (and it stops, resumable to the
+    uninterrupted run's metrics). The process's own handlers are back afterwards."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)
+    every, hourly = Resources(checkpoint_minutes=0), Resources(checkpoint_minutes=60)
+    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", attempt="x",
+                resources=every)
+    assert torch.load(tmp_path / "w.pt", weights_only=False)["epoch"] == 2
+    fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "h.pt", attempt="x",
+        resources=hourly)
+    assert not (tmp_path / "h.pt").exists()
+    with monkeypatch.context() as patch:
+        signal_in_epoch(patch, 0, signal.SIGUSR1)
+        asked = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "u.pt",
+                    attempt="x", resources=hourly)
+    assert torch.load(tmp_path / "u.pt", weights_only=False)["epoch"] == 0 and strip(asked) == strip(whole)
+    with monkeypatch.context() as patch:
+        signal_in_epoch(patch, 1, signal.SIGTERM)
+        with pytest.raises(PipelineError, match=r"stopped by SIGTERM after epoch 2; .*run the same command again"):
+            fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "t.pt", attempt="x",
+                resources=hourly)
+    assert torch.load(tmp_path / "t.pt", weights_only=False)["epoch"] == 1
+    resumed = fit(tiny_model(seed=99), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "t.pt",
+                  attempt="x", resources=hourly)
+    assert strip(resumed) == strip(whole) and len(resumed["history"]) == 3
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)) == before
+    with pytest.raises(PipelineError, match="resources.checkpoint_minutes"):
+        Resources(checkpoint_minutes=-1)

@@ -11,11 +11,12 @@ Launch lines (the `train` command builds them for you from params.yaml; see `pip
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \\
         --rdzv_id=job42 -m pipeline train imagenet impulse 0                # on each node
 
-Reliability: every epoch ends with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist`
-out would take the stage out of DVC's run-cache). A killed run started again resumes from it; because each epoch
-reseeds every random source from (seed, epoch, rank), the resumed run ends with the same metrics as an uninterrupted
-one. Rank 0 decides where a run starts and hands its checkpoint to any rank that disagrees (nodes without a shared
-filesystem), so no rank restarts while another resumes.
+Reliability: epochs end with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist` out would
+take the stage out of DVC's run-cache): every epoch, or every `resources.checkpoint_minutes` of training, and at the
+end of the epoch in which the process got SIGUSR1 (then it goes on) or SIGTERM (then it stops, resumable). A killed
+run started again resumes from the last; because each epoch reseeds every random source from (seed, epoch, rank), the
+resumed run ends with the same metrics as an uninterrupted one. Rank 0 decides where a run starts and hands its
+checkpoint to any rank that disagrees (nodes without a shared filesystem), so no rank restarts while another resumes.
 
 GPU readiness (README, "GPU readiness"): the training step never waits on the host: losses and correct counts
 stay on the device and are read back once every `resources.sync_every` steps (the NaN guard then names the first
@@ -33,7 +34,9 @@ import os
 import random
 import resource
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -528,6 +531,43 @@ class Logger:
             self.live.end()
 
 
+class CheckpointPolicy:
+    """When an epoch's end writes the resume checkpoint: every `minutes` of training (0: every epoch), and after the
+    epoch in which this process got SIGUSR1 (write, go on: `kill -USR1`, `scancel --signal=USR1`) or SIGTERM (write,
+    stop: a cluster's time limit or preemption; torchrun forwards it to every rank). Ranks agree on the signals (one
+    all-reduce per epoch); rank 0 writes. Used as a context: the handlers are the process's only inside it, and only
+    in the main thread (where Python delivers signals)."""
+
+    SIGNALS = ("SIGUSR1", "SIGTERM")
+
+    def __init__(self, minutes: float, d: Dist):
+        self.minutes, self.d, self.last = minutes, d, time.monotonic()
+        self.got: dict[str, bool] = dict.fromkeys(self.SIGNALS, False)
+        self.previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                self.previous[name] = signal.signal(getattr(signal, name), self.handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, handler in self.previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+    def handle(self, signum, frame) -> None:
+        self.got[signal.Signals(signum).name] = True
+
+    def decide(self) -> tuple[bool, bool]:
+        """(write a checkpoint now, stop after it), at an epoch's end."""
+        asked = all_sum([float(self.got[name]) for name in self.SIGNALS], self.d)
+        usr1, term = (value > 0 for value in asked)
+        due = self.minutes == 0 or time.monotonic() - self.last >= 60 * self.minutes
+        if due or usr1 or term:
+            self.last, self.got = time.monotonic(), dict.fromkeys(self.SIGNALS, False)
+        return due or usr1 or term, term
+
+
 def evaluates(epoch: int, recipe: TrainConfig) -> bool:
     """Whether epoch `epoch` (0-based) is evaluated: every `train.eval_every`-th, and always the last."""
     return (epoch + 1) % recipe.eval_every == 0 or epoch == recipe.epochs - 1
@@ -568,6 +608,24 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
     for row in history:  # a resumed run's dvclive logs start over in a fresh out dir: replay the past epochs
         logger.epoch(row, recipe.epochs)
     wall = time.perf_counter()
+    with CheckpointPolicy(resources.checkpoint_minutes, d) as policy:
+        history = train_epochs(parts, loaders, recipe, seed, d, checkpoint, attempt, name, resources, first, history,
+                               logger, policy, wall)
+    logger.close()
+    summary = summarize(history, time.perf_counter() - wall)
+    if getattr(loaders, "test", None) is not None:
+        start = time.perf_counter()
+        correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
+        summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
+                    "test_time_s": time.perf_counter() - start}
+    return summary
+
+
+def train_epochs(parts: Parts, loaders, recipe: TrainConfig, seed: int, d: Dist, checkpoint: Path, attempt: str,
+                 name: str, resources: Resources, first: int, history: list, logger: Logger,
+                 policy: CheckpointPolicy, wall: float) -> list:
+    """Epochs `first` .. the last: train, evaluate (`evaluates`), log, checkpoint as `policy` says; the history."""
+    steps = len(loaders.train)
     for epoch in range(first, recipe.epochs):
         reseed(seed, epoch, d.rank)
         loaders.train.sampler.set_epoch(epoch)
@@ -584,18 +642,15 @@ def fit(model, loaders, recipe: TrainConfig, *, seed: int, d: Dist, checkpoint: 
         history.append(row)
         timing["eta_s"] = (time.perf_counter() - wall) / (epoch + 1 - first) * (recipe.epochs - epoch - 1)
         logger.epoch(row, recipe.epochs, timing)
-        if d.master:
+        write, stop = policy.decide()
+        if write and d.master:
             save_checkpoint(checkpoint, parts, epoch, history, attempt)
         if d.world_size > 1:
             dist.barrier()
-    logger.close()
-    summary = summarize(history, time.perf_counter() - wall)
-    if getattr(loaders, "test", None) is not None:
-        start = time.perf_counter()
-        correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
-        summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
-                    "test_time_s": time.perf_counter() - start}
-    return summary
+        if stop:
+            raise PipelineError(f"[{name}] stopped by SIGTERM after epoch {epoch + 1}; its checkpoint {checkpoint}"
+                                " holds it: run the same command again to resume")
+    return history
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:
