@@ -438,3 +438,42 @@ def test_checkpoints_by_time_and_on_signals(tmp_path, monkeypatch):
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)) == before
     with pytest.raises(PipelineError, match="resources.checkpoint_minutes"):
         Resources(checkpoint_minutes=-1)
+
+
+class HostCopies(torch.overrides.TorchFunctionMode):
+    """Counts tensors made from host values onto a device (`torch.tensor(..., device=...)`): a host-to-device copy
+    each on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.count += func in (torch.tensor, torch.as_tensor) and kwargs.get("device") is not None
+        return func(*args, **kwargs)
+
+
+def test_evaluation_copies_nothing_to_the_device_per_batch():
+    model, loaders = tiny_model(), tiny_loaders(n=64)
+    loaders.val = DataLoader(TensorDataset(*loaders.train.dataset.tensors), batch_size=10)  # 7 batches, the last of 4
+    with HostCopies() as copies:
+        result = engine.evaluate(model, loaders.val, Dist())
+    assert copies.count == 0
+    x, y = loaders.train.dataset.tensors
+    with torch.no_grad():
+        logits = model.eval()(x)
+    assert result["val_top1"] == pytest.approx((logits.argmax(-1) == y).float().mean().item())
+    assert result["val_loss"] == pytest.approx(torch.nn.functional.cross_entropy(logits, y).item(), rel=1e-6)
+
+
+def test_the_epoch_line_names_the_hosts_batch_time_for_the_data_path(workdir, capsys):
+    """DataLoader path: the host waited for workers ('data wait'); device path: it enqueued the augmentation ('batch
+    build (host)', not the GPU's idle time)."""
+    from pipeline.config import DataConfig
+    from pipeline.training import run as runs
+
+    for on_device, label in ((False, "data wait"), (True, "batch build (host)")):
+        runs.execute(tiny_run(epochs=1), DataConfig(), Resources(data_on_device=on_device))
+        line = next(x for x in capsys.readouterr().out.splitlines() if "] epoch 1/1" in x)
+        assert re.search(rf"  {re.escape(label)} \d+%  peak mem", line), line

@@ -281,7 +281,8 @@ def build_parts(model: torch.nn.Module, recipe: TrainConfig, num_classes: int, s
 def train_one_epoch(parts: Parts, loader, recipe: TrainConfig, epoch: int, d: Dist, progress,
                     resources: Resources = DEFAULT_RESOURCES) -> dict:
     """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s and the share of
-    the epoch the host spent waiting for batches.
+    the epoch the host spent getting batches (`data_wait`): waiting for DataLoader workers, or on the device path
+    enqueuing the batch's augmentation (host time, not GPU idle time: bench/gpu_check.py measures that).
 
     Nothing in the step waits on the host: each step's loss and correct count stay on the device and are read
     back together every `resources.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
@@ -366,15 +367,17 @@ def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> d
     """
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=d.device)  # loss, top-1, top-5, images
+    seen = 0  # counted on the host: a tensor made from it per batch would be a host-to-device copy per batch
     for images, targets in loader:
         images, targets = images.to(d.device, non_blocking=True), targets.to(d.device, non_blocking=True)
         with autocast():
             logits = model(images).float()
         best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
-        sums += torch.stack([F.cross_entropy(logits, targets, reduction="sum").double(),
-                             (best[:, 0] == targets).sum().double(),
-                             (best == targets[:, None]).any(-1).sum().double(),
-                             torch.tensor(len(targets), dtype=torch.float64, device=d.device)])
+        sums[:3] += torch.stack([F.cross_entropy(logits, targets, reduction="sum").double(),
+                                 (best[:, 0] == targets).sum().double(),
+                                 (best == targets[:, None]).any(-1).sum().double()])
+        seen += len(targets)
+    sums[3] = seen
     if d.world_size > 1:
         dist.all_reduce(sums)
     loss_sum, top1, top5, n = sums.tolist()
@@ -509,7 +512,8 @@ class Logger:
             self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
 
     def epoch(self, row: dict, epochs: int, timing: dict | None = None) -> None:
-        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, data wait, peak memory."""
+        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, the host's time getting
+        batches (`train_one_epoch`'s data_wait, labelled for the data path), peak memory."""
         if not self.d.master:
             return
         if self.live is not None:
@@ -522,7 +526,7 @@ class Logger:
         line = (f"[{self.name}] epoch {row['epoch'] + 1}/{epochs}  loss {row['train_loss']:.4f}  {val}  "
                 f"lr {row['lr']:.2e}  {row['images_per_s']:.0f} img/s  {row['epoch_time_s']:.1f} s")
         if timing:
-            line += (f"  data wait {timing['data_wait']:.0%}  peak mem {timing['peak_memory_gib']:.2f} GiB"
+            line += (f"  {timing['data_label']} {timing['data_wait']:.0%}  peak mem {timing['peak_memory_gib']:.2f} GiB"
                      f"  ETA {duration(timing['eta_s'])}")
         print(line, flush=True)
 
@@ -635,7 +639,8 @@ def train_epochs(parts: Parts, loaders, recipe: TrainConfig, seed: int, d: Dist,
         if bar is not None:
             bar.close()
         parts.scheduler.step(epoch + 1)
-        timing = {"data_wait": row.pop("data_wait"), "peak_memory_gib": peak_memory_gib(d.device)}
+        timing = {"data_wait": row.pop("data_wait"), "peak_memory_gib": peak_memory_gib(d.device),
+                  "data_label": "batch build (host)" if getattr(loaders, "backend", "") == "device" else "data wait"}
         if evaluates(epoch, recipe):
             sync_batchnorm_stats(parts, d)
             row |= evaluate(parts.ema.module if parts.ema else parts.model, loaders.val, d, parts.autocast)
