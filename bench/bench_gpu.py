@@ -205,15 +205,26 @@ def throughput_row(result: dict, img: int, script: str = "bench/bench_gpu.py") -
             "images_per_s": round(result["per_device"]), "source": source}
 
 
+def row_key(row: dict) -> tuple:
+    """What `python -m pipeline check` matches a throughput row by."""
+    return row["model"], row["img_size"], row["embed_dim"], row["device"]
+
+
 def append_rows(path: Path, rows: list[dict]) -> None:
-    """Add rows to a throughput table (a YAML list), keeping its comments and earlier entries."""
+    """Add rows to a throughput table (a YAML list), keeping its comments and earlier entries except those of the
+    same (model, image size, width, device), which the new rows replace (`check` reads the first match)."""
     text = path.read_text() if path.exists() else ""
+    head, *entries = ("\n" + text).split("\n- model: ")
+    new = {row_key(r) for r in rows}
+    kept = [e for e in entries if row_key(yaml_load("- model: " + e)[0]) not in new]
     lines = []
     for row in rows:
         lines.append(f"- model: {row['model']}")
         lines += [f"  {k}: {'null' if v is None else v if not isinstance(v, str) else repr(v)}"
                   for k, v in row.items() if k != "model"]
-    path.write_text(text.rstrip("\n") + ("\n" if text else "") + "\n".join(lines) + "\n")
+    body = "".join(f"\n- model: {e.rstrip()}" for e in kept)
+    path.write_text((head.lstrip("\n").rstrip("\n") + body).strip("\n") + ("\n" if head.strip() or body else "")
+                    + "\n".join(lines) + "\n")
     yaml_load(path.read_text())  # still one valid YAML list
 
 

@@ -35,7 +35,7 @@ def test_the_emulation_hides_what_a_stock_image_lacks(tmp_path):
 def test_the_gpu_path_imports_without_them(tmp_path):
     stock_python(tmp_path, "-c", "import pipeline.training.engine, pipeline.data.load.device, pipeline.training.train,"
                  " pipeline.training.run, pipeline.check, pipeline.profiles, pipeline.method.inits;"
-                 " import bench.bench_gpu")
+                 " import bench.bench_gpu, bench.gpu_check")
 
 
 def test_a_training_cell_runs_end_to_end_without_them(tmp_path, workdir):
@@ -61,3 +61,11 @@ def test_pytest_collects_the_gpu_tests_without_them(tmp_path):
                        *PYTEST_ABSENT, "tests")
     assert "tests/test_device_data.py::test_the_device_path_runs_under_cudas_sync_debug_mode" in out
     assert "needs dvc, which is not installed here" in out or "dvc" not in ABSENT
+
+
+def test_make_bench_gpu_installs_nothing():
+    """`make bench-gpu` on a GPU node runs the GPU check with the Python it finds (a stock image's: no venv, no
+    package registry), never `make env`."""
+    plan = subprocess.run(["make", "-n", "bench-gpu", "GPU_PYTHON=python3"], cwd=ROOT, capture_output=True,
+                          text=True).stdout
+    assert plan.strip() == "python3 bench/gpu_check.py --yaml bench/throughput.yaml"

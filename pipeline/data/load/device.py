@@ -92,7 +92,13 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
                                 " false")
         return True
     size = sum(len(s) * tensor_images(s).images[0].numel() for s in splits) if not reason else 0
-    return not reason and size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
+    return not reason and fits(size, device)
+
+
+def fits(size: int, device: torch.device) -> bool:
+    """Whether `size` bytes of uint8 splits go on this GPU under `data_on_device: auto`: at most MEMORY_SHARE of its
+    free memory (the rest is the model's, its activations' and the augmentation's)."""
+    return size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
 #: timm's geometric ops ('inc' set): one `affine` warp each, all of a layer's in one call.
