@@ -288,7 +288,8 @@ class Resources:
     metrics.json. Knobs that change numbers in their last bits (float reduction order): threads, compile,
     channels_last, nproc/nnodes (DDP's all-reduce). Knobs that change the random draws: nproc/nnodes (each rank
     draws its own mixup pairs, drop-path masks) and data_on_device (the batched augmentation on the device instead of
-    timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers and sync_every change nothing.
+    timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers, sync_every and
+    checkpoint_minutes change nothing.
     """
 
     device: Literal["auto", "cpu", "cuda"] = "auto"  #: 'cuda' stops at once where CUDA cannot run
