@@ -19,8 +19,8 @@ from a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the pa
 
 A batch of 512 per GPU emulates the official run's 64-image ranks (`train.sampler_ranks`, as paper-small). Each
 measurement trains one warm-up epoch (compilation, cuDNN autotuning, worker start), times one epoch of `--steps`
-steps, then profiles a third: the share of it the GPU computed nothing (1 - kernel time / wall time, torch's
-profiler), the share the host spent getting batches, and the timed epoch's peak GPU memory. Images/s is over all
+steps, then profiles 5 steps of a third: the share of them the GPU computed nothing (1 - kernel time / wall time,
+torch's profiler), the share the host spent getting batches, and the timed epoch's peak GPU memory. Images/s is over all
 processes; the row written for bench/throughput.yaml (what `python -m pipeline check` divides a grid's images by) is
 per GPU. MFU = model FLOPs per image (forward + backward, counted by `torch.utils.flop_counter.FlopCounterMode` on
 one training step, attention included: `flops_per_image`) x images/s, over the GPUs' peak dense bf16 throughput
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import os
 import sys
 import tempfile
@@ -65,6 +66,8 @@ MODELS = ("vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224
 #: V100 has no bf16: its fp16 figure, which `amp: auto` uses there.
 PEAK_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0,
                "A10": 125.0, "V100": 125.0, "RTX 4090": 165.0}
+#: Training steps the GPU-idle share is profiled over.
+PROFILED_STEPS = 5
 #: Images per GPU of the official small-dataset run (8 GPUs x 64): a larger batch per process emulates its ranks
 #: (`train.sampler_ranks`), as paper-small does.
 OFFICIAL_RANK_BATCH = 64
@@ -161,8 +164,8 @@ def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Di
         peak_memory_gib(d.device)  # resets the GPU's peak: the timed epoch's own
         rows.append(train_one_epoch(parts, loaders.train, recipe, epoch, d, lambda n: None, resources))
     peak_memory = peak_memory_gib(d.device)
-    idle = gpu_idle_share(lambda: train_one_epoch(parts, loaders.train, recipe, 2, d, lambda n: None, resources),
-                          d.device)
+    first = FirstBatches(loaders.train, PROFILED_STEPS)  # the profiler's trace grows with the kernels it records
+    idle = gpu_idle_share(lambda: train_one_epoch(parts, first, recipe, 2, d, lambda n: None, resources), d.device)
     device_name, peak = peak_tflops(d.device, args.peak_tflops)
     rate = rows[-1]["images_per_s"]
     mfu = rate * flops / (peak * 1e12 * d.world_size) if peak else None
@@ -170,6 +173,19 @@ def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Di
             "gflops_per_image": flops / 1e9, "mfu": mfu, "device": device_name, "world_size": d.world_size,
             "batch_per_device": batch, "amp": args.amp, "data_wait": rows[-1]["data_wait"], "gpu_idle": idle,
             "peak_memory_gib": peak_memory, "sampler_ranks": recipe.sampler_ranks, "torch": torch.__version__}
+
+
+class FirstBatches:
+    """The first `steps` batches of a train loader, as `train_one_epoch` reads a loader (len, iteration)."""
+
+    def __init__(self, loader, steps: int):
+        self.loader, self.steps = loader, min(steps, len(loader))
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        return itertools.islice(iter(self.loader), self.steps)
 
 
 def gpu_idle_share(run, device: torch.device) -> float | None:
@@ -185,12 +201,17 @@ def gpu_idle_share(run, device: torch.device) -> float | None:
         run()
         torch.cuda.synchronize()
         wall = time.perf_counter() - start
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type.name == "CUDA")
-    busy, reach = 0.0, float("-inf")  # microseconds
-    for begin, end in spans:
-        busy += max(0.0, end - max(begin, reach))
+    busy = covered([(e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type.name == "CUDA"])
+    return max(0.0, 1 - busy / 1e6 / wall)  # the profiler's times are microseconds
+
+
+def covered(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of the intervals `spans` (overlapping kernels, on several streams, count once)."""
+    total, reach = 0.0, float("-inf")
+    for begin, end in sorted(spans):
+        total += max(0.0, end - max(begin, reach))
         reach = max(reach, end)
-    return max(0.0, 1 - busy / 1e6 / wall)
+    return total
 
 
 def throughput_row(result: dict, img: int, script: str = "bench/bench_gpu.py") -> dict:

@@ -144,9 +144,12 @@ def cell(check: Check, compiled: bool) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
     start = time.time()
     with (check.out / f"cell-{label}.log").open("w") as log:
-        proc = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=max(10, check.left() - 5))
-    row = {"part": "cell", "mode": label, "rc": proc.returncode, "wall_s": time.time() - start,
+        try:
+            rc = subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=max(10, check.left() - 5)).returncode
+        except subprocess.TimeoutExpired:
+            rc = "killed at the deadline"
+    row = {"part": "cell", "mode": label, "rc": rc, "wall_s": time.time() - start,
            "params": yaml_load(text)["profile"]}
     metrics = work / "results" / "train" / "cifar10" / "vit" / "impulse" / "seed0" / "metrics.json"
     if metrics.exists():
@@ -276,10 +279,13 @@ def run_pytest(check: Check) -> None:
     """The project's GPU tests (on a CPU they are collected and skipped: the stock image's collection is tested)."""
     command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"]
     with (check.out / "pytest.log").open("w") as log:
-        proc = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=max(10, check.left() - 5))
+        try:
+            rc = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                timeout=max(10, check.left() - 5)).returncode
+        except subprocess.TimeoutExpired:
+            rc = "killed at the deadline"
     lines = [x for x in (check.out / "pytest.log").read_text().splitlines() if x.strip()]
-    check.emit({"part": "pytest", "rc": proc.returncode, "result": lines[-1] if lines else ""})
+    check.emit({"part": "pytest", "rc": rc, "result": lines[-1] if lines else ""})
 
 
 def run_part(name: str, check: Check, modes: list[str]) -> None:

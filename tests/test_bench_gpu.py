@@ -57,3 +57,8 @@ def test_the_flop_count_includes_attention_as_the_hand_count():
                                           torch.device("cpu"))
     patch_embedding = 2 * 196 * (16 * 16 * 3) * 192
     assert forward == hand and step == 3 * hand - patch_embedding
+
+
+def test_gpu_busy_time_counts_overlapping_kernels_once():
+    covered = load_bench().covered
+    assert covered([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17 and covered([]) == 0
