@@ -39,7 +39,8 @@ def test_the_cpu_rehearsal_runs_a_cell_and_the_matrix_on_a_stock_image(tmp_path)
     assert measured == [("eager", "device", 128), ("eager", "device", 16), ("eager", "loader", 128),
                         ("eager", "loader", 16)]
     assert next(r for r in rows if r["part"] == "matrix")["sampler_ranks"] == 2  # 128 = 2 ranks of 64
-    assert next(r for r in rows if r["part"] == "syncs")["skipped"].startswith("CUDA only")
+    assert [(r["mode"], r["path"], r["counted"]) for r in rows if r["part"] == "syncs"] == [
+        ("eager", "device", False), ("eager", "loader", False)]  # the flow, at 128 (2 ranks); no sync debug mode
     for path in (out / "throughput_rows.yaml", table):  # the row `check` reads: paper-small's configuration
         row = throughput(ModelConfig(img_size=32), yaml_load(path.read_text()), "cpu")
         assert row["source"].startswith("bench/gpu_check.py (eager, auto, device data, batch 128") and "torch" in row[
@@ -51,7 +52,7 @@ def test_the_summary_judges_the_issues_targets():
     matrix = [{"part": "matrix", "mode": m, "path": "device", "batch_per_device": 512, "images_per_s": rate,
                "mfu": 0.2, "gpu_idle": 0.1, "data_wait": 0.05, "peak_memory_gib": 20.0}
               for m, rate in (("eager", 12000.0), ("compiled", 18000.0))]
-    syncs = [{"part": "syncs", "mode": "eager", "path": "device", "per_step": 0.0, "syncs_2_steps": 1,
+    syncs = [{"part": "syncs", "mode": "eager", "path": "device", "counted": True, "per_step": 0.0, "syncs_2_steps": 1,
               "syncs_6_steps": 1, "sites_6_steps": {}, "eval_batches": 4, "eval_syncs": 1, "eval_sites": {}}]
     lines = check.targets(matrix + syncs)
     assert "  compiled >= 20,000 img/s: 18,000 (NOT met)" in lines
