@@ -21,10 +21,10 @@ the rest; a failure is a finding, recorded with its message. In order:
   compiled   the cell, compiled (inductor's caches are warm from the matrix)
   pytest     the project's GPU tests (`pytest -m gpu`), with the time left
 
-In OUT: summary.txt (read it first: the tables and the issue's targets), rows.jsonl (every measurement),
-throughput_rows.yaml (the rows for bench/throughput.yaml: the device's name, torch's version, the date), cell logs and
-metrics, pytest.log. `--cpu` runs a 2-block ViT at 32 px on the CPU (no MFU, no sync debug mode, no placement) so that
-the flow is tested without a GPU (tests/test_gpu_check.py).
+In OUT, eight files: summary.txt (read it first: the tables and the issue's targets), rows.jsonl (every measurement),
+throughput_rows.yaml (the row for bench/throughput.yaml: the device's name, torch's version, the date), the cells'
+logs and metrics.json, pytest.log. `--cpu` runs a 2-block ViT at 32 px on the CPU (no MFU, no sync debug mode, no
+placement) so that the flow is tested without a GPU (tests/test_gpu_check.py).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def cell(check: Check, compiled: bool) -> None:
                                       "hardware", "wall_time_s", "epochs")}
     else:
         row["tail"] = (check.out / f"cell-{label}.log").read_text()[-1500:]
-    shutil.rmtree(work / "data", ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)  # its outs are the cell's (model.pt and all); OUT keeps the metrics
     check.emit(row)
 
 
