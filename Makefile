@@ -29,11 +29,13 @@ repro: env system-deps
 test: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
 
-# What awaits a GPU (README, "GPUs"): the CUDA-only tests, then throughput of both data paths at 64 and 512
-# images per GPU, added to bench/throughput.yaml (which `python -m pipeline check` reads).
-bench-gpu: env
-	$(BIN)/python -m pytest -m gpu tests
-	$(BIN)/python bench/bench_gpu.py --yaml bench/throughput.yaml
+# The GPU check (README, "GPUs"; bench/gpu_check.py): a real paper-small cell, eager and compiled; throughput, MFU,
+# GPU idle and memory of both data paths at 512 and 64 images per GPU; host syncs per step; the CUDA-only tests. It
+# installs nothing and needs no network: the venv's Python where there is one, else the node's own (a stock PyTorch
+# image). Results in $OUT or gpu_check_out/; its row goes into bench/throughput.yaml (which `check` reads).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+bench-gpu:
+	$(GPU_PYTHON) bench/gpu_check.py --yaml bench/throughput.yaml
 
 lint: env
 	$(BIN)/ruff check .

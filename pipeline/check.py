@@ -7,15 +7,18 @@ channels, with its optimizer, schedule and transforms: an unknown timm name, a k
 patch size that does not divide the image, an unknown optimizer or scheduler, a bad RandAugment string or a batch
 larger than the training set stop here, in seconds, with the params key and the fix.
 
-The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset) by the
-throughput of the entry of bench/throughput.yaml for the model and for the device the runs will use (this machine's
-first GPU, or its CPU; measured with bench/bench_gpu.py or bench/bench_train.py, or derived from the paper's stated
-hours; each entry names its source). `make repro` runs this before it reproduces anything, so a GPU profile
-(`resources.device: cuda`) on a machine where CUDA cannot run stops here, in seconds, saying why.
+The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset, and the
+images it evaluates at a third of a training image's cost) by the throughput of the entry of bench/throughput.yaml
+for the model and for the device the runs will use (this machine's first GPU, or its CPU; measured with
+bench/gpu_check.py or bench/bench_train.py, or derived from the paper's stated hours; each entry names its source),
+and says where a cell would outlast what `repro --executor slurm` lets it run (slurm.time x (slurm.requeues + 1)).
+`make repro` runs this before it reproduces anything, so a GPU profile (`resources.device: cuda`) on a machine where
+CUDA cannot run stops here, in seconds, saying why.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -77,16 +80,47 @@ def throughput(m: ModelConfig | SimpleVitConfig, table: list[dict], device: str)
     return None
 
 
+#: What one evaluated image costs against one trained image: the forward pass alone, a third of the forward and
+#: backward FLOPs (ViT-Ti/16: 2.51 of 7.52 GFLOP, `bench/gpu_check.py`'s count).
+EVAL_COST = 1 / 3
+
+
+def evaluated_epochs(recipe: TrainConfig) -> int:
+    """Epochs whose end evaluates (every `train.eval_every`-th and the last, `engine.evaluates`)."""
+    return len([e for e in range(recipe.epochs) if (e + 1) % recipe.eval_every == 0 or e == recipe.epochs - 1])
+
+
+def epoch_images(n: int, recipe: TrainConfig, processes: int) -> int:
+    """Images one epoch of `n` trains: each rank's shard (padded to a multiple of the ranks, as DistributedSampler
+    pads) in whole batches of its share (timm's loader drops the last partial one), over the ranks: the processes,
+    or train.sampler_ranks emulated ones."""
+    ranks = recipe.sampler_ranks if recipe.sampler_ranks > 1 else processes
+    share = recipe.batch_size // ranks
+    return math.ceil(n / ranks) // share * share * ranks
+
+
+def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None:
+    """Images one run evaluates: the validation set (data.val_subset, capped by the split) at every evaluated epoch,
+    then the whole test split once (None when unknown before fetching)."""
+    size = DATASETS[dataset].eval_size
+    if not size:
+        return None
+    val = min(size, params.data.val_subset) if params.data.val_subset else size
+    return val * evaluated_epochs(recipe) + size
+
+
 def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: list[str], runs: int, epochs: int,
-                  params: Params, table: list[dict], device: str) -> list[str]:
-    """Lines estimating one grid's training compute: `runs` runs per dataset of `epochs` epochs of `model`."""
+                  params: Params, table: list[dict], device: str, recipe: TrainConfig | None = None,
+                  cells: list | None = None) -> list[str]:
+    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, their evaluation
+    (`recipe`'s cadence, at EVAL_COST per image) included; each run's hours go to `cells` as (hours, where)."""
     row = throughput(model, table, device)
     if row is None:
         name, size, _ = throughput_key(model)
         others = sorted({r["device"] for r in table if (r["model"], r["img_size"]) == (name, size)})
         return [f"compute estimate of {label}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
-                + "; measure it with bench/bench_gpu.py --yaml bench/throughput.yaml (GPU) or bench/bench_train.py"]
+                + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py"]
     total = 0.0
     lines = [f"compute estimate of {label} at {row['images_per_s']} images/s per {row['device']} ({row['source']}):"]
     for dataset in datasets:
@@ -94,43 +128,64 @@ def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: li
         if n is None:
             lines.append(f"  {dataset}: size unknown until fetched")
             continue
-        hours = n * epochs / row["images_per_s"] / 3600
+        trained = epochs * (epoch_images(n, recipe, params.resources.ranks) if recipe is not None else n)
+        evaluated = eval_images(params, dataset, recipe) if recipe is not None else None
+        cost = trained + EVAL_COST * (evaluated or 0)
+        hours = cost / row["images_per_s"] / 3600
         total += hours * runs
-        lines.append(f"  {dataset}: {runs} runs x {n * epochs:,} images = {hours:.2f} h each")
+        share = (f" + {evaluated:,} evaluated ({EVAL_COST * evaluated / cost:.0%} of the cost)" if evaluated
+                 else "")
+        lines.append(f"  {dataset}: {runs} runs x {trained:,} images{share} = {hours:.2f} h each")
+        if cells is not None:  # a cell's wall time on its resources.nproc x nnodes devices
+            cells.append((hours / params.resources.ranks, f"{label} on {dataset}",
+                          f"{params.resources.ranks} x {row['device']}"))
     unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on a {row['device']} CPU"
-    return [*lines, f"  total: {total:.1f} {unit} (training only)"]
+    return [*lines, f"  total: {total:.1f} {unit}"]
+
+
+def slurm_lines(params: Params, cells: list) -> list[str]:
+    """Where a cell's estimated time exceeds what `repro --executor slurm` lets it run (slurm.time minutes per job,
+    requeued slurm.requeues times): what to set."""
+    if not cells:
+        return []
+    hours, where, device = max(cells)
+    cap = params.slurm.time * (params.slurm.requeues + 1) / 60
+    if hours <= cap:
+        return [f"slurm: the longest cell ({where}, ~{hours:.1f} h on {device}) fits slurm.time x (slurm.requeues + 1)"
+                f" = {cap:.0f} h"]
+    minutes = math.ceil(hours * 60 * 1.1)  # 10% for start-up, compilation and the requeues' restarts
+    requeues, time = math.ceil(minutes / params.slurm.time) - 1, math.ceil(minutes / (params.slurm.requeues + 1))
+    return [f"slurm: the longest cell ({where}) needs ~{hours:.1f} h on {device}, beyond slurm.time x (slurm.requeues"
+            f" + 1) = {params.slurm.time} min x {params.slurm.requeues + 1} = {cap:.0f} h that `repro --executor"
+            f" slurm` lets a cell run; set slurm.requeues: {requeues} (or slurm.time: {time})"]
 
 
 def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     """The compute estimate of every grid (each model variant of the ViT grid, and [CI]'s alpha grid) on `device`
     (default: the one the runs will use here)."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
-    device, lines = device or run_device(params), []
-    for variant, model in params.models.items():
-        lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
-                               params.train.epochs, params, table, device)
-    for name, recipe in params.config_recipes.items():
-        for variant, model in params.models.items():
-            lines += grid_estimate(f"{variant} under training configuration {name}", model, params.datasets,
-                                   len(params.arms) * len(params.seeds), recipe.epochs, params, table, device)
-    ci = params.ci_alpha
+    device, lines, cells = device or run_device(params), [], []
+    grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
+             for variant, model in params.models.items()]
+    grids += [(f"{variant} under training configuration {name}", model, params.datasets,
+               len(params.arms) * len(params.seeds), recipe)
+              for name, recipe in params.config_recipes.items() for variant, model in params.models.items()]
+    ci, m3 = params.ci_alpha, params.ci_model3
     if ci.datasets:
-        lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
-                               len(ci.alphas) * len(ci.arms) * len(ci.seeds), params.ci_recipe.epochs, params, table,
-                               device)
-    m3 = params.ci_model3
+        grids.append(("the [CI] alpha grid", ci.model, ci.datasets, len(ci.alphas) * len(ci.arms) * len(ci.seeds),
+                      params.ci_recipe))
     if m3.datasets:
-        lines += grid_estimate("the [CI] Model III grid", m3.model, m3.datasets,
-                               len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds),
-                               params.ci_model3_recipe.epochs, params, table, device)
+        grids.append(("the [CI] Model III grid", m3.model, m3.datasets,
+                      len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe))
     if m3.datasets and m3.forms:
-        lines += grid_estimate("[CI] Table 1's other columns", m3.model, m3.datasets,
-                               len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe.epochs, params,
-                               table, device)
-    return lines + weight_selection_estimate(params, table, device)
+        grids.append(("[CI] Table 1's other columns", m3.model, m3.datasets,
+                      len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe))
+    for label, model, datasets, runs, recipe in grids:
+        lines += grid_estimate(label, model, datasets, runs, recipe.epochs, params, table, device, recipe, cells)
+    return lines + weight_selection_estimate(params, table, device, cells) + slurm_lines(params, cells)
 
 
-def weight_selection_estimate(params: Params, table: list[dict], device: str) -> list[str]:
+def weight_selection_estimate(params: Params, table: list[dict], device: str, cells: list | None = None) -> list[str]:
     """The weight-selection block's compute: each teacher on its own pretraining-set size, then the student's
     fine-tune and scratch cells."""
     ws, lines = params.weight_selection, []
@@ -143,11 +198,15 @@ def weight_selection_estimate(params: Params, table: list[dict], device: str) ->
             continue
         hours = n * params.ws_pretrain_recipe.epochs / row["images_per_s"] / 3600
         lines.append(f"compute estimate of teacher {name}: {n:,} images x {params.ws_pretrain_recipe.epochs} epochs"
-                     f" at {row['images_per_s']} images/s ({row['device']}) = {hours:.2f} h")
+                     f" at {row['images_per_s']} images/s ({row['device']}) = {hours:.2f} h (training)")
+        if cells is not None:
+            cells.append((hours / params.resources.ranks, f"teacher {name}",
+                          f"{params.resources.ranks} x {row['device']}"))
     runs = (len(ws.teachers) + len(ws.scratch)) * len(ws.seeds)
     if ws.datasets and runs:
         lines += grid_estimate(f"the weight-selection student {ws.student}", params.models[ws.student], ws.datasets,
-                               runs, params.ws_finetune_recipe.epochs, params, table, device)
+                               runs, params.ws_finetune_recipe.epochs, params, table, device,
+                               params.ws_finetune_recipe, cells)
     return lines
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ruamel.yaml import YAML, YAMLError
+import yaml
 
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
@@ -201,13 +201,18 @@ class TrainConfig:
     #: than their last bits, and a checkpoint's gradient-scaler state belongs to it
     amp: Literal["auto", "bf16", "fp16", "off"] = "auto"
     eval_every: int = 1  #: evaluate every k epochs and always after the last (the history records those epochs)
+    #: the data-parallel world size whose sampler and batches the run reproduces, e.g. 8 for the official 8 GPUs x
+    #: 64 on one GPU at batch 512: each rank's shard padded as torch's DistributedSampler pads it, a step of
+    #: batch_size / sampler_ranks images from each shard (each rank's last partial batch dropped, as timm's loader
+    #: does), mixup/cutmix drawn per rank's chunk. 1: the processes are the ranks (resources.nproc x nnodes)
+    sampler_ranks: int = 1
 
     #: keys that moved to `resources` (where and how fast a run goes), for the error that says so
     MOVED: ClassVar[tuple] = ("compile", "channels_last", "sync_every", "data_on_device", "nproc", "nnodes",
                               "rdzv_endpoint", "rdzv_id", "threads", "workers", "device")
 
     def validate(self, key: str) -> None:
-        for name in ("epochs", "batch_size", "lr", "eval_every"):
+        for name in ("epochs", "batch_size", "lr", "eval_every", "sampler_ranks"):
             _positive(f"{key}.{name}", getattr(self, name))
         for name in ("warmup_epochs", "cooldown_epochs", "weight_decay", "warmup_lr", "min_lr",
                      "mixup", "cutmix", "opt_eps"):
@@ -240,14 +245,23 @@ class TrainConfig:
         _within(f"{key}.aug_repeats", self.aug_repeats, 0, float("inf"))
 
     def check_split(self, key: str, ranks: int) -> None:
-        """The global batch over `ranks` processes: whole, and even per process when mixup/cutmix pair images."""
+        """The global batch over `ranks` processes (and `sampler_ranks` emulated ranks): whole, and even per rank
+        when mixup/cutmix pair images."""
         if self.batch_size % ranks:
             raise PipelineError(f"{key}.batch_size = {self.batch_size} does not split over {ranks} processes"
                                 " (resources.nproc x resources.nnodes); make it a multiple of that")
-        if (self.mixup > 0 or self.cutmix > 0) and self.batch_size // ranks % 2:
-            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {ranks} process(es) is not an even batch"
-                                " per process, which mixup/cutmix need (timm's Mixup pairs images); make it a"
-                                " multiple of 2 x resources.nproc x resources.nnodes")
+        if self.sampler_ranks > 1 and (self.sampler_ranks % ranks or self.batch_size % self.sampler_ranks):
+            raise PipelineError(f"{key}.sampler_ranks = {self.sampler_ranks}: each of the {ranks} process(es)"
+                                " (resources.nproc x resources.nnodes) emulates a whole number of ranks, each with a"
+                                f" whole share of {key}.batch_size = {self.batch_size}; make sampler_ranks a multiple"
+                                " of the processes and a divisor of the batch (or 1)")
+        per_rank = self.batch_size // max(self.sampler_ranks, ranks)  # the engine's `rank_batch`
+        if (self.mixup > 0 or self.cutmix > 0) and per_rank % 2:
+            raise PipelineError(f"{key}.batch_size = {self.batch_size} over {max(ranks, self.sampler_ranks)} rank(s)"
+                                f" is not an even batch per rank ({per_rank}), which mixup/cutmix need (timm's Mixup"
+                                " pairs images); make it a multiple of 2 x the ranks (resources.nproc x"
+                                f" resources.nnodes, or {key}.sampler_ranks)")
+
 
 
 @dataclass(frozen=True)
@@ -258,8 +272,9 @@ class Resources:
     nothing, and a killed run resumes across the change. Each run records the values it ran with in its
     metrics.json. Knobs that change numbers in their last bits (float reduction order): threads, compile,
     channels_last, nproc/nnodes (DDP's all-reduce). Knobs that change the random draws: nproc/nnodes (each rank
-    draws its own mixup pairs, drop-path masks) and data_on_device (kornia's augmentation on the device instead of
-    timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers and sync_every change nothing.
+    draws its own mixup pairs, drop-path masks) and data_on_device (the batched augmentation on the device instead of
+    timm's per image); device (with amp: auto, CPU float32 vs GPU bf16/fp16). workers, sync_every and
+    checkpoint_minutes change nothing.
     """
 
     device: Literal["auto", "cpu", "cuda"] = "auto"  #: 'cuda' stops at once where CUDA cannot run
@@ -275,11 +290,15 @@ class Resources:
     #: keep a dataset stored as tensors on the device and augment whole batches there (`pipeline.data.load.device`);
     #: 'auto': on a GPU when it fits; true also on CPU; false: DataLoader
     data_on_device: Literal["auto", True, False] = "auto"
+    #: minutes of training between resume checkpoints (written at an epoch's end); 0: after every epoch. SIGUSR1
+    #: asks for one at the current epoch's end, SIGTERM for one and a stop (a cluster's time limit or preemption)
+    checkpoint_minutes: float = 0.0
 
     def __post_init__(self):
         for name in ("nproc", "nnodes", "threads", "sync_every"):
             _positive(f"resources.{name}", getattr(self, name))
         _within("resources.workers", self.workers, 0, float("inf"))
+        _within("resources.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
 
     @property
     def ranks(self) -> int:
@@ -857,9 +876,62 @@ def from_mapping(cls: type, data: Any, path: str = "") -> Any:
     return cls(**kwargs)
 
 
-def yaml_load(text: str) -> Any:
-    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string)."""
+class Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's core schema, the implicit types of ruamel.yaml's 1.2 resolver
+    (`ruamel/yaml/resolver.py`): `2e-3` is a float (YAML 1.1 reads a string), `yes`/`on` stay strings, `017` is 17.
+
+    Why our own: a training cell must start where only PyYAML is installed (a stock PyTorch image), and read
+    params.yaml as DVC does (DVC reads it with ruamel.yaml, YAML 1.2); tests/test_config.py checks both readers give
+    the same Params for params.yaml and every profile."""
+
+    yaml_implicit_resolvers = {}
+
+    def construct_yaml_int(self, node) -> int:
+        text = self.construct_scalar(node).replace("_", "")
+        sign = -1 if text[0] == "-" else 1
+        text = text.lstrip("+-")
+        bases = {"0b": 2, "0o": 8, "0x": 16}
+        return sign * (int(text[2:], bases[text[:2]]) if text[:2] in bases else int(text))
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("float", r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""", "-+0123456789."),
+    ("int", r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
+    ("merge", r"^(?:<<)$", "<"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+        |[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
+        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
+):
+    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern, re.X), list(_first))
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_yaml_int)
+
+
+def yaml_load_pyyaml(text: str) -> Any:
+    """YAML 1.2 by PyYAML (`Yaml12Loader`)."""
+    return yaml.load(text, Loader=Yaml12Loader)
+
+
+def yaml_load_ruamel(text: str) -> Any:
+    """YAML 1.2 by ruamel.yaml, DVC's own reader."""
+    from ruamel.yaml import YAML
+
     return YAML(typ="safe", pure=True).load(text)
+
+
+def yaml_load(text: str) -> Any:
+    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string): by
+    ruamel.yaml where it is installed, else by PyYAML with the same resolution (`Yaml12Loader`)."""
+    try:
+        import ruamel.yaml  # noqa: F401
+    except ImportError:
+        return yaml_load_pyyaml(text)
+    return yaml_load_ruamel(text)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -883,6 +955,15 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def yaml_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a YAML reader raises for a malformed file: PyYAML's, and ruamel.yaml's where installed."""
+    try:
+        from ruamel.yaml import YAMLError
+    except ImportError:
+        return (yaml.YAMLError,)
+    return yaml.YAMLError, YAMLError
+
+
 def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
     """Read, override and validate params.yaml."""
     path = Path(path)
@@ -890,7 +971,7 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise PipelineError(f"{path}: not found; run from the repository root or pass --params PATH")
     try:
         data = yaml_load(path.read_text()) or {}
-    except YAMLError as exc:
+    except yaml_errors() as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     return from_mapping(Params, apply_overrides(data, overrides or []))
 

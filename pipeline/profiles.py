@@ -2,7 +2,8 @@
 
 `python -m pipeline profile <name>` merges that file into params.yaml (keeping params.yaml's comments and
 every key the profile does not name), validates the result, and only then writes it. `git diff params.yaml`
-shows what changed; `git checkout params.yaml` returns to the CPU default.
+shows what changed; `git checkout params.yaml` returns to the CPU default. Where ruamel.yaml is not installed
+(a stock PyTorch image) the file is written by PyYAML, without its comments, and the command says so.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedSeq
+import yaml
 
 from pipeline.config import Params, from_mapping, yaml_load
 from pipeline.errors import PipelineError
@@ -29,14 +29,16 @@ REPLACED_WHOLE = ("models",)
 
 
 def _merge(base, overlay, top: bool = True) -> None:
-    """Deep-merge mapping `overlay` into ruamel mapping `base` in place (lists, and the sections of
-    REPLACED_WHOLE, are replaced whole)."""
+    """Deep-merge mapping `overlay` into mapping `base` in place (lists, and the sections of REPLACED_WHOLE, are
+    replaced whole). A ruamel mapping gets flow-style lists that keep the comments of the ones they replace."""
     for key, value in overlay.items():
         if top and key in REPLACED_WHOLE:
             base[key] = value
         elif isinstance(value, dict) and isinstance(base.get(key), dict):
             _merge(base[key], value, top=False)
-        elif isinstance(value, list):  # a new flow-style list that keeps the comments of the one it replaces
+        elif isinstance(value, list) and hasattr(base, "ca"):  # a ruamel CommentedMap
+            from ruamel.yaml.comments import CommentedSeq
+
             seq = CommentedSeq(value)
             seq.fa.set_flow_style()
             if isinstance(base.get(key), CommentedSeq):
@@ -46,22 +48,35 @@ def _merge(base, overlay, top: bool = True) -> None:
             base[key] = value
 
 
-def apply_profile(name: str, params_path: str | Path) -> Params:
-    """Merge profiles/<name>.yaml into the file at `params_path`; return the validated result."""
+def merged_text(name: str, text: str) -> tuple[str, bool]:
+    """params.yaml's `text` with profiles/<name>.yaml merged in, and whether its comments were kept (ruamel.yaml)."""
     source = PROFILES_DIR / f"{name}.yaml"
     if not source.exists():
         raise PipelineError(f"profile {name!r} not found; available: {', '.join(available())}")
     overlay = yaml_load(source.read_text()) or {}
+    try:
+        from ruamel.yaml import YAML
+    except ImportError:  # a stock PyTorch image: the same values, without the comments
+        doc = yaml_load(text) or {}
+        _merge(doc, overlay)
+        return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None), False
     rt = YAML()
     rt.preserve_quotes = True
-    params_path = Path(params_path)
-    doc = rt.load(params_path.read_text())
+    doc = rt.load(text)
     _merge(doc, overlay)
     buffer = io.StringIO()
     rt.dump(doc, buffer)
-    text = buffer.getvalue()
+    return buffer.getvalue(), True
+
+
+def apply_profile(name: str, params_path: str | Path) -> Params:
+    """Merge profiles/<name>.yaml into the file at `params_path`; return the validated result."""
+    params_path = Path(params_path)
+    text, commented = merged_text(name, params_path.read_text())
     params = from_mapping(Params, yaml_load(text))  # validate before writing anything
     params_path.write_text(text)
+    if not commented:
+        print(f"ruamel.yaml is not installed: {params_path} was written by PyYAML, without its comments")
     return params
 
 

@@ -16,10 +16,41 @@ import numpy as np
 import pytest
 import torch
 from datasets_fixtures import LocalServer, tiny_dataset
+from stock_image import ABSENT
 from workspace import copy_repo, sh
 
 ROOT = Path(__file__).resolve().parent.parent
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+
+
+class ModuleWithoutOptionalPackages(pytest.Module):
+    """A test module that imports a package a stock PyTorch image lacks (`stock_image.ABSENT`: DVC, the analysis
+    stack, ...) is skipped where that package is missing, naming it, so `pytest -m gpu` collects on a GPU node's
+    image; any other import error still fails the collection."""
+
+    def collect(self):
+        try:
+            return super().collect()
+        except self.CollectError as exc:
+            cause = exc.__cause__
+            package = (getattr(cause, "name", None) or "").split(".")[0]
+            if isinstance(cause, ModuleNotFoundError) and package in ABSENT:
+                pytest.skip(f"{self.path.name} needs {package}, which is not installed here", allow_module_level=True)
+            raise
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    return ModuleWithoutOptionalPackages.from_parent(parent, path=module_path)
+
+
+def pytest_addoption(parser, pluginmanager):
+    if not pluginmanager.hasplugin("timeout"):  # pyproject's `timeout` setting, where pytest-timeout is absent
+        parser.addini("timeout", "pytest-timeout's limit per test (not installed here: no limit)")
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("timeout"):
+        config.addinivalue_line("markers", "timeout(seconds): pytest-timeout's limit (not installed here: no limit)")
 
 
 @pytest.fixture

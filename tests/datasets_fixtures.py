@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import scipy.io
 import torch
 import torch.nn.functional as F
 from PIL import Image
@@ -213,6 +212,8 @@ def _tar_gz(members: dict[str, bytes]) -> bytes:
 
 
 def _mat(**arrays) -> bytes:
+    import scipy.io  # here: a stock PyTorch image (pytest -m gpu) has no scipy
+
     buf = io.BytesIO()
     scipy.io.savemat(buf, arrays)
     return buf.getvalue()

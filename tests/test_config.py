@@ -12,8 +12,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import INIT_METHODS, Params, apply_overrides, digest, from_mapping, load_params, yaml_load
+from pipeline.config import (
+    INIT_METHODS,
+    Params,
+    apply_overrides,
+    digest,
+    from_mapping,
+    load_params,
+    yaml_load,
+    yaml_load_pyyaml,
+    yaml_load_ruamel,
+)
 from pipeline.errors import PipelineError
+from pipeline.profiles import apply_profile, available, merged_text
 
 
 def test_repository_params_are_valid(repo_root):
@@ -250,3 +261,44 @@ def test_check_rejects_a_bad_value_of_every_key_naming_it(key, value):
             validate(from_mapping(Params, data), devices=False)
         message, parent = str(caught.value), key.rsplit(".", 1)[0]
         assert key in message or key.split(".")[-1] in message or parent in message, (bad, message)
+
+
+def typed(value):
+    """A YAML value with the type of every scalar spelled out (1 and 1.0, "2e-3" and 2e-3 differ)."""
+    if isinstance(value, dict):
+        return {k: typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    return type(value).__name__, value
+
+
+@pytest.mark.parametrize("profile", [None, *available()])
+def test_pyyaml_reads_params_as_dvcs_ruamel_does(repo_root, profile):
+    """A training cell reads params.yaml with PyYAML where ruamel.yaml is not installed (a stock PyTorch image):
+    the same values, of the same types, and the same Params, for params.yaml and every profile merged onto it."""
+    pytest.importorskip("ruamel.yaml")
+    text = (repo_root / "params.yaml").read_text()
+    if profile:
+        text = merged_text(profile, text)[0]
+    ruamel, pyyaml = yaml_load_ruamel(text), yaml_load_pyyaml(text)
+    assert typed(pyyaml) == typed(ruamel)
+    assert from_mapping(Params, pyyaml) == from_mapping(Params, ruamel)
+
+
+def test_pyyaml_resolves_scalars_as_yaml_1_2():
+    pytest.importorskip("ruamel.yaml")
+    text = "\n".join(f"k{i}: {v}" for i, v in enumerate(
+        ["2e-3", "1.0e-08", "-.5", ".inf", "1_000", "017", "0o17", "0x1f", "yes", "on", "No", "True", "null", "~",
+         "", "1.5", "3", "[0.08, 1.0]", "rand-m9-mstd0.5-inc1", "2026-11-25", "1:30"]))
+    assert typed(yaml_load_pyyaml(text)) == typed(yaml_load_ruamel(text))
+    assert yaml_load_pyyaml(text)["k0"] == 0.002 and yaml_load_pyyaml(text)["k8"] == "yes"
+
+
+def test_a_profile_applies_without_ruamel(repo_root, params_file, monkeypatch, capsys):
+    """On a stock image the profile is applied with PyYAML: the same values, without the comments (and it says so)."""
+    expected = yaml_load(merged_text("paper-small", params_file.read_text())[0])
+    for name in ("ruamel", "ruamel.yaml", "ruamel.yaml.comments"):
+        monkeypatch.setitem(sys.modules, name, None)
+    apply_profile("paper-small", params_file)
+    assert typed(yaml_load_pyyaml(params_file.read_text())) == typed(expected)
+    assert "without its comments" in capsys.readouterr().out

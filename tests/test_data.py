@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageOps
+from torch.utils.data import DataLoader, DistributedSampler
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline.config import Params
@@ -22,6 +23,8 @@ from pipeline.data.fetch import fetch_dataset, source_meta, sources
 from pipeline.data.load.loaders import ShardSampler, build_loaders, stratified_order
 from pipeline.data.load.transforms import (
     Augment,
+    ImageBatch,
+    TensorBatchTransform,
     channel_stats,
     pil_transform,
     posterize_any_bits,
@@ -323,3 +326,103 @@ def test_user_mistakes_raise_one_clear_error(tmp_path, data_fmnist_like):
 def test_augment_from_params():
     augment = Augment.from_train(Params().train)
     assert augment.scale == (0.08, 1.0) and augment.crop_pct == 0.875 and augment.backend == "auto"
+
+
+def official_rank_batches(n: int, ranks: int, rank_batch: int, seed: int, epoch: int) -> list[list[list[int]]]:
+    """Per rank, its batches of one epoch in the official multi-GPU run (timm's train.py): torch's DistributedSampler
+    over `ranks` (padded to a multiple of them), a DataLoader of `rank_batch` per rank that drops its last partial
+    batch."""
+    batches = []
+    for r in range(ranks):
+        sampler = DistributedSampler(range(n), num_replicas=ranks, rank=r, shuffle=True, seed=seed)
+        sampler.set_epoch(epoch)
+        batches.append([b.tolist() for b in DataLoader(range(n), sampler=sampler, batch_size=rank_batch,
+                                                       drop_last=True)])
+    return batches
+
+
+def test_emulated_ranks_step_through_the_official_ranks_batches(data_fmnist_like):
+    """train.sampler_ranks = 8 at batch 48 (6 per rank) on 200 images: each rank's shard of 25 (padded from the
+    start of the permutation), 4 steps, each step rank 0's batch, then rank 1's, ... (one process, or two holding
+    four ranks each)."""
+    official = official_rank_batches(200, 8, 6, seed=0, epoch=3)
+    steps = [[i for rank in official for i in rank[k]] for k in range(len(official[0]))]
+    assert len(steps) == 4
+    one = _loaders(data_fmnist_like, batch_size=48, sampler_ranks=8, augment=dataclasses.replace(LIGHT, scale=(1, 1)))
+    one.train.sampler.set_epoch(3)
+    assert [_pixels(x)[:, 0, 0, 0].tolist() for x, _ in one.train] == steps  # image i's pixels are i
+    shares = []
+    for rank in (0, 1):
+        loaders = _loaders(data_fmnist_like, batch_size=24, sampler_ranks=8, rank=rank, world_size=2)
+        loaders.train.sampler.set_epoch(3)
+        shares.append([[index for index, _ in loaders.train.sampler][k * 24:(k + 1) * 24] for k in range(4)])
+    assert [a + b for a, b in zip(*shares)] == steps
+    with pytest.raises(PipelineError, match="sampler_ranks"):
+        _loaders(data_fmnist_like, batch_size=16, sampler_ranks=8, rank=0, world_size=3)
+
+
+@pytest.mark.parametrize("dataset", ["food101", "cifar10", "cifar100", "stl10", "flowers102", "pets"])
+def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, dataset):
+    """paper-small on one GPU takes the optimizer steps (and warm-up steps) of the official run, timm's train.py on
+    8 GPUs x 64: Flowers-102's 1,020 images give 2 steps per epoch there (128 per rank), not 1,020 // 512."""
+    from pipeline.config import from_mapping, yaml_load
+    from pipeline.data.registry import DATASETS
+    from pipeline.profiles import merged_text
+    from pipeline.training.engine import create_schedule
+
+    params = from_mapping(Params, yaml_load(merged_text("paper-small", (repo_root / "params.yaml").read_text())[0]))
+    recipe, n = params.train, DATASETS[dataset].train_size
+    official = official_rank_batches(n, 8, 64, seed=0, epoch=0)
+    assert {len(b) for b in official} == {len(official[0])}
+    out = tmp_path / dataset
+    out.mkdir()
+    for split, size in (("train", n), ("test", 2)):
+        save_split(out / f"{split}.pt", torch.zeros(size, 3, 1, 1, dtype=torch.uint8), torch.arange(size) % 2)
+    write_manifest(out, {"dataset": dataset, "num_classes": 2, "channels": 3, "image_size": 1, "format": "tensors",
+                         "train_split": "train", "eval_split": "test", "classes": ["a", "b"],
+                         "splits": {s: {"images": k, "file": f"{s}.pt"} for s, k in (("train", n), ("test", 2))}})
+    loaders = build_loaders(dataset, tmp_path, stats=normalization_stats(dataset, "imagenet"), img_size=224,
+                            in_chans=3, batch_size=recipe.batch_size, seed=0, augment=Augment.from_train(recipe),
+                            sampler_ranks=recipe.sampler_ranks)
+    assert len(loaders.train) == len(official[0])
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=recipe.lr)
+    assert create_schedule(optimizer, recipe, len(loaders.train)).warmup_t == recipe.warmup_epochs * len(official[0])
+
+
+def fashion_mnist_uint8(n: int) -> torch.Tensor:
+    """The first `n` Fashion-MNIST test images as uint8 (n, 1, 28, 28), from Debian's package; skip without it."""
+    path = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+    if not path.exists():
+        pytest.skip(f"{path} absent (Debian's dataset-fashion-mnist)")
+    with gzip.open(path) as file:
+        return torch.from_numpy(np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)[:n].copy())
+
+
+@pytest.mark.parametrize("images, in_chans, img_size, crop_pct", [
+    ("fashion_mnist", 1, 28, 0.875),   # the CPU default's tensor back-end: 28 -> 32 -> crop 28
+    ("fashion_mnist", 3, 224, 0.875),  # 28 -> 256 -> crop 224, the paper's eval on a 28-px set
+    ("rgb32", 3, 224, 0.875),          # CIFAR-shaped: 32 -> 256 -> crop 224 (paper-small on CIFAR, device path)
+    ("rgb32", 1, 28, 1.0),             # RGB into a grey model, downsampled: luma rounded, 32 -> 28
+    ("rgb256", 3, 224, 0.875),         # the stored 256-px squares (Food-101, Flowers-102, Pets): crop only
+])
+def test_the_batched_evaluation_is_timms_within_one_level(images, in_chans, img_size, crop_pct):
+    """Both batched paths (tensor back-end, device path) evaluate as timm's eval transform on PIL images does (bicubic,
+    antialiased, rounded to uint8 by PIL): within one 8-bit level, on real Fashion-MNIST images and RGB ones."""
+    from pipeline.data.load.device import EvalOnDevice
+
+    g = torch.Generator().manual_seed(0)
+    x = {"fashion_mnist": lambda: fashion_mnist_uint8(200),
+         "rgb32": lambda: torch.randint(0, 256, (64, 3, 32, 32), generator=g, dtype=torch.uint8),
+         "rgb256": lambda: torch.randint(0, 256, (4, 3, 256, 256), generator=g, dtype=torch.uint8)}[images]()
+    mean, std = channel_stats((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), in_chans)
+    options = {"img_size": img_size, "in_chans": in_chans, "mean": mean, "std": std,
+               "augment": Augment(crop_pct=crop_pct)}
+    pil = pil_transform(training=False, **options)
+    expected = torch.stack([pil(Image.fromarray(i[0].numpy() if i.shape[0] == 1 else i.permute(1, 2, 0).numpy()))
+                            for i in x])
+    levels = torch.tensor(std).view(1, -1, 1, 1) * 255  # normalised units -> 8-bit levels
+    tensor = TensorBatchTransform(training=False, **options)(ImageBatch(x, torch.zeros(len(x), dtype=torch.int64)))[0]
+    on_device = EvalOnDevice(**options, device=torch.device("cpu"))(x)
+    for got in (tensor, on_device):
+        assert got.shape == expected.shape
+        assert ((got - expected) * levels).abs().max() <= 1 + 1e-3

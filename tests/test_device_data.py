@@ -9,13 +9,22 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._python_dispatch
 from PIL import Image
-from scipy import stats
 from torchvision.transforms import RandomResizedCrop
 from training_fixtures import execute, tiny_run
 
 from pipeline.config import Resources, TrainConfig
-from pipeline.data.load.device import DeviceAugment, EvalOnDevice, RandAugment, apply_op, choose
+from pipeline.data.load.device import (
+    AFFINE,
+    DeviceAugment,
+    Erasing,
+    EvalOnDevice,
+    RandAugment,
+    affine_theta,
+    apply_op,
+    choose,
+)
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment, ImageBatch, TensorBatchTransform, sample_crops
 from pipeline.data.registry import normalization_stats
@@ -37,6 +46,8 @@ def smooth_images(n: int, channels: int = 3, size: int = 32, seed: int = 0) -> t
 def test_crop_boxes_follow_torchvisions_distribution():
     """Area fraction and aspect ratio of the crops the device path draws (on the images' device) against
     torchvision's (the PIL path's)."""
+    from scipy import stats
+
     torch.manual_seed(0)
     _, _, h, w = sample_crops(3000, 32, 32, (0.08, 1.0), (3 / 4, 4 / 3), device=CPU)
     pil = [RandomResizedCrop.get_params(torch.zeros(3, 32, 32), [0.08, 1.0], [3 / 4, 4 / 3]) for _ in range(3000)]
@@ -59,7 +70,7 @@ def test_flip_rate_is_the_recipes():
 @pytest.mark.parametrize("sign", [1, -1])
 def test_every_rand_augment_op_matches_timms_pil_op(sign):
     """Each op of rand-m9-mstd0.5-inc1 at magnitude 9, on the device and by timm on a PIL image (bilinear)."""
-    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.485, 0.456, 0.406))
+    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.485, 0.456, 0.406), img_size=48)
     image = smooth_images(1, size=48)
     pil = Image.fromarray(image[0].permute(1, 2, 0).numpy())
     for op in ra.timm.ops:
@@ -68,13 +79,17 @@ def test_every_rand_augment_op_matches_timms_pil_op(sign):
         kwargs = dict(op.kwargs) | ({"resample": Image.BILINEAR} if "resample" in op.kwargs else {})
         expected = torch.from_numpy(np.array(op.aug_fn(pil, *args, **kwargs))).permute(2, 0, 1).float() / 255
         value = torch.tensor([float(args[0]) if args else 0.0])
+        if op.name in AFFINE:  # the geometric ops take their map, computed on the host with the draws
+            value = torch.from_numpy(affine_theta(op.name, value.double().numpy(), 48, 48)).float()
         got = apply_op(op.name, image.float() / 255, value, ra.fill)[0]
         assert (got - expected).abs().mean() < 0.01, (op.name, args)
 
 
 def test_rand_augment_draws_are_timms_policy():
     """Which ops, how often applied, at which magnitudes: timm's rand-m9-mstd0.5-inc1 per image."""
-    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.5, 0.5, 0.5))
+    from scipy import stats
+
+    ra = RandAugment("rand-m9-mstd0.5-inc1", (0.5, 0.5, 0.5), img_size=32)
     reseed(0, 0)
     draws = [d for layer in ra.draw(6000) for d in layer]
     applied = [d for d in draws if d is not None]
@@ -100,6 +115,31 @@ def test_the_device_path_crops_and_evaluates_as_the_tensor_backend(in_chans):
     evaluated = EvalOnDevice(**options, device=CPU)(x)
     assert torch.allclose(evaluated, TensorBatchTransform(training=False, **options)(ImageBatch(x, labels))[0],
                           atol=1e-5)
+
+
+def test_erasing_draws_timms_boxes_and_fills_them_as_timm():
+    """The device path's random erasing: from the same `random` state, the boxes timm's RandomErasing erases image by
+    image; the erased pixels N(0, 1) in 'pixel' mode, 0 in 'const'; nothing outside the boxes changes."""
+    from timm.data.random_erasing import RandomErasing
+
+    random.seed(5)
+    reference = RandomErasing(0.5, mode="const", device="cpu")(torch.ones(200, 3, 20, 24))
+    random.seed(5)
+    boxes = Erasing(0.5, "const").draw(200, 20, 24)
+    for image, (top, left, h, w) in zip(reference, boxes.T.astype(int)):
+        erased = (image == 0).all(0)
+        if h == 0:
+            assert not erased.any()
+            continue
+        rows, cols = erased.any(1).nonzero()[:, 0], erased.any(0).nonzero()[:, 0]
+        assert (rows[0], cols[0], len(rows), len(cols)) == (top, left, h, w) and erased.sum() == h * w
+    assert 60 < (boxes[2] > 0).sum() < 140  # probability 0.5
+    x = torch.full((200, 3, 20, 24), 7.0)
+    torch.manual_seed(0)
+    out = Erasing(0.5, "pixel").apply(x, torch.from_numpy(boxes))
+    inside = out != 7.0
+    assert inside.sum() == 3 * (boxes[2] * boxes[3]).sum()  # exactly the boxes, every channel
+    assert abs(out[inside].mean()) < 0.05 and abs(out[inside].std() - 1) < 0.05
 
 
 def test_device_batches_are_deterministic_for_a_seed():
@@ -196,9 +236,9 @@ class SyncCounter(torch.overrides.TorchFunctionMode):
 
 def test_the_device_path_never_waits_for_the_device():
     """Per batch of the paper's recipe (RandAugment 2 layers, crop, flip, erasing): no read-back, one host-to-device
-    copy (the RandAugment draws, pinned and non-blocking on a GPU), no whole-batch copy per op (one gather per
-    layer and one to restore the order). Counted the same way, the previous implementation made 59-61 host-to-device
-    copies, 8-10 checked inverses and 25-26 whole-batch index_copy per batch."""
+    copy (the RandAugment and erasing draws, pinned and non-blocking on a GPU), no whole-batch copy per op (one
+    gather per layer and one to restore the order). Counted the same way, an earlier implementation made 59-61
+    host-to-device copies, 8-10 checked inverses and 25-26 whole-batch index_copy per batch."""
     aug = DeviceAugment(img_size=32, in_chans=3, mean=(0.5,) * 3, std=(0.25,) * 3, augment=PAPER, device=CPU)
     reseed(0, 0)
     for batch in range(3):
@@ -208,6 +248,36 @@ def test_the_device_path_never_waits_for_the_device():
         assert isinstance(out, OnDevice) and torch.isfinite(out).all()
         assert counter.counts == {"read back": 0, "host to device": 1, "inverse with check": 0, "index_copy": 0,
                                   "index_select": 3}, counter.counts
+
+
+class KernelCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the aten ops that compute (views and metadata changes excluded): each is a kernel launch on a GPU."""
+
+    VIEWS = {"slice", "select", "view", "unsqueeze", "expand", "as_strided", "alias", "lift_fresh", "detach", "t",
+             "permute", "_unsafe_view", "squeeze", "unbind", "split", "transpose"}
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += str(func.overloadpacket).split(".")[-1] not in self.VIEWS
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_device_paths_launches_do_not_grow_with_the_batch():
+    """A batch of the paper's recipe costs about the same number of kernels at 512 images as at 64: no per-image
+    work on the host's side of the device (timm's RandomErasing on a batch loops over its images, ~8 kernels per
+    erased image)."""
+    aug = DeviceAugment(img_size=32, in_chans=3, mean=(0.5,) * 3, std=(0.25,) * 3, augment=PAPER, device=CPU)
+    counts = {}
+    for n in (64, 512):
+        reseed(0, 0)
+        with KernelCounter() as counter:
+            for batch in range(3):
+                aug(smooth_images(n, seed=batch))
+        counts[n] = counter.count
+    assert counts[512] < 1.25 * counts[64], counts
 
 
 @pytest.mark.gpu

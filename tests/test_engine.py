@@ -276,7 +276,7 @@ def test_a_per_run_rendezvous_id_by_default():
 
 def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
     TrainConfig(batch_size=12, mixup=0.8).check_split("train", 2)  # 6 per process
-    with pytest.raises(PipelineError, match="even batch per process"):
+    with pytest.raises(PipelineError, match="even batch per rank"):
         TrainConfig(batch_size=6, mixup=0.8).check_split("train", 2)  # 3 per process
     TrainConfig(batch_size=6).check_split("train", 2)  # without mixup an odd batch is fine
     with pytest.raises(PipelineError, match="does not split over 4 processes"):
@@ -331,3 +331,146 @@ def test_the_engine_trains_compiled_on_cuda(tmp_path, amp):
     summary = fit(tiny_model(), tiny_loaders(), recipe(epochs=2, amp=amp), seed=0, d=d, checkpoint=tmp_path / "c.pt",
                   attempt="x", resources=Resources(device="cuda", compile=True))
     assert all(torch.isfinite(torch.tensor([r["train_loss"], r["val_loss"]])).all() for r in summary["history"])
+
+
+def test_mixup_is_drawn_per_rank_share():
+    """train.sampler_ranks: 4 at batch 16: each 4-image share is mixed with its own flip under its own lambda, the
+    draws timm's Mixup makes called on each share in turn (as each GPU of the official run draws its own)."""
+    import numpy as np
+    from timm.data import Mixup
+
+    mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=0.0, prob=1.0, label_smoothing=0.0, num_classes=4)
+    x, y = torch.arange(16.0).view(16, 1, 1, 1).expand(16, 1, 2, 2).contiguous(), torch.arange(16) % 4
+    recipe = TrainConfig(batch_size=16, mixup=0.8, sampler_ranks=4)
+    np.random.seed(0)
+    mixed = x.clone()
+    targets = engine.mix(mixup, mixed, y, engine.rank_batch(recipe, 1))
+    lambdas = []
+    for share in range(4):
+        a, m = x[4 * share:4 * share + 4, 0, 0, 0], mixed[4 * share:4 * share + 4, 0, 0, 0]
+        lam = (m - a.flip(0)) / (a - a.flip(0))
+        assert torch.allclose(lam, lam[0]) and 0 < lam[0] < 1
+        lambdas.append(round(lam[0].item(), 6))
+    assert len(set(lambdas)) == 4
+    np.random.seed(0)
+    expected = [mixup(x[i:i + 4].clone(), y[i:i + 4]) for i in range(0, 16, 4)]
+    assert torch.equal(mixed, torch.cat([e[0] for e in expected])) and torch.equal(targets,
+                                                                                    torch.cat([e[1] for e in expected]))
+    whole = x.clone()
+    one = engine.rank_batch(TrainConfig(batch_size=16, mixup=0.8), 1)
+    engine.mix(mixup, whole, y, one)  # sampler_ranks 1: one draw
+    a = x[:, 0, 0, 0]
+    lam = (whole[:, 0, 0, 0] - a.flip(0)) / (a - a.flip(0))
+    assert torch.allclose(lam, lam[0])
+
+
+def test_compile_stops_with_one_message_where_it_cannot_compile(monkeypatch):
+    """resources.compile: no compiler inductor needs on the device (C++ on CPU, C for Triton on CUDA), or a tiny
+    function that fails to compile, stop before the first step with one message naming the key and the fix."""
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(engine.shutil, "which", lambda name: None)
+        with pytest.raises(PipelineError, match=r"resources.compile on cpu needs a C\+\+ compiler.*g\+\+"):
+            engine.check_compile(torch.device("cpu"))
+        with pytest.raises(PipelineError, match="resources.compile on cuda needs a C compiler .*Triton.*gcc"):
+            engine.check_compile(torch.device("cuda"))
+    assert engine.compile_probe("cpu") == ""  # inductor compiles here (the image has g++)
+
+    def broken(*args, **kwargs):
+        def run(*a):
+            raise RuntimeError("CppCompileError: C++ compile error\n<many lines>")
+        return run
+
+    engine.compile_probe.cache_clear()
+    monkeypatch.setattr(torch, "compile", broken)
+    try:
+        with pytest.raises(PipelineError, match=r"resources.compile: .*RuntimeError: CppCompileError: C\+\+ compile"
+                                                r" error\); .*resources.compile: false"):
+            engine.check_compile(torch.device("cpu"))
+    finally:
+        engine.compile_probe.cache_clear()
+
+
+def signal_in_epoch(monkeypatch, epoch: int, signum: int) -> None:
+    """This process gets `signum` while epoch `epoch` (0-based) evaluates."""
+    import os
+
+    real, calls = engine.evaluate, []
+
+    def signalling(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == epoch + 1:
+            os.kill(os.getpid(), signum)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "evaluate", signalling)
+
+
+def test_checkpoints_by_time_and_on_signals(tmp_path, monkeypatch):
+    """resources.checkpoint_minutes: 0 writes one after every epoch; 60 writes none in a short run, except at the
+    end of the epoch in which SIGUSR1 came (and the run goes on) or SIGTERM came (and it stops, resumable to the
+    uninterrupted run's metrics). The process's own handlers are back afterwards."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)
+    every, hourly = Resources(checkpoint_minutes=0), Resources(checkpoint_minutes=60)
+    whole = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "w.pt", attempt="x",
+                resources=every)
+    assert torch.load(tmp_path / "w.pt", weights_only=False)["epoch"] == 2
+    fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "h.pt", attempt="x",
+        resources=hourly)
+    assert not (tmp_path / "h.pt").exists()
+    with monkeypatch.context() as patch:
+        signal_in_epoch(patch, 0, signal.SIGUSR1)
+        asked = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "u.pt",
+                    attempt="x", resources=hourly)
+    assert torch.load(tmp_path / "u.pt", weights_only=False)["epoch"] == 0 and strip(asked) == strip(whole)
+    with monkeypatch.context() as patch:
+        signal_in_epoch(patch, 1, signal.SIGTERM)
+        with pytest.raises(PipelineError, match=r"stopped by SIGTERM after epoch 2; .*run the same command again"):
+            fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "t.pt", attempt="x",
+                resources=hourly)
+    assert torch.load(tmp_path / "t.pt", weights_only=False)["epoch"] == 1
+    resumed = fit(tiny_model(seed=99), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "t.pt",
+                  attempt="x", resources=hourly)
+    assert strip(resumed) == strip(whole) and len(resumed["history"]) == 3
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)) == before
+    with pytest.raises(PipelineError, match="resources.checkpoint_minutes"):
+        Resources(checkpoint_minutes=-1)
+
+
+class HostCopies(torch.overrides.TorchFunctionMode):
+    """Counts tensors made from host values onto a device (`torch.tensor(..., device=...)`): a host-to-device copy
+    each on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.count += func in (torch.tensor, torch.as_tensor) and kwargs.get("device") is not None
+        return func(*args, **kwargs)
+
+
+def test_evaluation_copies_nothing_to_the_device_per_batch():
+    model, loaders = tiny_model(), tiny_loaders(n=64)
+    loaders.val = DataLoader(TensorDataset(*loaders.train.dataset.tensors), batch_size=10)  # 7 batches, the last of 4
+    with HostCopies() as copies:
+        result = engine.evaluate(model, loaders.val, Dist())
+    assert copies.count == 0
+    x, y = loaders.train.dataset.tensors
+    with torch.no_grad():
+        logits = model.eval()(x)
+    assert result["val_top1"] == pytest.approx((logits.argmax(-1) == y).float().mean().item())
+    assert result["val_loss"] == pytest.approx(torch.nn.functional.cross_entropy(logits, y).item(), rel=1e-6)
+
+
+def test_the_epoch_line_names_the_hosts_batch_time_for_the_data_path(workdir, capsys):
+    """DataLoader path: the host waited for workers ('data wait'); device path: it enqueued the augmentation ('batch
+    build (host)', not the GPU's idle time)."""
+    for on_device, label in ((False, "data wait"), (True, "batch build (host)")):
+        execute(tiny_run(epochs=1), Resources(data_on_device=on_device))
+        line = next(x for x in capsys.readouterr().out.splitlines() if "] epoch 1/1" in x)
+        assert re.search(rf"  {re.escape(label)} \d+%  peak mem", line), line

@@ -9,6 +9,8 @@ factors themselves equal the SVD's up to the sign of each (u_i, v_i) pair. Shape
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import timm
 import torch
@@ -52,6 +54,16 @@ def test_top_factors_are_the_truncated_svd(shape, rank):
     product, expected = fast[0] @ fast[1], slow[0] @ slow[1]
     assert torch.allclose(product, expected, rtol=0, atol=1e-10 * expected.abs().max())
     assert_same_up_to_pair_signs(fast, slow, 1e-7)
+
+
+def test_without_scipy_torch_gives_the_same_factors(monkeypatch):
+    """A stock PyTorch image has no scipy: the wide matrices' eigensolves then run in torch, to the same factors."""
+    a = ortho_like_target(768, 0.7, 0.7, +1, torch.Generator().manual_seed(1), count=1)
+    with_scipy = top_factors(a, 64), balanced_factors(a)
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.linalg", None)
+    for (left, right), (ref_left, ref_right) in zip((top_factors(a, 64), balanced_factors(a)), with_scipy):
+        assert torch.allclose(left, ref_left, rtol=0, atol=1e-9) and torch.allclose(right, ref_right, rtol=0, atol=1e-9)
 
 
 def test_mimetic_rl_product_depends_on_the_sign_convention():

@@ -55,16 +55,32 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
     params = load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
     lines = estimate_lines(params)
     assert lines[0].startswith("compute estimate of vit at 277 images/s")
-    assert "  fashion_mnist: 15 runs x 18,000 images = 0.02 h each" in lines
+    # 3,000 images in batches of 128 (23 steps) x 6 epochs; the val subset every epoch and the test split once, at a
+    # third of a training image each
+    assert "  fashion_mnist: 15 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each" in lines
     ci = lines.index(next(line for line in lines if line.startswith("compute estimate of the [CI] alpha grid")))
     assert lines[ci].startswith("compute estimate of the [CI] alpha grid at 54 images/s")
-    assert lines[ci + 1] == "  fashion_mnist: 18 runs x 18,000 images = 0.09 h each"  # 3 alphas x 3 arms x 2 seeds
-    assert lines[-1] == "  total: 1.7 hours on a cpu-2core CPU (training only)"
+    assert lines[ci + 1].startswith("  fashion_mnist: 18 runs x 17,664 images")  # 3 alphas x 3 arms x 2 seeds
+    assert lines[-2] == "  total: 2.1 hours on a cpu-2core CPU"
+    assert lines[-1].startswith("slurm: the longest cell (the [CI] alpha grid on fashion_mnist, ~0.1 h on 1 x"
+                                " cpu-2core) fits")
     lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
                                                      "ci_alpha.model.dim=256"]))
-    assert "no throughput figure for simple_vit at this size on cpu" in lines[-1]
+    assert any("no throughput figure for simple_vit at this size on cpu" in line for line in lines)
 
 
 def test_the_profiles_every_planned_model_builds(params_file):
     for name in ("cpu-claims", "ci-alpha-2401"):
         assert check_builds(apply_profile(name, params_file)) >= 5
+
+
+def test_check_says_when_a_cell_outlasts_what_slurm_lets_it_run(params_file):
+    """paper-small on V100s (the paper's-hours row): a Food-101 cell needs ~40 h; 240 min x 4 jobs would kill it, the
+    profile's 720 min x 5 fits; Flowers-102 trains 2 x 512 images per epoch (the 8 ranks' steps)."""
+    params = apply_profile("paper-small", params_file)
+    lines = estimate_lines(params, "V100")
+    assert any(line.startswith("  flowers102: 15 runs x 307,200 images + ") for line in lines)
+    assert lines[-1].startswith("slurm: the longest cell (vit on food101, ~40.1 h on 1 x V100) fits")
+    line = estimate_lines(load_params(params_file, ["slurm.time=240", "slurm.requeues=3"]), "V100")[-1]
+    assert line.startswith("slurm: the longest cell (vit on food101) needs ~40.1 h on 1 x V100, beyond slurm.time x"
+                           " (slurm.requeues + 1) = 240 min x 4 = 16 h") and "set slurm.requeues: 11" in line

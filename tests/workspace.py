@@ -17,8 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,6 +37,8 @@ def sh(repo: Path, *cmd: str, check: bool = True, env: dict | None = None) -> st
 
 def set_params(params_file: Path, values: dict) -> None:
     """Write `{"resources.threads": 1, ...}` into params.yaml, keeping its comments."""
+    from ruamel.yaml import YAML  # here: a stock PyTorch image (pytest -m gpu) has no ruamel.yaml
+
     rt = YAML()
     doc = rt.load(params_file.read_text())
     for key, value in values.items():

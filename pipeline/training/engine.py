@@ -9,11 +9,12 @@ model differs. Launch lines (`pipeline.cell` builds the torchrun ones from param
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \\
         --rdzv_id=job42 -m pipeline.cell pipeline.training.train configs/train/imagenet-vit-impulse-0.json  # each node
 
-Reliability: every epoch ends with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist`
-out would take the stage out of DVC's run-cache). A killed run started again resumes from it; because each epoch
-reseeds every random source from (seed, epoch, rank), the resumed run ends with the same metrics as an uninterrupted
-one. Rank 0 decides where a run starts and hands its checkpoint to any rank that disagrees (nodes without a shared
-filesystem), so no rank restarts while another resumes.
+Reliability: epochs end with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist` out would
+take the stage out of DVC's run-cache): every epoch, or every `resources.checkpoint_minutes` of training, and at the
+end of the epoch in which the process got SIGUSR1 (then it goes on) or SIGTERM (then it stops, resumable). A killed
+run started again resumes from the last; because each epoch reseeds every random source from (seed, epoch, rank), the
+resumed run ends with the same metrics as an uninterrupted one. Rank 0 decides where a run starts and hands its
+checkpoint to any rank that disagrees (nodes without a shared filesystem), so no rank restarts while another resumes.
 
 GPU readiness (README, "GPU readiness"): the training step never waits on the host: losses and correct counts
 stay on the device and are read back once every `resources.sync_every` steps (the NaN guard then names the first
@@ -25,12 +26,15 @@ and the resources (where and how fast) apart: only the recipe is part of a check
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
 import resource
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -169,12 +173,40 @@ def autocast_context(dtype: torch.dtype | None, device: torch.device) -> Callabl
     return lambda: torch.autocast(device.type, dtype=dtype)
 
 
+#: The compilers inductor needs: C++ for its CPU kernels, C for Triton's GPU launcher (Triton takes $CC, else gcc,
+#: else clang).
+COMPILERS = {"cpu": ("CXX", ("g++", "c++", "clang++"), "a C++ compiler", "g++"),
+             "cuda": ("CC", ("gcc", "clang"), "a C compiler (Triton builds its GPU launcher with one)", "gcc")}
+
+
 def check_compile(device: torch.device) -> None:
-    """inductor compiles C++ on CPU: say so before the first step rather than with a compiler traceback."""
-    compilers = (os.environ.get("CXX", ""), "g++", "c++", "clang++")
-    if device.type == "cpu" and not any(c and shutil.which(c) for c in compilers):
-        raise PipelineError("resources.compile on CPU needs a C++ compiler for inductor (none of g++, c++, clang++"
-                            " found); install one (apt-get install g++) or set resources.compile: false")
+    """Stop before the first step, with one message naming resources.compile, where torch.compile cannot compile on
+    this device: no compiler inductor needs here, or a tiny function that does not compile and run
+    (`compile_probe`, once per process and device) - rather than a traceback from inside the first step."""
+    variable, names, what, package = COMPILERS.get(device.type, COMPILERS["cpu"])
+    if not any(c and shutil.which(c) for c in (os.environ.get(variable, ""), *names)):
+        raise PipelineError(f"resources.compile on {device.type} needs {what} for inductor (none of ${variable},"
+                            f" {', '.join(names)} found); install one (apt-get install {package}) or set"
+                            " resources.compile: false")
+    failure = compile_probe(str(device))
+    if failure:
+        raise PipelineError(f"resources.compile: torch.compile cannot compile on {device} here ({failure}); fix the"
+                            " toolchain it names, or set resources.compile: false")
+
+
+@functools.cache
+def compile_probe(device: str) -> str:
+    """'' when torch.compile (inductor) compiles and runs a tiny function on `device`, else what failed."""
+    def tiny(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x) * 2 + 1
+
+    try:
+        x = torch.linspace(-1, 1, 16, device=device)
+        if not torch.allclose(torch.compile(tiny, fullgraph=True)(x), tiny(x), atol=1e-5):
+            return "a compiled function computed another result than eager"
+    except Exception as exc:  # any failure of the toolchain is the user's to fix: say what it was
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
+    return ""
 
 
 @dataclass
@@ -240,7 +272,8 @@ def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d:
 def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
                     resources) -> dict:
     """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s and the share of
-    the epoch the host spent waiting for batches.
+    the epoch the host spent getting batches (`data_wait`): waiting for DataLoader workers, or on the device path
+    enqueuing the batch's augmentation (host time, not GPU idle time: bench/gpu_check.py measures that).
 
     Nothing in the step waits on the host: each step's loss and correct count stay on the device and are read
     back together every `resources.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
@@ -262,7 +295,7 @@ def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
         if resources.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         if parts.mixup is not None:
-            images, targets = parts.mixup(images, targets)
+            targets = mix(parts.mixup, images, targets, rank_batch(recipe, d.world_size))
         with parts.autocast():
             logits = parts.wrapped(images)
             loss = parts.criterion(logits, targets)
@@ -287,6 +320,21 @@ def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
     loss_sum, correct, seen = all_sum(totals, d)
     return {"train_loss": loss_sum / seen, "train_top1": correct / seen, "images_per_s": seen / elapsed,
             "epoch_time_s": elapsed, "data_wait": waited / elapsed}
+
+
+def rank_batch(recipe, ranks: int) -> int:
+    """Images per data-parallel rank in a step (each rank draws its own mixup/cutmix): the batch over
+    `train.sampler_ranks` emulated ranks, or over the `ranks` processes when that is 1 (a multiple of them)."""
+    return recipe.batch_size // max(recipe.sampler_ranks, ranks)
+
+
+def mix(mixup: Mixup, images: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+    """timm's Mixup/CutMix on each `chunk` images of the batch in turn (`rank_batch`): one draw of
+    lambda and mode per data-parallel rank's share, each share paired within itself, as each GPU of a multi-GPU run
+    draws its own (params `train.sampler_ranks`). Mixes `images` in place (timm's Mixup does); returns the targets."""
+    if chunk >= len(images):
+        return mixup(images, targets)[1]
+    return torch.cat([mixup(images[i:i + chunk], targets[i:i + chunk])[1] for i in range(0, len(images), chunk)])
 
 
 def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
@@ -316,15 +364,17 @@ def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> d
     """
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=d.device)  # loss, top-1, top-5, images
+    seen = 0  # counted on the host: a tensor made from it per batch would be a host-to-device copy per batch
     for images, targets in loader:
         images, targets = images.to(d.device, non_blocking=True), targets.to(d.device, non_blocking=True)
         with autocast():
             logits = model(images).float()
         best = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
-        sums += torch.stack([F.cross_entropy(logits, targets, reduction="sum").double(),
-                             (best[:, 0] == targets).sum().double(),
-                             (best == targets[:, None]).any(-1).sum().double(),
-                             torch.tensor(len(targets), dtype=torch.float64, device=d.device)])
+        sums[:3] += torch.stack([F.cross_entropy(logits, targets, reduction="sum").double(),
+                                 (best[:, 0] == targets).sum().double(),
+                                 (best == targets[:, None]).any(-1).sum().double()])
+        seen += len(targets)
+    sums[3] = seen
     if d.world_size > 1:
         dist.all_reduce(sums)
     loss_sum, top1, top5, n = sums.tolist()
@@ -442,17 +492,25 @@ def duration(seconds: float) -> str:
 
 
 class Logger:
-    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch."""
+    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch.
+
+    dvclive is optional (it imports DVC, about a hundred packages a GPU node need not hold): without it the run says
+    so once and its metrics.json still holds the per-epoch history."""
 
     def __init__(self, live_dir: Path | None, d: Dist, name: str):
         self.d, self.name, self.live = d, name, None
         if d.master and live_dir is not None:
-            from dvclive import Live
-
+            try:
+                from dvclive import Live
+            except ImportError:
+                print(f"[{name}] dvclive is not installed: no {live_dir}/ logs (metrics.json holds the per-epoch"
+                      " history)", flush=True)
+                return
             self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
 
     def epoch(self, row: dict, epochs: int, timing: dict | None = None) -> None:
-        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, data wait, peak memory."""
+        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, the host's time getting
+        batches (`train_one_epoch`'s data_wait, labelled for the data path), peak memory."""
         if not self.d.master:
             return
         if self.live is not None:
@@ -465,13 +523,50 @@ class Logger:
         line = (f"[{self.name}] epoch {row['epoch'] + 1}/{epochs}  loss {row['train_loss']:.4f}  {val}  "
                 f"lr {row['lr']:.2e}  {row['images_per_s']:.0f} img/s  {row['epoch_time_s']:.1f} s")
         if timing:
-            line += (f"  data wait {timing['data_wait']:.0%}  peak mem {timing['peak_memory_gib']:.2f} GiB"
+            line += (f"  {timing['data_label']} {timing['data_wait']:.0%}  peak mem {timing['peak_memory_gib']:.2f} GiB"
                      f"  ETA {duration(timing['eta_s'])}")
         print(line, flush=True)
 
     def close(self) -> None:
         if self.live is not None:
             self.live.end()
+
+
+class CheckpointPolicy:
+    """When an epoch's end writes the resume checkpoint: every `minutes` of training (0: every epoch), and after the
+    epoch in which this process got SIGUSR1 (write, go on: `kill -USR1`, `scancel --signal=USR1`) or SIGTERM (write,
+    stop: a cluster's time limit or preemption; torchrun forwards it to every rank). Ranks agree on the signals (one
+    all-reduce per epoch); rank 0 writes. Used as a context: the handlers are the process's only inside it, and only
+    in the main thread (where Python delivers signals)."""
+
+    SIGNALS = ("SIGUSR1", "SIGTERM")
+
+    def __init__(self, minutes: float, d: Dist):
+        self.minutes, self.d, self.last = minutes, d, time.monotonic()
+        self.got: dict[str, bool] = dict.fromkeys(self.SIGNALS, False)
+        self.previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                self.previous[name] = signal.signal(getattr(signal, name), self.handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, handler in self.previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+    def handle(self, signum, frame) -> None:
+        self.got[signal.Signals(signum).name] = True
+
+    def decide(self) -> tuple[bool, bool]:
+        """(write a checkpoint now, stop after it), at an epoch's end."""
+        asked = all_sum([float(self.got[name]) for name in self.SIGNALS], self.d)
+        usr1, term = (value > 0 for value in asked)
+        due = self.minutes == 0 or time.monotonic() - self.last >= 60 * self.minutes
+        if due or usr1 or term:
+            self.last, self.got = time.monotonic(), dict.fromkeys(self.SIGNALS, False)
+        return due or usr1 or term, term
 
 
 def evaluates(epoch: int, recipe) -> bool:
@@ -514,6 +609,24 @@ def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt
     for row in history:  # a resumed run's dvclive logs start over in a fresh out dir: replay the past epochs
         logger.epoch(row, recipe.epochs)
     wall = time.perf_counter()
+    with CheckpointPolicy(resources.checkpoint_minutes, d) as policy:
+        history = train_epochs(parts, loaders, recipe, seed, d, checkpoint, attempt, name, resources, first, history,
+                               logger, policy, wall)
+    logger.close()
+    summary = summarize(history, time.perf_counter() - wall)
+    if getattr(loaders, "test", None) is not None:
+        start = time.perf_counter()
+        correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
+        summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
+                    "test_time_s": time.perf_counter() - start}
+    return summary
+
+
+def train_epochs(parts: Parts, loaders, recipe, seed: int, d: Dist, checkpoint: Path, attempt: str,
+                 name: str, resources, first: int, history: list, logger: Logger,
+                 policy: CheckpointPolicy, wall: float) -> list:
+    """Epochs `first` .. the last: train, evaluate (`evaluates`), log, checkpoint as `policy` says; the history."""
+    steps = len(loaders.train)
     for epoch in range(first, recipe.epochs):
         reseed(seed, epoch, d.rank)
         loaders.train.sampler.set_epoch(epoch)
@@ -523,25 +636,23 @@ def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt
         if bar is not None:
             bar.close()
         parts.scheduler.step(epoch + 1)
-        timing = {"data_wait": row.pop("data_wait"), "peak_memory_gib": peak_memory_gib(d.device)}
+        timing = {"data_wait": row.pop("data_wait"), "peak_memory_gib": peak_memory_gib(d.device),
+                  "data_label": "batch build (host)" if getattr(loaders, "backend", "") == "device" else "data wait"}
         if evaluates(epoch, recipe):
             sync_batchnorm_stats(parts, d)
             row |= evaluate(parts.ema.module if parts.ema else parts.model, loaders.val, d, parts.autocast)
         history.append(row)
         timing["eta_s"] = (time.perf_counter() - wall) / (epoch + 1 - first) * (recipe.epochs - epoch - 1)
         logger.epoch(row, recipe.epochs, timing)
-        if d.master:
+        write, stop = policy.decide()
+        if write and d.master:
             save_checkpoint(checkpoint, parts, epoch, history, attempt)
         if d.world_size > 1:
             dist.barrier()
-    logger.close()
-    summary = summarize(history, time.perf_counter() - wall)
-    if getattr(loaders, "test", None) is not None:
-        start = time.perf_counter()
-        correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
-        summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
-                    "test_time_s": time.perf_counter() - start}
-    return summary
+        if stop:
+            raise PipelineError(f"[{name}] stopped by SIGTERM after epoch {epoch + 1}; its checkpoint {checkpoint}"
+                                " holds it: run the same command again to resume")
+    return history
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:

@@ -20,9 +20,10 @@ GPUs: the command uses the GPUs it can see (CUDA_VISIBLE_DEVICES). `python -m pi
 its own (`pipeline.scale.repro`) and SLURM gives each job its allocation's, so no lease of our own is needed.
 `PIPELINE_DEVICES=0,1,2` replaces the device list (for tests on a CPU machine, or to reserve GPUs).
 
-`resources.device: cuda` never falls back to the CPU: `require_cuda` says why CUDA cannot run here (a CPU-only torch,
-no NVIDIA driver, a driver older than the torch build's CUDA needs, a GPU this build has no kernels for) and which
-lock to install instead (`make env CUDA=12`: the CUDA 12.6 build of the same torch, for drivers >= 525 and V100s).
+`resources.device: cuda` never falls back to the CPU: `require_cuda` asks torch to start CUDA and run a kernel, and
+where it cannot, says why (a CPU-only torch, no NVIDIA driver, a driver older than the torch build's CUDA needs, a GPU
+this build has no kernels for) and which lock to install instead (`make env CUDA=12`: the CUDA 12.6 build of the same
+torch, for drivers >= 525 and V100s).
 """
 
 from __future__ import annotations
@@ -65,54 +66,98 @@ def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> tuple[in
     return (int(found[1]), int(found[2])) if found else None
 
 
+#: An architecture of torch.cuda.get_arch_list(): sm_90 (kernels), sm_90a / sm_100f (arch- or family-specific
+#: kernels), compute_120 (PTX, which the driver compiles for that architecture and newer).
+ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+
+
+def has_kernels(sm: int, arch_list: list[str]) -> bool:
+    """Whether a build with `arch_list` carries code for compute capability `sm` (e.g. 90): its kernels, or
+    PTX of an older architecture (suffixed PTX, sm-specific, only for its own)."""
+    for name in arch_list:
+        found = ARCH.match(name)
+        if not found:
+            continue
+        kind, number, suffix = found[1], int(found[2]), found[3]
+        if number == sm or (kind == "compute" and not suffix and number <= sm):
+            return True
+    return False
+
+
 def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: list[tuple[str, tuple[int, int]]],
-                 arch_list: list[str], needed: int) -> str:
-    """Why this torch cannot train on CUDA here ('' when it can).
+                 arch_list: list[str], needed: int, torch_error: str = "") -> str:
+    """Why this torch cannot train on CUDA here ('' when it can). torch decides; the rest only explains.
+
+    A torch that starts CUDA and runs a kernel on the GPU it will use can train, whatever the driver file says (it
+    is absent under WSL2 and in some containers) and however old the driver is (NVIDIA's forward-compatibility
+    libraries run a newer CUDA on an older driver). Where torch cannot, the build, the driver and the GPUs'
+    architectures say why and what to install.
 
     Args:
         cuda_build: torch.version.cuda (None for a CPU-only build).
-        driver: the NVIDIA driver's version (`driver_version`).
-        gpus: (name, compute capability) of each visible GPU.
+        driver: the NVIDIA driver's version (`driver_version`), or None where the file is absent.
+        gpus: (name, compute capability) of each GPU torch initialised (empty when torch.cuda cannot start).
         arch_list: torch.cuda.get_arch_list(): the sm_XY kernels (and compute_XY PTX) this build carries.
         needed: GPUs the run needs (resources.nproc).
+        torch_error: what torch said when it could not start CUDA, or could not run a kernel on a GPU ('' when it
+            did).
     """
     if not cuda_build:
         return "this torch is a CPU-only build; reinstall the environment from requirements.lock (make env)"
-    if driver is None:
-        return "this machine has no NVIDIA driver (/proc/driver/nvidia/version is missing)"
     major = int(cuda_build.split(".")[0])
     oldest = MIN_DRIVER.get(major)
-    if oldest and driver < oldest:
+    old_driver = ""
+    if driver and oldest and driver < oldest:
         fix = CUDA12_HINT if major > 12 else "update the NVIDIA driver"
-        return (f"torch is built for CUDA {cuda_build}, which needs NVIDIA driver >= {oldest[0]}.{oldest[1]}; this"
-                f" machine has {driver[0]}.{driver[1]}: {fix}")
+        old_driver = (f"torch is built for CUDA {cuda_build}, which needs NVIDIA driver >= {oldest[0]}.{oldest[1]};"
+                      f" this machine has {driver[0]}.{driver[1]}: {fix}")
+    said = f" (torch: {torch_error})" if torch_error else ""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not gpus:
+        if driver is None:
+            return ("torch cannot start CUDA and this machine shows no NVIDIA driver (no"
+                    f" /proc/driver/nvidia/version){said}")
+        if old_driver:
+            return old_driver
+        return (f"torch cannot start CUDA{said or ' (torch.cuda.is_available() is False)'};"
+                f" CUDA_VISIBLE_DEVICES={visible!r}")
+    if len(gpus) < needed:
+        return f"CUDA sees {len(gpus)} GPU(s) (CUDA_VISIBLE_DEVICES={visible!r}), {needed} needed"
+    if not torch_error:
+        return ""
     for name, (cc_major, cc_minor) in gpus:
         sm = cc_major * 10 + cc_minor
-        kernels = [int(a[3:]) for a in arch_list if a.startswith("sm_")]
-        ptx = [int(a[8:]) for a in arch_list if a.startswith("compute_")]
-        if sm not in kernels and not any(p <= sm for p in ptx):
+        if not has_kernels(sm, arch_list):
             return (f"this torch (CUDA {cuda_build}) has no kernels for {name} (sm_{sm}; it has"
                     f" {', '.join(arch_list)}): {CUDA12_HINT}")
-    if len(gpus) < needed:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        return f"CUDA sees {len(gpus)} GPU(s) (CUDA_VISIBLE_DEVICES={visible!r}), {needed} needed"
+    return old_driver + said if old_driver else f"torch cannot run a kernel on {gpus[needed - 1][0]}{said}"
+
+
+def run_kernel(index: int) -> str:
+    """Run one small kernel on CUDA device `index` and wait for it: '' when it ran, else what torch said."""
+    import torch
+
+    try:
+        (torch.ones(2, device=torch.device("cuda", index)) * 2).sum().item()
+    except RuntimeError as exc:
+        return str(exc).strip().splitlines()[0]
     return ""
 
 
 def cuda_unusable(needed: int = 1) -> str:
-    """Why this torch cannot train on `needed` visible GPUs here ('' when it can)."""
+    """Why this torch cannot train on `needed` visible GPUs here ('' when it can): torch starts CUDA and runs a
+    kernel on GPU `needed - 1` (the one rank needed - 1 uses), else `cuda_problem` says why."""
     import torch
 
     with warnings.catch_warnings(record=True) as caught:  # torch's own word on a failed CUDA start, if any
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
-    gpus = ([(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
-             for i in range(torch.cuda.device_count())] if available else [])
-    reason = cuda_problem(torch.version.cuda, driver_version(), gpus, torch.cuda.get_arch_list() if available else [],
-                          needed)
-    if not reason and not available:
-        reason = "; ".join(str(w.message) for w in caught) or "torch.cuda.is_available() is False"
-    return reason
+        gpus = ([(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
+                 for i in range(torch.cuda.device_count())] if available else [])
+        error = run_kernel(needed - 1) if len(gpus) >= needed else ""
+    said = error or ("; ".join(str(w.message).strip().splitlines()[0] for w in caught) if not gpus else "")
+    return cuda_problem(torch.version.cuda, driver_version(), gpus, torch.cuda.get_arch_list() if available else [],
+                        needed, said)
 
 
 def require_cuda(needed: int = 1) -> None:

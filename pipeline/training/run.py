@@ -99,7 +99,7 @@ def build_run_loaders(data: dict, root: str | Path, dataset: str, img_size: int,
                           in_chans=in_chans, batch_size=recipe.batch_size // d.world_size, seed=seed,
                           augment=augment, rank=d.rank, world_size=d.world_size, workers=resources.workers,
                           train_subset=data["train_subset"], val_subset=data["val_subset"],
-                          pin_memory=d.device.type == "cuda")
+                          pin_memory=d.device.type == "cuda", sampler_ranks=recipe.sampler_ranks)
     if device_data.choose(resources.data_on_device, built, augment, d.device):
         return device_data.device_loaders(built, img_size=img_size, augment=augment, device=d.device)
     return built

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import torch
 import torchvision
-from scipy.io.matlab import MatReadError
 from torch.utils.data import DataLoader
 from torchvision import datasets as tvd
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
@@ -55,10 +54,22 @@ FASHION_MNIST_SHA256 = {
 #: HTTP exchange, an MD5 mismatch ("File not found or corrupted.": RuntimeError; a transfer cut short ends
 #: here too, as urllib returns the partial body without an error), a bad archive.
 DOWNLOAD_ERRORS = (OSError, http.client.HTTPException, RuntimeError, tarfile.TarError, zipfile.BadZipFile, EOFError)
+
+
+def mat_read_errors() -> tuple[type[Exception], ...]:
+    """scipy's error for a damaged .mat file (Flowers-102, SVHN: torchvision reads them with scipy), where scipy is
+    installed; `check` and the training cells import this module on machines without it."""
+    try:
+        from scipy.io.matlab import MatReadError
+    except ImportError:
+        return ()
+    return (MatReadError,)
+
+
 #: What the loaders (torchvision's and ours) raise on files that passed their checksums but do not hold the
 #: dataset's layout: a missing file or key, a damaged pickle or .mat file, an image that does not decode.
 LAYOUT_ERRORS = (FileNotFoundError, RuntimeError, KeyError, IndexError, ValueError, pickle.UnpicklingError,
-                 MatReadError)
+                 *mat_read_errors())
 FETCH_ERRORS = DOWNLOAD_ERRORS + LAYOUT_ERRORS
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".gz")

@@ -14,7 +14,8 @@ Contract with the trainer:
   order) (`SeededOrder`), in whatever process draws them: the result does not depend on `resources.workers`,
   and the workers persist across epochs (no re-fork per epoch).
 - The train sampler is torch's `DistributedSampler` (timm's `RepeatAugSampler` when `aug_repeats` > 0),
-  given rank and world size explicitly, so it works without a process group.
+  given rank and world size explicitly, so it works without a process group; with `sampler_ranks` > 1 a process
+  deals the batches of that many ranks' samplers (`EmulatedRanks`), as the official multi-GPU run steps.
 - The eval loader gives rank r the images r, r + w, r + 2w, ...: all ranks together see every image exactly
   once (torch's `DistributedSampler` pads with repeats instead), so sum correct counts over ranks.
 - `train_subset` takes the first n images of a class-stratified shuffle of the train split seeded by the run
@@ -60,7 +61,8 @@ SEED_STRIDE = 1_000_003
 class SeededOrder(Sampler):
     """A train sampler's order as (index, seed) pairs: the seed of each image's augmentation draws, from the run's
     seed, the epoch and the image's place in the epoch's global order (rank r's k-th image is place r + k w, as
-    DistributedSampler and RepeatAugSampler deal them). A repeated image (`aug_repeats`) gets a seed per place."""
+    DistributedSampler and RepeatAugSampler deal them; `EmulatedRanks` says each image's place itself). A repeated
+    image (`aug_repeats`) gets a seed per place."""
 
     def __init__(self, sampler, *, seed: int, rank: int, world_size: int):
         self.sampler, self.seed, self.rank, self.world_size, self.epoch = sampler, seed, rank, world_size, 0
@@ -74,7 +76,43 @@ class SeededOrder(Sampler):
 
     def __iter__(self):
         base = (self.seed * SEED_STRIDE + self.epoch) << 32
-        return ((index, base + self.rank + k * self.world_size) for k, index in enumerate(self.sampler))
+        placed = (self.sampler.placed() if isinstance(self.sampler, EmulatedRanks)
+                  else ((index, self.rank + k * self.world_size) for k, index in enumerate(self.sampler)))
+        return ((index, base + place) for index, place in placed)
+
+
+class EmulatedRanks(Sampler[int]):
+    """The train order of `world` data-parallel ranks, of which this process holds `ranks` (params
+    `train.sampler_ranks`; e.g. the official 8 GPUs x 64 on one GPU at batch 512).
+
+    Each rank's shard is what its own sampler deals it (torch's DistributedSampler, or timm's RepeatAugSampler),
+    padded to a multiple of the ranks as they pad it. A batch of this process is `rank_batch` images of each of its
+    ranks in turn: the official step. Each rank's images past its last full batch are never yielded, as timm's
+    loader drops each rank's last partial batch, so the steps per epoch are the official run's.
+    """
+
+    def __init__(self, samplers: list, ranks: range, world: int, rank_batch: int):
+        self.samplers, self.ranks, self.world, self.rank_batch = samplers, ranks, world, rank_batch
+        self.steps = len(samplers[0]) // rank_batch
+
+    def set_epoch(self, epoch: int) -> None:
+        for sampler in self.samplers:
+            sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return self.steps * self.rank_batch * len(self.samplers)
+
+    def placed(self):
+        """(index, place in the epoch's global order) of each image in this process's order: rank r's k-th image
+        is place r + k world, as `SeededOrder` numbers the places of real ranks."""
+        shards = [list(sampler) for sampler in self.samplers]
+        for step in range(self.steps):
+            for rank, shard in zip(self.ranks, shards):
+                for k in range(step * self.rank_batch, (step + 1) * self.rank_batch):
+                    yield shard[k], rank + k * self.world
+
+    def __iter__(self):
+        return (index for index, _ in self.placed())
 
 
 class SeededImages(Dataset):
@@ -231,13 +269,35 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
     return dataset
 
 
+def train_order(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: float, sampler_ranks: int,
+                batch_size: int) -> SeededOrder:
+    """This process's train order: its own rank's sampler, or with `sampler_ranks` > 1 its share of that many
+    emulated ranks (process p holds ranks p s .. p s + s - 1, s = sampler_ranks / world_size), each given
+    `batch_size / s` images of every batch."""
+    if sampler_ranks <= 1:
+        sampler = train_sampler(dataset, seed=seed, rank=rank, world_size=world_size, aug_repeats=aug_repeats)
+    else:
+        if sampler_ranks % world_size or batch_size % (sampler_ranks // world_size):
+            raise PipelineError(f"train.sampler_ranks = {sampler_ranks} does not split over {world_size} process(es)"
+                                f" with {batch_size} images each; make it a multiple of resources.nproc x"
+                                " resources.nnodes whose share divides the batch")
+        share = sampler_ranks // world_size
+        ranks = range(rank * share, (rank + 1) * share)
+        sampler = EmulatedRanks([train_sampler(dataset, seed=seed, rank=r, world_size=sampler_ranks,
+                                               aug_repeats=aug_repeats) for r in ranks],
+                                ranks, sampler_ranks, batch_size // share)
+    return SeededOrder(sampler, seed=seed, rank=rank, world_size=world_size)
+
+
 def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], img_size: int, in_chans: int | None,
                   batch_size: int, seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
-                  train_subset: int = 0, val_subset: int = 0, pin_memory: bool = False) -> Loaders:
+                  train_subset: int = 0, val_subset: int = 0, pin_memory: bool = False,
+                  sampler_ranks: int = 1) -> Loaders:
     """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`; see the module docstring).
 
     `stats` is the (mean, std) to normalise with (`pipeline.data.registry.normalization_stats`); `in_chans` None
-    takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split.
+    takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split; `sampler_ranks` > 1
+    emulates that many data-parallel ranks' train order (params `train.sampler_ranks`, `train_order`).
     """
     directory = Path(root) / name
     manifest = read_manifest(directory, name)
@@ -264,8 +324,8 @@ def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], im
     # number of workers (each image's draws come from SeededOrder's seeds)
     common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory,
               "persistent_workers": workers > 0, "generator": torch.Generator().manual_seed(seed)}
-    order = SeededOrder(train_sampler(sets["train"], seed=seed, rank=rank, world_size=world_size,
-                                      aug_repeats=augment.aug_repeats), seed=seed, rank=rank, world_size=world_size)
+    order = train_order(sets["train"], seed=seed, rank=rank, world_size=world_size, aug_repeats=augment.aug_repeats,
+                        sampler_ranks=sampler_ranks, batch_size=batch_size)
     train = DataLoader(SeededImages(sets["train"]), sampler=order, drop_last=True, collate_fn=collates["train"],
                        **common)
 

@@ -10,8 +10,9 @@ Two back-ends produce the same kind of batch (float32, normalised, `in_chans` ch
   `grid_sample` crops, resizes and flips the whole batch. The device-resident path (`device.py`) uses the same
   crop. Deliberate difference from timm: bilinear resize without antialiasing, which is identical to
   it when the crop is enlarged (every recipe in paper.md section 3 upsamples or keeps the native size) and
-  aliases when it shrinks, so `auto` picks `tensor` only when img_size >= the native size. Evaluation uses
-  torchvision's batched `resize` (antialiased) and `center_crop`, as timm's eval transform does per image.
+  aliases when it shrinks, so `auto` picks `tensor` only when img_size >= the native size. Evaluation is timm's
+  eval transform batched: PIL's resize with `eval_interpolation` (bicubic for ViTs) rounded as PIL's uint8 images
+  are (`resize_like_pil`), then the centre crop; it equals the pil back-end's within one level.
 
 Grayscale data into a 3-channel model is replicated; RGB into a 1-channel model is converted with ITU-R
 601-2 luma weights (what PIL's `convert('L')` does). The mean/std follow (`channel_stats`). The recipe's values
@@ -268,20 +269,53 @@ class TensorBatchTransform:
         if not isinstance(batch, ImageBatch):  # a list of (image, label) samples
             batch = ImageBatch(torch.stack([b[0] for b in batch]), torch.tensor([b[1] for b in batch]))
         with seeded(batch.seed):
-            x = to_channels(batch.images.float(), self.in_chans)
             if self.training:
-                x = random_resized_crops(x, self.img_size, self.augment)
+                x = random_resized_crops(to_channels(batch.images.float(), self.in_chans), self.img_size, self.augment)
             else:
-                x = eval_crop(x, self.img_size, self.augment.crop_pct)
+                x = eval_crop(batch.images, self.in_chans, self.img_size, self.augment)
             x = x * self.scale - self.shift
             if self.erase is not None:
                 x = self.erase(x)
         return x, batch.labels
 
 
-def eval_crop(x: torch.Tensor, img_size: int, crop_pct: float) -> torch.Tensor:
-    """timm's eval transform, batched: resize the short side to floor(img_size / crop_pct), centre crop."""
-    scale_size = math.floor(img_size / crop_pct)
-    if min(x.shape[2:]) != scale_size:
-        x = TF.resize(x, [scale_size], antialias=True)
-    return TF.center_crop(x, [img_size])
+#: timm's interpolation names -> F.interpolate's modes (antialiased where F.interpolate can, as PIL's resize is).
+INTERPOLATIONS = {"bicubic": "bicubic", "bilinear": "bilinear", "nearest": "nearest"}
+
+
+def resize_like_pil(x: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
+    """PIL's `resize` of 8-bit images, batched on the images' device: float 8-bit levels in and out (N x C x H x W).
+
+    PIL resamples in two passes, width then height, with antialiased kernels (support scaled by the downsampling
+    factor), and rounds (half up) and clamps each pass to uint8. Here each pass is one antialiased `F.interpolate`
+    followed by that rounding, so the result equals PIL's within one level (tests/test_data.py: Fashion-MNIST 28 ->
+    32 and 28 -> 256, RGB images). Written here because torchvision's batched resize rounds only at the end on a GPU,
+    which differs from PIL by up to 25 levels where bicubic ringing overshoots 0..255 (measured on Fashion-MNIST).
+    """
+    if interpolation not in INTERPOLATIONS:
+        raise PipelineError(f"evaluation interpolation {interpolation!r}: the batched paths have"
+                            f" {', '.join(INTERPOLATIONS)}; use the pil back-end (resources.data_on_device: false)")
+    mode = INTERPOLATIONS[interpolation]
+    options = {"mode": mode} if mode == "nearest" else {"mode": mode, "align_corners": False, "antialias": True}
+    height, width = x.shape[2:]
+    for target in ((height, size[1]), size):  # width, then height, as PIL
+        if tuple(x.shape[2:]) != tuple(target):
+            x = F.interpolate(x, size=target, **options)
+            x = x if mode == "nearest" else x.clamp(0, 255).add_(0.5).floor_()
+    return x
+
+
+def eval_crop(images: torch.Tensor, in_chans: int, img_size: int, augment: Augment) -> torch.Tensor:
+    """timm's eval transform on uint8 images, batched: the channel conversion (PIL's `convert`), resize of the short
+    side to floor(img_size / crop_pct) with `augment.eval_interpolation` (`resize_like_pil`), centre crop; 8-bit
+    levels as float, to be normalised."""
+    if images.shape[1] == 3 and in_chans == 1:  # PIL's convert('L'): luma in 16-bit fixed point, rounded to uint8
+        rgb = images.int()
+        x = ((rgb[:, 0:1] * 19595 + rgb[:, 1:2] * 38470 + rgb[:, 2:3] * 7471 + 0x8000) >> 16).float()
+    else:
+        x = to_channels(images.float(), in_chans)
+    scale_size = math.floor(img_size / augment.crop_pct)
+    height, width = x.shape[2:]
+    size = ((scale_size, int(scale_size * width / height)) if height <= width
+            else (int(scale_size * height / width), scale_size))  # torchvision's Resize(int), as timm's transform
+    return TF.center_crop(resize_like_pil(x, size, augment.eval_interpolation), [img_size])

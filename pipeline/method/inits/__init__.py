@@ -35,7 +35,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-from threadpoolctl import threadpool_limits
 from torch import nn
 
 from pipeline.errors import PipelineError
@@ -44,6 +43,7 @@ from pipeline.method.inits.ci_random import random_init
 from pipeline.method.inits.default import default_init, timm_init
 from pipeline.method.inits.diagnostics import init_diagnostics
 from pipeline.method.inits.impulse import impulse_init
+from pipeline.method.inits.lowrank import one_blas_thread
 from pipeline.method.inits.measures import attention_maps, locality_mass, peak_agreement, uniform_locality_mass
 from pipeline.method.inits.mimetic import mimetic_init
 from pipeline.method.inits.rng import as_generator
@@ -91,7 +91,7 @@ def apply_init(
             f"init {method!r}: unknown option(s) {', '.join(unknown)}; allowed are {', '.join(allowed) or 'none'}"
         )
     kind = family(model)
-    with threadpool_limits(limits=1, user_api="blas"):  # scipy's LAPACK on one thread: see lowrank, Threads
+    with one_blas_thread():  # scipy's LAPACK on one thread: see lowrank, Threads
         written = {id(p) for p in ARMS[method](model, kind, as_generator(generator), **options)}
     bad = [name for name, p in model.named_parameters() if id(p) in written and not torch.isfinite(p).all()]
     if bad:

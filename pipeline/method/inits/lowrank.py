@@ -9,8 +9,10 @@ SVDs of 768 x 768). The routes here give the same factors from less work:
 - `balanced_factors` (all D triplets): the symmetric route, eigh of A^T A (V and S^2), then s_i = |A v_i| and
   u_i = A v_i / s_i. About half an SVD's time (`bench/bench_inits.py`).
 - `top_factors` (the top r triplets): a partial symmetric eigensolver (LAPACK syevr through scipy, eigenpairs
-  n - r .. n - 1 of A^T A only). Randomized or Krylov SVDs are not an option: the gaps s_r / s_{r+1} - 1 of these
-  random matrices are ~1e-3, so they do not converge in useful time.
+  n - r .. n - 1 of A^T A only). Where scipy is not installed (a stock PyTorch image), torch's full eigh gives
+  the same vectors to rounding (`tests/test_inits_lowrank.py`), more slowly at ViT-S/B widths. Randomized or
+  Krylov SVDs are not an option: the gaps s_r / s_{r+1} - 1 of these random matrices are ~1e-3, so they do not
+  converge in useful time.
 
 Why keep them: the full-SVD route (`official_route()`) gives these factors only to rounding, so switching to it
 would change every init, and every metric already computed; on speed alone (seconds per init, bench/bench_inits.py,
@@ -26,9 +28,9 @@ back to full SVDs (the tests and the bench compare the two routes with it).
 Accuracy: A^T A squares the condition number, so the smallest singular vectors carry relative errors of about
 eps * s_max^2 / (s_i * gap_i); measured for 0.4 Z - 0.4 I at D = 768 (s_min ~ 2e-3): every singular vector within
 1e-12 of gesdd's, L R within 2e-15 of A, far below float32 rounding.
-Threads: `apply_init` runs scipy's LAPACK (OpenBLAS) on one thread, whatever torch's count: OpenBLAS threads
-spin against torch's OpenMP threads on a busy machine, and one thread makes the eigensolves independent of the
-thread count (see `rng`).
+Threads: `apply_init` runs scipy's LAPACK (OpenBLAS) on one thread, whatever torch's count (`one_blas_thread`):
+OpenBLAS threads spin against torch's OpenMP threads on a busy machine, and one thread makes the eigensolves
+independent of the thread count (see `rng`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-import scipy.linalg
 import torch
 from torch import nn
 
@@ -59,6 +60,25 @@ def official_route():
         yield
     finally:
         _OFFICIAL.reset(token)
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager:
+    """scipy's LAPACK on one thread within the block (threadpoolctl); nothing to limit where scipy and threadpoolctl
+    are not installed (the eigensolves then run in torch)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def scipy_linalg():
+    """scipy.linalg, or None where scipy is not installed."""
+    try:
+        import scipy.linalg
+    except ImportError:
+        return None
+    return scipy.linalg
 
 
 def using_official_route() -> bool:
@@ -102,19 +122,20 @@ def svd_factors(
 def right_vectors(a: torch.Tensor, rank: int) -> torch.Tensor:
     """The top `rank` right singular vectors of square float64 `a` (..., n, n), descending: (..., n, rank).
 
-    Eigenvectors of A^T A. Below SCIPY_FROM, one batched torch (MKL) call; from it on, scipy's LAPACK matrix by
-    matrix, syevd for all n vectors and syevr for fewer, which beats torch's full syevd at ViT sizes and loses
-    below (bench/bench_inits.py).
+    Eigenvectors of A^T A. Below SCIPY_FROM (or without scipy), one batched torch (MKL) call; from it on, scipy's
+    LAPACK matrix by matrix, syevd for all n vectors and syevr for fewer, which beats torch's full syevd at ViT sizes
+    and loses below (bench/bench_inits.py).
     """
     n = a.shape[-1]
     gram = a.mT @ a
-    if n < SCIPY_FROM:
+    linalg = scipy_linalg() if n >= SCIPY_FROM else None
+    if linalg is None:
         return torch.linalg.eigh(gram)[1][..., n - rank :].flip(-1)
     out = torch.empty(*a.shape[:-1], rank, dtype=a.dtype)
     subset, driver = (None, "evd") if rank == n else ([n - rank, n - 1], "evr")
     for vectors, matrix in zip(out.reshape(-1, n, rank), gram.reshape(-1, n, n)):
-        _, v = scipy.linalg.eigh(matrix.numpy(), subset_by_index=subset, driver=driver, overwrite_a=True,
-                                 check_finite=False)  # fmt: skip
+        _, v = linalg.eigh(matrix.numpy(), subset_by_index=subset, driver=driver, overwrite_a=True,
+                           check_finite=False)  # fmt: skip
         vectors.copy_(torch.from_numpy(v[:, ::-1].copy()))
     return out
 
