@@ -3,7 +3,7 @@
 Every tool module (and every command of `python -m pipeline`) has `add_arguments(parser)` and `main(params, args)`:
 it reads params.yaml (or --params) with the overrides, validates it before any work, and turns a user's mistake
 (`PipelineError`) into one line on stderr and exit code 2. Training cells do not come here: dvc.yaml runs them as
-`python -m pipeline.cell` on their resolved configuration.
+`python -m pipeline.cell <runtime> <config>` on their resolved configuration.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""Every command the README, the docs and the docstrings show works as written: each is parsed by the program that
+would run it (`python -m pipeline`'s, DVC's, torchrun's parser; a bench script's `--help`; a make target), so a
+renamed command, a dropped option or a wrong number of arguments fails here. Templates (`<dataset>`, `...`) are
+skipped: they are not commands."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import shlex
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pipeline.__main__ import parse_args
+
+ROOT = Path(__file__).resolve().parent.parent
+STARTS = ("python -m pipeline", "python3 -m pipeline", "python bench/", "python3 bench/", "dvc ", "torchrun ", "make ")
+#: what marks a template rather than a command
+TEMPLATE = re.compile(r"<[^>]*>|\.\.\.|\{[^}]*\}|…|\[-|\s-S$")
+
+
+def docstrings() -> list[tuple[str, str]]:
+    """(where, text) of every module, class and function docstring of pipeline/ and bench/."""
+    out = []
+    for path in [*(ROOT / "pipeline").rglob("*.py"), *(ROOT / "bench").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    out.append((str(path.relative_to(ROOT)), doc))
+    return out
+
+
+def command_lines(text: str) -> list[str]:
+    """Commands in a text: lines of code blocks and indented examples, and `inline` ones, joined across `\\`."""
+    found = re.findall(r"`([^`\n]+)`", text)
+    lines = text.replace("\\\\\n", " ").replace("\\\n", " ").splitlines()
+    found += [line.strip().removeprefix("$ ") for line in lines if line.strip().removeprefix("$ ").startswith(STARTS)]
+    commands = []
+    for line in found:
+        for part in line.split(" #")[0].split("&&"):
+            part = part.strip()
+            if part.startswith(STARTS) and not TEMPLATE.search(part):
+                commands.append(part.rstrip(";,.:"))
+    return commands
+
+
+def every_command() -> list[tuple[str, str]]:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    sources = [(str(p.relative_to(ROOT)), p.read_text()) for p in pages if p.is_file()] + docstrings()
+    return sorted({(cmd, where) for where, text in sources for cmd in command_lines(text)})
+
+
+COMMANDS = every_command()
+
+
+def check_pipeline(argv: list[str]) -> None:
+    """`python -m pipeline ...` or `python -m pipeline.<module> ...`: its parser accepts it."""
+    module = argv[0]
+    if module == "pipeline":
+        try:
+            parse_args(argv[1:])
+        except SystemExit as exc:  # --help prints and exits 0
+            assert exc.code == 0 and "--help" in argv, argv
+    elif module == "pipeline.cell":
+        assert len(argv) == 3 and hasattr(importlib.import_module(argv[1]), "build_run"), argv
+    else:
+        mod = importlib.import_module(module)
+        assert hasattr(mod, "main") and hasattr(mod, "add_arguments"), f"{module}: not a command module"
+
+
+@cache
+def bench_help(script: str) -> str:
+    """A bench script's --help (each script once per session: it imports torch)."""
+    assert (ROOT / script).is_file(), script
+    out = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def check_bench(argv: list[str]) -> None:
+    """`python bench/x.py --flags`: the script exists and its --help lists every flag given."""
+    text = bench_help(argv[0])
+    for flag in (a.split("=")[0] for a in argv[1:] if a.startswith("--")):
+        assert flag in text, f"{argv[0]} has no option {flag}"
+
+
+def test_commands_were_found():
+    kinds = {cmd.split()[0] + (" -m" if " -m " in cmd else "") for cmd, _ in COMMANDS}
+    assert {"python -m", "dvc", "make"} <= kinds and len(COMMANDS) > 20
+
+
+@pytest.mark.parametrize("command, where", COMMANDS, ids=[f"{w}: {c}"[:90] for c, w in COMMANDS])
+def test_a_shown_command_is_accepted_by_its_program(command, where):
+    argv = shlex.split(command)
+    if argv[0] in ("python", "python3") and argv[1] == "-m":
+        check_pipeline(argv[2:])
+    elif argv[0] in ("python", "python3"):
+        check_bench(argv[1:])
+    elif argv[0] == "dvc":
+        from dvc.cli.parser import get_main_parser
+
+        get_main_parser().parse_args(argv[1:])
+    elif argv[0] == "torchrun":
+        from torch.distributed.run import get_args_parser
+
+        args = get_args_parser().parse_args(argv[1:])
+        if args.module:
+            check_pipeline([args.training_script, *args.training_script_args])
+    elif argv[0] == "make":
+        targets = re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE)
+        assert all(t in targets for t in argv[1:] if "=" not in t), f"{where}: make {argv[1:]}"
