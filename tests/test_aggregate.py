@@ -84,7 +84,8 @@ def experiment(**overrides) -> Experiment:
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
                 filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
-                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g")
+                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g",
+                config_datasets=("fashion_mnist",), config_variants=("vit",), sia_datasets=("fashion_mnist",))
     return Experiment(**(base | overrides))
 
 
@@ -408,7 +409,7 @@ def test_claims_from_a_consistent_results_tree(results):
                         "11": "not tested", "12": "not tested", "13": "not tested", "14": "not tested",
                         "15": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
-    assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
+    assert "spans -2; the claim's power at the plan's effects is" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])
     assert all(c["summary"] for c in agg.claims)
 
@@ -438,6 +439,24 @@ def test_per_image_correctness_gives_top1_and_intervals_over_the_test_images(res
     write_correct(other, np.ones(500, bool), index=np.arange(1, 501))  # scored on other images
     with pytest.raises(PipelineError, match="default/seed1 and .* were scored on different test images"):
         aggregate(results, PAPER, experiment())
+
+
+def test_sia_cells_and_the_grid_are_scored_on_the_same_test_images(results):
+    """[SIA]'s cells compare with each other on the grid's test split: one scored elsewhere stops aggregate."""
+    for arm, seeds in VIT.items():
+        for seed in seeds:
+            write_correct(results / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", np.ones(500, bool))
+    exp = experiment(sia_cells=("base_cls_learned", "base_avg_sincos"), sia_seeds=(0, 1))
+    for cell in exp.sia_cells:
+        for seed in exp.sia_seeds:
+            folder = results / "sia" / "fashion_mnist" / cell / f"seed{seed}"
+            write_run(folder, 0.8, dataset="fashion_mnist", seed=seed, model="vit_tiny_patch16_224", family="vit")
+            write_correct(folder, np.ones(500, bool))
+    assert claim(aggregate(results, PAPER, exp), "14")["verdict"] != "not tested"
+    write_correct(results / "sia" / "fashion_mnist" / "base_avg_sincos" / "seed1", np.ones(500, bool),
+                  index=np.arange(2, 502))
+    with pytest.raises(PipelineError, match="sia/fashion_mnist/base_avg_sincos/seed1 and .* different test images"):
+        aggregate(results, PAPER, exp)
 
 
 def test_the_plans_alpha_and_report_confidence_must_agree(results):

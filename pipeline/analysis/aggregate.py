@@ -102,6 +102,16 @@ class Experiment:
     ws_teachers: tuple = ()  #: teacher names
     ws_scratch: tuple = ()  #: student arms trained from scratch
     ws_seeds: tuple = ()  #: fine-tune seeds
+    sia_datasets: tuple = ()  #: the datasets [SIA]'s cells run on (params `sia.datasets`)
+    config_datasets: tuple = ()  #: the grid cells the training configurations run on (params `train_config_cells`)
+    config_variants: tuple = ()
+    settings: tuple = ()  #: (params key, value) of the values a claim's plan `requires` may name
+
+    def seed_lists(self) -> dict[str, tuple]:
+        """Every seed list this experiment runs, by params key (the planned n's keys)."""
+        return {"seeds": self.seeds, "filter_study.seeds": self.filter_seeds, "ci_alpha.seeds": self.ci_seeds,
+                "ci_model3.seeds": self.m3_seeds, "sia.seeds": self.sia_seeds,
+                "weight_selection.seeds": self.ws_seeds}
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
@@ -134,7 +144,11 @@ class Experiment:
                    tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options),
                    tuple([f"base_{a}" for a in params.sia.bases] + [f"fit_{f}" for f in params.sia.fits]),
                    tuple(params.sia.seeds), params.sia.baseline_arm,
-                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds))
+                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds),
+                   tuple(params.sia.datasets) if params.sia.enabled else (),
+                   tuple(params.train_config_cells.datasets), tuple(params.train_config_cells.variants),
+                   (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
+                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)))
 
 
 @dataclass
@@ -298,8 +312,10 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
 
 
 def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment,
-                      m3: pd.DataFrame | None = None) -> None:
-    """The runs of one dataset that record per-image correctness were all scored on the same test images."""
+                      m3: pd.DataFrame | None = None, configs: pd.DataFrame | None = None,
+                      sia: pd.DataFrame | None = None) -> None:
+    """The runs of one dataset that record per-image correctness were all scored on the same test images: the
+    grid, the filter study, [CI]'s grids, the training configurations and [SIA]'s cells."""
     for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.m3_datasets]):
         named = [(f"results/train/{d}/{r.variant}/{r.arm}/seed{r.seed}", r.images)
                  for r in runs[runs["dataset"] == d].itertuples()]
@@ -311,6 +327,12 @@ def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFram
             named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}" if getattr(r, "form", MODEL3)
                        == MODEL3 else f"results/ci_table1/{d}/{r.form}/{r.value}/seed{r.seed}", r.images)
                       for r in m3[m3["dataset"] == d].itertuples()]
+        if configs is not None:
+            named += [(f"results/train_config/{d}/{r.variant}/{r.config}/{r.arm}/seed{r.seed}", r.images)
+                      for r in configs[configs["dataset"] == d].itertuples()]
+        if sia is not None:
+            named += [(f"results/sia/{d}/{r.cell}/seed{r.seed}", r.images)
+                      for r in sia[sia["dataset"] == d].itertuples()]
         check_images(named)
 
 
@@ -337,9 +359,9 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     t1, t1_missing = load_ci_table1_runs(results / "ci_table1", exp.m3_datasets, exp.m3_forms, exp.m3_values,
                                          exp.m3_seeds)
     m3, m3_missing = pd.concat([m3.assign(form=MODEL3), t1], ignore_index=True), m3_missing + t1_missing
-    configs, configs_missing = load_train_config_runs(results / "train_config", exp.datasets, exp.variants,
-                                                      exp.train_configs, exp.arms, exp.seeds)
-    sia, sia_missing = load_sia_runs(results / "sia", exp.datasets, exp.sia_cells, exp.sia_seeds)
+    configs, configs_missing = load_train_config_runs(results / "train_config", exp.config_datasets,
+                                                      exp.config_variants, exp.train_configs, exp.arms, exp.seeds)
+    sia, sia_missing = load_sia_runs(results / "sia", exp.sia_datasets, exp.sia_cells, exp.sia_seeds)
     missing += configs_missing + sia_missing
     ws, ws_missing = load_weight_selection_runs(results / "weight_selection", exp.ws_datasets, exp.ws_teachers,
                                                 exp.ws_scratch, exp.ws_seeds)
@@ -347,12 +369,12 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     for d in exp.ws_datasets:
         check_images((f"weight_selection {r.dataset}/{r.source}/seed{r.seed}", r.images)
                      for r in ws[ws["dataset"] == d].itertuples())
-    check_test_images(runs, filters, ci, exp, m3)
+    check_test_images(runs, filters, ci, exp, m3, configs, sia)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs, sia, ws)
+                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings))
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
     built += [t for t in [tables.init_diagnostics_table(ev.attention),

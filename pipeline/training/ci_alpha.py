@@ -25,7 +25,7 @@ from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import init_arm
 from pipeline.method.simple_vit import SimpleViT
 from pipeline.training.run import Run, data_identity, start
-from pipeline.vocabulary import CI_ARMS
+from pipeline.vocabulary import CI_ARMS, CI_MODEL3_ARMS, SENSITIVITY_ARM
 
 
 def parse_alpha(text: str) -> float:
@@ -66,22 +66,24 @@ def simple_vit_cell(module: str, kind: str, key: tuple[str, ...], params: Params
     """One cell of a [CI] grid on the Simple ViT (`grid`: its params section) as a `Run`: `labels` (the cell's own
     axes) go into its config and metrics.json beside the arm, and so does the impulse arm's fit, per layer;
     `attention` is the model's attention form (see `simple_vit`)."""
-    if arm not in CI_ARMS:
-        raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
-    fit = grid.impulse_fit
+    allowed = CI_MODEL3_ARMS if kind == "ci_model3" else CI_ARMS
+    if arm not in allowed:
+        raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(allowed)}")
+    # Model III's sensitivity arm is the impulse arm fitted as ci_model3.sensitivity_fit says (the other sigma)
+    method, fit = ("impulse", grid.sensitivity_fit) if arm == SENSITIVITY_ARM else (arm, grid.impulse_fit)
     config = {"grid": kind, "dataset": dataset, **labels, "arm": arm, "seed": seed,
               "model": dataclasses.asdict(grid.model),
-              "impulse_fit": dataclasses.asdict(fit) if arm == "impulse" else None,
+              "impulse_fit": dataclasses.asdict(fit) if method == "impulse" else None,
               "train": dataclasses.asdict(recipe), "data": data_identity(params.data)}
     device = "cuda" if params.resources.device != "cpu" and torch.cuda.is_available() else "cpu"
     fitted: dict = {}
 
     def build(meta: DatasetMeta) -> SimpleViT:
-        model, fitted["impulse_fit"] = initialized(grid.model, fit, meta, arm, seed, device, **attention)
+        model, fitted["impulse_fit"] = initialized(grid.model, fit, meta, method, seed, device, **attention)
         return model
 
     def facts(model: SimpleViT) -> dict:
-        records = {"impulse_fit": fitted["impulse_fit"]} if arm == "impulse" else {}
+        records = {"impulse_fit": fitted["impulse_fit"]} if method == "impulse" else {}
         return {"variant": "ci" if kind == "ci_alpha" else kind, "model": "simple_vit", "family": "vit",
                 "num_heads": grid.model.heads, "arm": arm} | labels | records
 

@@ -4,7 +4,8 @@ the stage `ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>` (also `python -m pipel
 [CI] 2401.12511 Table 2 (and Table 1's Model III column; paper.md section 2.6) trains code-2401's Simple ViT whose
 attention maps are per-layer, per-head learnable factors softmax(scale Q K) that never read the input (Model III,
 `pipeline.method.simple_vit`), with impulse, mimetic and random Q, K (`pipeline.method.ci_2401`; the impulse fit
-from `ci_model3.impulse_fit`, sigma 1.0), Q/K trained (T) or frozen at init (NT), and values LN(x) W_v (w/ V) or
+from `ci_model3.impulse_fit`, sigma 1.0; the arm `impulse_sens` is the same arm fitted as `ci_model3.sensitivity_fit`
+says, the other reading of sigma), Q/K trained (T) or frozen at init (NT), and values LN(x) W_v (w/ V) or
 LN(x) (w/o V), without augmentation (`train` updated by `ci_model3.train`). It writes
 `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/` through the shared run skeleton
 (`pipeline.training.run`); metrics.json records `arm`, `qk`, `value` and, for the impulse arm, `impulse_fit` per
@@ -20,7 +21,7 @@ from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.training.ci_alpha import simple_vit_cell
 from pipeline.training.run import Run, start
-from pipeline.vocabulary import CI_ARMS, CI_QK, CI_VALUE
+from pipeline.vocabulary import CI_MODEL3_ARMS, CI_QK, CI_VALUE
 
 
 def attention_form(qk: str, value: str) -> dict:
@@ -41,7 +42,8 @@ def ci_model3_run(params: Params, dataset: str, arm: str, qk: str, value: str, s
 
 def add_arguments(parser) -> None:
     parser.add_argument("dataset", help="a dataset of params `ci_model3.datasets`")
-    parser.add_argument("arm", choices=CI_ARMS, help="the init arm")
+    parser.add_argument("arm", choices=CI_MODEL3_ARMS, help="the init arm (impulse_sens: the impulse arm fitted as"
+                        " ci_model3.sensitivity_fit says)")
     parser.add_argument("qk", choices=CI_QK, help="Q/K trained (Table 2's T) or frozen at init (NT)")
     parser.add_argument("value", choices=CI_VALUE, help="values LN(x) W_v (w/ V) or LN(x) (w/o V)")
     parser.add_argument("seed", type=int)
