@@ -16,6 +16,7 @@ hours; each entry names its source). `make repro` runs this before it reproduces
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,9 @@ from pathlib import Path
 import torch
 from timm.optim import create_optimizer_v2
 
+from pipeline.analysis.design import CLAIM_FRAMES, Design, plan_power
+from pipeline.analysis.power import describe
+from pipeline.analysis.published import load_claims
 from pipeline.config import ModelConfig, Params, SimpleVitConfig, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
@@ -32,10 +36,12 @@ from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
 from pipeline.method.weight_selection import select_weights
 from pipeline.training import builders, ci_alpha, ci_model3, ci_table1, filter_study
+from pipeline.training import sia as sia_stage
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
+PAPER = Path(__file__).resolve().parent.parent / "paper"
 
 
 def train_runs(params: Params) -> list[str]:
@@ -106,9 +112,10 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines += grid_estimate(variant, model, params.datasets, len(params.arms) * len(params.seeds),
                                params.train.epochs, params, table, device)
     for name, recipe in params.config_recipes.items():
-        for variant, model in params.models.items():
-            lines += grid_estimate(f"{variant} under training configuration {name}", model, params.datasets,
-                                   len(params.arms) * len(params.seeds), recipe.epochs, params, table, device)
+        for variant in params.train_config_cells.variants:
+            lines += grid_estimate(f"{variant} under training configuration {name}", params.models[variant],
+                                   params.train_config_cells.datasets, len(params.arms) * len(params.seeds),
+                                   recipe.epochs, params, table, device)
     ci = params.ci_alpha
     if ci.datasets:
         lines += grid_estimate("the [CI] alpha grid", ci.model, ci.datasets,
@@ -123,6 +130,12 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines += grid_estimate("[CI] Table 1's other columns", m3.model, m3.datasets,
                                len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe.epochs, params,
                                table, device)
+    sia = params.sia
+    if sia.enabled:
+        lines += grid_estimate(f"[SIA]'s cells on {sia.variant} (the fit cells' {sia.fit.steps} Adam steps per fit"
+                               " not included)", params.models[sia.variant], sia.datasets,
+                               (len(sia.bases) + len(sia.fits)) * len(sia.seeds), params.train.epochs, params, table,
+                               device)
     return lines + weight_selection_estimate(params, table, device)
 
 
@@ -237,7 +250,27 @@ def check_builds(params: Params) -> int:
                 check_recipe("filter_study.train", params.filter_recipe, model, dataset,
                              *filter_study.model_input(study.model, meta), n)
                 built += 1
-    return built + check_weight_selection(params)
+    return built + check_weight_selection(params) + check_sia(params)
+
+
+def check_sia(params: Params) -> int:
+    """Build each architecture [SIA]'s cells use (sia.variant with a cls token and learned PE, or average pooling
+    and the sin-cos PE) on the meta device with the `train` recipe, per dataset; returns how many were built."""
+    sia, built = params.sia, 0
+    if not sia.enabled:
+        return 0
+    archs = dict.fromkeys([*sia.bases, *([sia_stage.cell_of("fit", f).arch for f in sia.fits])])
+    with torch.device("meta"):
+        for dataset in sia.datasets:
+            meta = planned_meta(params, dataset)
+            for arch in archs:
+                cfg = sia_stage.sia_model_config(params.models[sia.variant], arch)
+                with keyed(f"sia ({arch}) on models.{sia.variant}"):
+                    model = builders.timm_model(cfg, meta)
+                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta),
+                             train_images(params, dataset))
+                built += 1
+    return built
 
 
 def check_weight_selection(params: Params) -> int:
@@ -285,6 +318,25 @@ def weight_selection_lines(params: Params) -> list[str]:
             f" arm(s), {params.ws_finetune_recipe.epochs} epochs each, into {ws.student!r}"]
 
 
+def decide_lines(params: Params, paper: Path = PAPER) -> list[str]:
+    """Before any run: what this design can decide, claim by claim, at paper/plan.yaml's effects of interest and
+    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`)."""
+    design = Design.of(params, paper)
+    lines = ["what this design can decide (paper/plan.yaml: each claim's effects of interest and assumed seed sd;"
+             " a claim is supported only when all its comparisons are, so its power is theirs together):"]
+    for claim in load_claims(paper):
+        power = plan_power(design, claim["id"])
+        if claim["id"] not in CLAIM_FRAMES:
+            lines.append(f"  claim {claim['id']}: structural (no seed statistic, no power to state)")
+        elif power is None:
+            lines.append(f"  claim {claim['id']}: not tested by this profile")
+        elif not math.isfinite(power["power"]):
+            lines.append(f"  claim {claim['id']}: one seed per arm: no interval, so no verdict but 'inconclusive'")
+        else:
+            lines.append(f"  claim {claim['id']}: {describe(power)}")
+    return lines
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None, help="estimate the compute on this device (a name of"
                         " bench/throughput.yaml, e.g. V100) instead of this machine's, and skip the GPU check")
@@ -300,13 +352,15 @@ def main(params: Params, args) -> int:
     print(f"ViT training runs: {len(runs)} = {len(params.datasets)} dataset(s) x {len(params.variants)} model"
           f" variant(s) x {len(params.arms)} arm(s) x {len(params.seeds)} seed(s), {params.train.epochs} epochs each")
     if params.train_configs:
-        n_cfg = len(runs) * len(params.train_configs)
-        print(f"training-configuration runs: {n_cfg} = the ViT grid's {len(runs)} x {len(params.train_configs)}"
+        cells = params.train_config_cells
+        n_cfg = len(cells.datasets) * len(cells.variants) * len(params.arms) * len(params.seeds)
+        print(f"training-configuration runs: {n_cfg * len(params.train_configs)} = {n_cfg} grid cells"
+              f" ({', '.join(cells.datasets)} x {', '.join(cells.variants)}) x {len(params.train_configs)}"
               f" configuration(s) ({', '.join(params.train_configs)})")
     sia = params.sia
     if sia.enabled:
-        n_sia = len(params.datasets) * (len(sia.bases) + len(sia.fits)) * len(sia.seeds)
-        print(f"[SIA] ablation runs: {n_sia} = {len(params.datasets)} dataset(s) x {len(sia.bases)} base and"
+        n_sia = len(sia.datasets) * (len(sia.bases) + len(sia.fits)) * len(sia.seeds)
+        print(f"[SIA] ablation runs: {n_sia} = {len(sia.datasets)} dataset(s) x {len(sia.bases)} base and"
               f" {len(sia.fits)} fit cell(s) x {len(sia.seeds)} seed(s) on variant {sia.variant!r}, each fit cell"
               f" {sia.fit.steps} Adam steps per fit first")
     for line in weight_selection_lines(params):
@@ -329,5 +383,7 @@ def main(params: Params, args) -> int:
           + (f" = {len(m3.datasets)} dataset(s) x {len(m3.forms)} form(s) x {len(m3.value)} value x {len(m3.seeds)}"
              " seed(s)" if n_t1 else " (off)"))
     for line in estimate_lines(params, args.device):
+        print(line)
+    for line in decide_lines(params):
         print(line)
     return 0

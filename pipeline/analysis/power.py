@@ -31,10 +31,12 @@ from scipy import stats
 from pipeline.analysis.analysis_plan import Rule
 from pipeline.analysis.stats import SEEDS, WELCH, Criterion, Estimate, satterthwaite
 
-#: Monte-Carlo draws per probability: its standard error is at most 0.5 / √MC_DRAWS ≈ 0.008
+#: Monte-Carlo draws per stated probability: its standard error is at most 0.5 / √MC_DRAWS ≈ 0.008
 MC_DRAWS = 4000
+#: draws per probability inside the searches (detectable effect, seeds, seed sd): their answers are ±1 step
+SEARCH_DRAWS = 1000
 #: how far `seeds_needed` searches (seeds per arm)
-MAX_SEEDS = 200
+MAX_SEEDS = 100
 
 
 @dataclass(frozen=True)
@@ -153,11 +155,11 @@ def claim_detectable(comparisons: Sequence[Planned], power: float, limit: float 
     """The distance beyond every comparison's boundary (points, the same for each; equivalence: inside its margin)
     at which the claim is supported with `power`; NaN when no distance up to `limit` reaches it."""
     def reached(d: float) -> bool:
-        return claim_power(comparisons, [at_distance(c, d) for c in comparisons]) >= power
+        return claim_power(comparisons, [at_distance(c, d) for c in comparisons], SEARCH_DRAWS) >= power
     if not comparisons or not reached(limit):
         return math.nan
     low, high = 0.0, limit
-    while high - low > 0.01:
+    while high - low > 0.05:
         mid = (low + high) / 2
         low, high = (low, mid) if reached(mid) else (mid, high)
     return high
@@ -168,7 +170,7 @@ def seeds_needed(comparisons: Sequence[Planned], deltas: Sequence[float], power:
     """The fewest seeds per arm (2 or more) at which the claim is supported with `power` at these true
     differences and the same variance components; None when `max_seeds` do not."""
     def reached(n: int) -> bool:
-        return claim_power([c.at(n) for c in comparisons], deltas) >= power
+        return claim_power([c.at(n) for c in comparisons], deltas, SEARCH_DRAWS) >= power
     if not comparisons or not reached(max_seeds):
         return None
     low, high = 1, max_seeds  # reached(high); low is below the search range
@@ -182,13 +184,13 @@ def sd_needed(comparisons: Sequence[Planned], deltas: Sequence[float], power: fl
     """The largest factor on every comparison's seed sd at which the planned n decide the claim with `power`
     (1 or more: they already do; None: even without seed variance the test images' term is too large)."""
     def reached(f: float) -> bool:
-        return claim_power([c.scaled(f) for c in comparisons], deltas) >= power
+        return claim_power([c.scaled(f) for c in comparisons], deltas, SEARCH_DRAWS) >= power
     if not comparisons or not reached(1e-3):
         return None
     if reached(1.0):
         return 1.0
     low, high = 1e-3, 1.0
-    while high / low > 1.01:
+    while high / low > 1.02:
         mid = math.sqrt(low * high)
         low, high = (mid, high) if reached(mid) else (low, mid)
     return low
@@ -246,11 +248,10 @@ def describe(s: dict) -> str:
              f"; no true difference reaches {target:g}% at this n")
     if s["power"] >= s["target"]:
         return text + ": the design can decide it"
-    needs = []
-    if s["seeds_needed"]:
-        needs.append(f"{s['seeds_needed']} seeds per arm")
+    needs = [f"{s['seeds_needed']} seeds per arm" if s["seeds_needed"] else f"more than {MAX_SEEDS} seeds per arm"]
     if s["sd_factor"]:
         needs.append(f"seed sds {s['sd_factor']:.2f}× these (more training images or epochs lower them)")
-    return text + ("; the design cannot decide it at the plan's effects: it would need "
-                   + " or ".join(needs) if needs else "; no number of seeds up to"
-                   f" {MAX_SEEDS} reaches it (the test images' term alone is too large)")
+    if not s["sd_factor"] and not s["seeds_needed"]:
+        return text + (f"; the design cannot decide it at the plan's effects: no number of seeds up to {MAX_SEEDS}"
+                       " and no seed sd reach it (the test images' term alone is too large: more test images would)")
+    return text + "; the design cannot decide it at the plan's effects: it would need " + " or ".join(needs)
