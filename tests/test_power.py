@@ -9,10 +9,10 @@ import pytest
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from pipeline.analysis.power import (
+    SEARCH_DRAWS,
     Planned,
     at_distance,
     claim_detectable,
-    SEARCH_DRAWS,
     claim_power,
     describe,
     sd_needed,

@@ -36,8 +36,8 @@ import yaml
 
 from pipeline import entry
 from pipeline.analysis import claims as claim_checks
-from pipeline.analysis import tables
-from pipeline.analysis.analysis_plan import load_plan
+from pipeline.analysis import plan_history, tables
+from pipeline.analysis.analysis_plan import load_confirmatory, load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import (
@@ -344,8 +344,38 @@ def check_confidence(plans: dict, exp: Experiment) -> None:
                             f" gives {level:g} (two-sided = 1 - 2 * one-sided alpha); change one to match the other")
 
 
-def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT) -> Aggregate:
-    """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run."""
+def plan_record(plans: dict, paper: str | Path, exp: Experiment, claims: list[dict], revisions: list[str],
+                repo: str | Path | None) -> dict:
+    """The plan's history from the repository (`plan_history`), the confirmatory seeds' status, and per claim
+    its post-hoc changes and whether this run answers it confirmatorily; {} without a repository to read."""
+    if repo is None:
+        return {}
+    readers: dict[str, set] = {}
+    for p in plans.values():
+        for r in p.rules.values():
+            for key in r.n_from.split(" / "):
+                if key != "plan":
+                    readers.setdefault(key, set()).add(p.claim)
+    ids = [c["id"] for c in claims]
+    record = plan_history.history(repo, ["headline", *ids], {k: tuple(sorted(v)) for k, v in readers.items()},
+                                  revisions)
+    confirmatory = load_confirmatory(paper)
+    if record.get("available") and confirmatory is not None:
+        record["confirmatory"] = plan_history.confirmatory_status(repo, confirmatory.seeds, confirmatory.profile,
+                                                                  exp.profile, exp.seed_lists())
+    holds = record.get("confirmatory", {}).get("holds", False)
+    for c in claims:
+        touching = [h for h in record.get("changes", []) if c["id"] in h["claims"]]
+        after = [h for h in touching if h.get("after_run") and h["kind"] == plan_history.VERDICT_KIND]
+        c["plan"] = {"post_hoc": [h for h in touching if h["post_hoc"]], "after_run": after,
+                     "confirmatory": holds and not after}
+    return record
+
+
+def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT,
+              repo: str | Path | None = None) -> Aggregate:
+    """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run;
+    with `repo` (a git work tree), the plan's history from it too."""
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
@@ -390,8 +420,10 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
-    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
-                     summary_metrics(runs, filters, ci, m3), ran | {"table_notes": table_notes(built, exp)})
+    judged = claim_checks.check_claims(load_claims(paper), ev)
+    plan["history"] = plan_record(plans, paper, exp, judged, ran["git_rev"], repo)
+    return Aggregate(built, judged, head, plan, summary_metrics(runs, filters, ci, m3),
+                     ran | {"table_notes": table_notes(built, exp)})
 
 
 def jsonable(obj):
@@ -429,7 +461,7 @@ def add_arguments(parser) -> None:
 
 def main(params: Params, args) -> int:
     results = Path(getattr(args, "results", RESULTS))
-    agg = aggregate(results, getattr(args, "paper", PAPER), Experiment.from_params(params))
+    agg = aggregate(results, getattr(args, "paper", PAPER), Experiment.from_params(params), repo=Path("."))
     write_aggregate(agg, results / "tables", results / "summary.json")
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in agg.claims)
     runs = agg.what_was_run["runs"]
