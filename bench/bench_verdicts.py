@@ -17,7 +17,8 @@ difference); the group's own image effects do not (they make the image term of a
 (claim 4) is a per-seed value with the same seed structure. A group's population accuracy is then Φ(μ_g / τ) in
 closed form, so every comparison's true difference is known: the same claim code on noise-free data gives it.
 `--skew` draws the seed effects from a skewed law instead (one seed in five far below the others), the case where
-the normal-seed assumption of the intervals does not hold.
+the normal-seed assumption of the intervals does not hold: the table then measures what that costs (the error rates,
+the coverage and how far the stated power, a normal model's, lies from the simulated one; a bound may fail there).
 
 The scenarios, per claim. `boundary`: every comparison's true difference lies on its boundary (0, or the margin:
 ±2 for "≈", -2 for "clearly worse", ...), the least favourable case for a false "contradicted" (Holm's family-wise
