@@ -314,6 +314,35 @@ def test_ci_table2_reads_the_model3_grid_beside_the_published_cells_and_judges_c
     assert agg.summary["ci_model3"]["cifar10"]["impulse"]["frozen"]["value"]["n"] == 3
 
 
+def test_claim_10_at_both_readings_of_sigma(tmp_path):
+    """The plan's σ decides claim 10; impulse_sens (the other reading) is a sensitivity line and both fits' target
+    mass and peak are in their table; a run fitted at another σ than the plan's leaves the claim not tested."""
+    base = {"random": 0.60, "mimetic": 0.61, "impulse": 0.75, "impulse_sens": 0.59}
+    fit = {"impulse": [{"layer": 0, "mse": 0.0002, "target_mass": 0.995, "peak": 1.0}],
+           "impulse_sens": [{"layer": 0, "mse": 0.0001, "target_mass": 0.998, "peak": 1.0}]}
+    for arm, top1 in base.items():
+        for seed in (0, 1, 2):
+            write_run(tmp_path / "r" / "ci_model3" / "cifar10" / arm / "frozen" / "value" / f"seed{seed}",
+                      top1 + 0.002 * seed, arm=arm, qk="frozen", value="value", impulse_fit=fit.get(arm))
+    fits = (("impulse", {"sigma": 1.0, "steps": 1000, "lr": 0.01}),
+            ("impulse_sens", {"sigma": 100.0, "steps": 10000, "lr": 0.0001}))
+    exp = experiment(m3_datasets=("cifar10",), m3_arms=tuple(base), m3_qk=("frozen",), m3_values=("value",),
+                     m3_seeds=(0, 1, 2), filters=(), sigmas=(), m3_fits=fits,
+                     settings=(("ci_model3.impulse_fit.sigma", 1.0), ("ci_model3.sensitivity_fit.sigma", 100.0)))
+    agg = aggregate(tmp_path / "r", PAPER, exp)
+    c = claim(agg, "10")
+    assert c["verdict"] == "supported" and {x["a"] for x in c["comparisons"]} == {"impulse"}
+    sens = [e for e in c["evidence"] if e.startswith("Sensitivity line, never deciding")]
+    assert len(sens) == 1 and "impulse_sens at σ 100: contradicted" in sens[0]
+    t = table(agg, "ci_model3_fit")
+    assert [r[:4] for r in t.rows] == [["cifar10", "impulse", "1", "1000 steps at lr 0.01"],
+                                       ["cifar10", "impulse_sens", "100", "10000 steps at lr 0.0001"]]
+    assert t.rows[1][6].startswith("0.998")
+    other = experiment(**{**exp.__dict__, "settings": (("ci_model3.impulse_fit.sigma", 100.0),)})
+    c = claim(aggregate(tmp_path / "r", PAPER, other), "10")
+    assert c["verdict"] == "not tested" and "the plan's is 1" in c["summary"]
+
+
 def test_ci_table1_reads_its_forms_beside_model3_rt_and_judges_claim_15(tmp_path):
     """Table 1's layout from results/ci_table1/<dataset>/<form>/<value>/seed<k>/ and Model III's random / trained
     cells; the Table 2 table and claim 10 read Model III's rows only."""

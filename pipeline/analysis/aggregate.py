@@ -58,6 +58,7 @@ from pipeline.config import Params, digest
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside, write_text
+from pipeline.vocabulary import SENSITIVITY_ARM
 
 RESULTS, PAPER = Path("results"), Path("paper")
 CI_FIT = Path("bench/ci_fit.yaml")  #: [CI] impulse fits recorded by bench/bench_ci_fit.py --yaml
@@ -106,6 +107,7 @@ class Experiment:
     config_datasets: tuple = ()  #: the grid cells the training configurations run on (params `train_config_cells`)
     config_variants: tuple = ()
     settings: tuple = ()  #: (params key, value) of the values a claim's plan `requires` may name
+    m3_fits: tuple = ()  #: (Model III impulse arm, its fit's settings) for the arms of the grid
 
     def seed_lists(self) -> dict[str, tuple]:
         """Every seed list this experiment runs, by params key (the planned n's keys)."""
@@ -148,7 +150,10 @@ class Experiment:
                    tuple(params.sia.datasets) if params.sia.enabled else (),
                    tuple(params.train_config_cells.datasets), tuple(params.train_config_cells.variants),
                    (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
-                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)))
+                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)),
+                   tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
+                                                                         (SENSITIVITY_ARM, m3.sensitivity_fit))
+                         if arm in m3.arms))
 
 
 @dataclass
@@ -208,6 +213,7 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
            tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
            tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
+           tables.model3_fit_table(m3, dict(exp.m3_fits)),
            tables.ci_table1_table(m3, published) if m3 is not None else None,
            filter_table(filters, published, exp.filters),
            gaussian_table(filters, published, exp.sigmas, exp.heads),
