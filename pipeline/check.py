@@ -12,6 +12,10 @@ throughput of the entry of bench/throughput.yaml for the model and for the devic
 first GPU, or its CPU; measured with bench/bench_gpu.py or bench/bench_train.py, or derived from the paper's stated
 hours; each entry names its source). `make repro` runs this before it reproduces anything, so a GPU profile
 (`resources.device: cuda`) on a machine where CUDA cannot run stops here, in seconds, saying why.
+
+Last, before any run, it says claim by claim what the design can decide: each claim's power at paper/plan.yaml's
+effects of interest and assumed seed sds, all its comparisons at once (`pipeline.analysis.design`,
+`pipeline.analysis.power`), and, where it falls short, the seeds or the seed sd that would reach the plan's power.
 """
 
 from __future__ import annotations
