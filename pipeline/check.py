@@ -14,6 +14,10 @@ bench/gpu_check.py or bench/bench_train.py, or derived from the paper's stated h
 and says where a cell would outlast what `repro --executor slurm` lets it run (slurm.time x (slurm.requeues + 1)).
 `make repro` runs this before it reproduces anything, so a GPU profile (`resources.device: cuda`) on a machine where
 CUDA cannot run stops here, in seconds, saying why.
+
+Last, before any run, it says claim by claim what the design can decide: each claim's power at paper/plan.yaml's
+effects of interest and assumed seed sds, all its comparisons at once (`pipeline.analysis.design`,
+`pipeline.analysis.power`), and, where it falls short, the seeds or the seed sd that would reach the plan's power.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from timm.optim import create_optimizer_v2
 
+from pipeline.analysis.design import CLAIM_FRAMES, Design, plan_power
+from pipeline.analysis.power import describe
+from pipeline.analysis.published import load_claims
 from pipeline.config import ModelConfig, Params, SimpleVitConfig, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
@@ -36,13 +44,16 @@ from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
 from pipeline.experiments import ci as ci_grids
 from pipeline.experiments import stages
+from pipeline.experiments.sia import sia_model
 from pipeline.method.inits.arch import VIT, family
 from pipeline.method.weight_selection import select_weights
 from pipeline.training import builders, filter_study, simple_vit
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
+from pipeline.vocabulary import parse_sia_fit
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
+PAPER = Path(__file__).resolve().parent.parent / "paper"
 
 
 def train_runs(params: Params) -> list[str]:
@@ -167,10 +178,11 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     device, lines, cells = device or run_device(params), [], []
     grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
              for variant, model in params.models.items()]
-    grids += [(f"{variant} under training configuration {name}", model, params.datasets,
+    tc = params.train_config_cells
+    grids += [(f"{variant} under training configuration {name}", params.models[variant], tc.datasets,
                len(params.arms) * len(params.seeds), recipe)
-              for name, recipe in params.config_recipes.items() for variant, model in params.models.items()]
-    ci, m3 = params.ci_alpha, params.ci_model3
+              for name, recipe in params.config_recipes.items() for variant in tc.variants]
+    ci, m3, sia = params.ci_alpha, params.ci_model3, params.sia
     if ci.datasets:
         grids.append(("the [CI] alpha grid", ci.model, ci.datasets, len(ci.alphas) * len(ci.arms) * len(ci.seeds),
                       params.ci_recipe))
@@ -180,6 +192,10 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     if m3.datasets and m3.forms:
         grids.append(("[CI] Table 1's other columns", m3.model, m3.datasets,
                       len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe))
+    if sia.enabled:
+        grids.append((f"[SIA]'s cells on {sia.variant} (the fit cells' {sia.fit.steps} Adam steps per fit not"
+                      " included)", params.models[sia.variant], sia.datasets,
+                      (len(sia.bases) + len(sia.fits)) * len(sia.seeds), params.train))
     for label, model, datasets, runs, recipe in grids:
         lines += grid_estimate(label, model, datasets, runs, recipe.epochs, params, table, device, recipe, cells)
     return lines + weight_selection_estimate(params, table, device, cells) + slurm_lines(params, cells)
@@ -276,13 +292,6 @@ def check_builds(params: Params) -> int:
                 for name, recipe in params.config_recipes.items():
                     check_recipe(f"train_configs.{name}", recipe, model, dataset, *builders.input_size(cfg, meta), n)
                 built += 1
-            sia = params.sia
-            if sia.enabled:
-                with keyed(f"sia.variant = {sia.variant!r} (models.{sia.variant})"):
-                    model = builders.timm_model(params.models[sia.variant], meta)
-                    if family(model) != VIT:
-                        raise PipelineError(f"a {family(model)} model; [SIA]'s cells change a ViT's cls token, pooling"
-                                            " and position embedding: name a timm ViT/DeiT variant")
             if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
                 cfg = params.ci_alpha.model
                 with keyed("ci_alpha.model"):
@@ -312,7 +321,31 @@ def check_builds(params: Params) -> int:
                 check_recipe("filter_study.train", params.filter_recipe, model, dataset,
                              *filter_study.model_input(asdict(study.model), meta), n)
                 built += 1
-    return built + check_weight_selection(params)
+    return built + check_weight_selection(params) + check_sia(params)
+
+
+def check_sia(params: Params) -> int:
+    """Build each architecture [SIA]'s cells use (sia.variant with a cls token and learned PE, or average pooling
+    and the sin-cos PE) on the meta device with the `train` recipe, per dataset; the variant must be a ViT.
+    Returns how many were built."""
+    sia, built = params.sia, 0
+    if not sia.enabled:
+        return 0
+    archs = dict.fromkeys([*sia.bases, *(parse_sia_fit(f).arch for f in sia.fits)])
+    with torch.device("meta"):
+        for dataset in sia.datasets:
+            meta = planned_meta(params, dataset)
+            for arch in archs:
+                cfg = SimpleNamespace(**sia_model(params.models[sia.variant], arch))
+                with keyed(f"sia.variant = {sia.variant!r} (models.{sia.variant}, {arch})"):
+                    model = builders.timm_model(cfg, meta)
+                    if family(model) != VIT:
+                        raise PipelineError(f"a {family(model)} model; [SIA]'s cells change a ViT's cls token,"
+                                            " pooling and position embedding: name a timm ViT/DeiT variant")
+                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta),
+                             train_images(params, dataset))
+                built += 1
+    return built
 
 
 def check_weight_selection(params: Params) -> int:
@@ -360,6 +393,25 @@ def weight_selection_lines(params: Params) -> list[str]:
             f" arm(s), {params.ws_finetune_recipe.epochs} epochs each, into {ws.student!r}"]
 
 
+def decide_lines(params: Params, paper: Path = PAPER) -> list[str]:
+    """Before any run: what this design can decide, claim by claim, at paper/plan.yaml's effects of interest and
+    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`)."""
+    design = Design.of(params, paper)
+    lines = ["what this design can decide (paper/plan.yaml: each claim's effects of interest and assumed seed sd;"
+             " a claim is supported only when all its comparisons are, so its power is theirs together):"]
+    for claim in load_claims(paper):
+        power = plan_power(design, claim["id"])
+        if claim["id"] not in CLAIM_FRAMES:
+            lines.append(f"  claim {claim['id']}: structural (no seed statistic, no power to state)")
+        elif power is None:
+            lines.append(f"  claim {claim['id']}: not tested by this profile")
+        elif not math.isfinite(power["power"]):
+            lines.append(f"  claim {claim['id']}: one seed per arm: no interval, so no verdict but 'inconclusive'")
+        else:
+            lines.append(f"  claim {claim['id']}: {describe(power)}")
+    return lines
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--device", default=None, help="estimate the compute on this device (a name of"
                         " bench/throughput.yaml, e.g. V100) instead of this machine's, and skip the GPU check")
@@ -395,5 +447,7 @@ def main(params: Params, args) -> int:
     for line in weight_selection_lines(params):
         print(line)
     for line in estimate_lines(params, args.device):
+        print(line)
+    for line in decide_lines(params):
         print(line)
     return 0

@@ -45,7 +45,15 @@ from pipeline.method.options import (
     MimeticOptions,
     SiaFitOptions,
 )
-from pipeline.vocabulary import CI_FORMS, CI_QK, CI_VALUE, parse_sia_base, parse_sia_fit
+from pipeline.vocabulary import (
+    CI_FORMS,
+    CI_MODEL3_ARMS,
+    CI_QK,
+    CI_VALUE,
+    SENSITIVITY_ARM,
+    parse_sia_base,
+    parse_sia_fit,
+)
 
 __all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params", "from_mapping", "digest"]
 
@@ -507,19 +515,23 @@ class CiModel3Config:
     forms: list = field(default_factory=lambda: list(CI_FORMS))
     model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
     impulse_fit: Model3FitConfig = field(default_factory=Model3FitConfig)
+    #: the fit of the arm `impulse_sens`, the other reading of sigma (claim 10's sensitivity line; plan.yaml says
+    #: which decides): code-2401's own steps and lr at sigma 100, one of the values [CI] Fig. 5 shows
+    sensitivity_fit: Model3FitConfig = field(default_factory=lambda: Model3FitConfig(sigma=100.0))
     #: overrides of the `train` section for this grid: Tables 1-2 use no augmentation (paper.md 3.4)
     train: dict = field(default_factory=lambda: {"aa": None, "mixup": 0.0, "cutmix": 0.0, "reprob": 0.0,
                                                  "color_jitter": None, "scale": [1.0, 1.0], "ratio": [1.0, 1.0],
                                                  "hflip": 0.0})
 
     def __post_init__(self):
-        for key, values, allowed in (("arms", self.arms, CI_ARMS), ("qk", self.qk, CI_QK),
+        for key, values, allowed in (("arms", self.arms, CI_MODEL3_ARMS), ("qk", self.qk, CI_QK),
                                      ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:
                 _choice(f"ci_model3.{key}", value, allowed)
         self.model.validate("ci_model3.model")
         grid = self.model.image_size // self.model.patch_size
         self.impulse_fit.validate("ci_model3.impulse_fit", grid if "impulse" in self.arms else None)
+        self.sensitivity_fit.validate("ci_model3.sensitivity_fit", grid if SENSITIVITY_ARM in self.arms else None)
         if "novalue" in self.value and self.model.heads * self.model.head_dim != self.model.dim:
             raise PipelineError(f"ci_model3.value: 'novalue' reads LN(x) as the heads' values, so ci_model3.model's"
                                 f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"
@@ -544,6 +556,7 @@ class SiaConfig:
     """
 
     variant: str = "vit"  #: the key of `models` every cell builds (a timm ViT); [SIA]'s cells change its head only
+    datasets: list = field(default_factory=lambda: ["fashion_mnist"])  #: each one of `datasets`
     seeds: list = field(default_factory=lambda: [0, 1, 2])
     bases: list = field(default_factory=list)  #: architectures of the baseline change: cls_learned, avg_sincos
     baseline_arm: InitMethod = "timm"  #: the init of the base cells ([SIA]'s baselines are Trunc Normal, timm's)
@@ -601,6 +614,15 @@ class WeightSelectionConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.teachers or self.datasets)
+
+
+@dataclass
+class TrainConfigCells:
+    """Which grid cells the named training configurations run on (stages train_config@...): a part of the grid, so
+    a profile with many variants need not run every configuration on each."""
+
+    datasets: list = field(default_factory=lambda: ["fashion_mnist"])  #: each one of `datasets`
+    variants: list = field(default_factory=lambda: ["vit"])  #: each a key of `models`
 
 
 def _default_models() -> dict:
@@ -661,6 +683,8 @@ class Params:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     #: named training configurations: `train` overrides per name (stages train_config@...); {} switches them off
     train_configs: dict = field(default_factory=dict)
+    #: the grid cells the configurations run on: datasets and variants (subsets of `datasets` and `models`)
+    train_config_cells: TrainConfigCells = field(default_factory=lambda: TrainConfigCells())
     #: [NeurIPS] Table 4: pretrain, weight-select, fine-tune (stages pretrain@, select_finetune@, ws_scratch@)
     weight_selection: WeightSelectionConfig = field(default_factory=WeightSelectionConfig)
     #: the filter study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
@@ -731,6 +755,16 @@ class Params:
         if self.sia.enabled and self.sia.variant not in self.models:
             raise PipelineError(f"sia.variant = {self.sia.variant!r}: not a key of `models` ({', '.join(self.models)});"
                                 " name the ViT variant [SIA]'s cells build")
+        cells = self.train_config_cells
+        for key, names, known in (("sia.datasets", self.sia.datasets if self.sia.enabled else [], self.datasets),
+                                  ("train_config_cells.datasets", cells.datasets if self.train_configs else [],
+                                   self.datasets),
+                                  ("train_config_cells.variants", cells.variants if self.train_configs else [],
+                                   list(self.models))):
+            for name in names:
+                if name not in known:
+                    raise PipelineError(f"{key}: {name!r} is not one of {known}; the cells run on the grid's own"
+                                        " datasets and variants, so name one of those")
         self._check_weight_selection()
 
     def _check_weight_selection(self) -> None:

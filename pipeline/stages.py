@@ -53,9 +53,10 @@ ANALYSIS: list[tuple[str, str, dict]] = [
         "outs": ["results/attention/${item.variant}/${item.arm}"]}),
     ("figures", "pipeline.analysis.figures", {
         "cmd": "python -m pipeline.analysis.figures",
-        "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study"],
+        "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study",
+                 "results/ci_alpha", "paper/coverage.yaml"],
         "params": ["init", "baselines", "seeds", "datasets", "models", "filter_study", "report", "train",
-                   "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization"],
+                   "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization", "ci_alpha"],
         "outs": ["reports/figures"]}),
     ("aggregate", "pipeline.analysis.aggregate", {
         "cmd": "python -m pipeline.analysis.aggregate",
@@ -66,8 +67,9 @@ ANALYSIS: list[tuple[str, str, dict]] = [
         "metrics": [{"results/summary.json": {"cache": False}}]}),
     ("report", "pipeline.analysis.report", {
         "cmd": "python -m pipeline.analysis.report",
-        "deps": ["paper/coverage.yaml", "paper/fidelity.yaml", "results/tables", "reports/figures"],
-        "params": ["report", "profile"], "outs": ["reports/report.md", "reports/report.pdf", "reports/headline.md"]}),
+        "deps": ["paper/coverage.yaml", "paper/fidelity.yaml", "paper/plan.yaml", "results/tables", "reports/figures"],
+        "params": ["report", "profile"],
+        "outs": ["reports/report.md", "reports/report.pdf", "reports/headline.md", "reports/claims.md"]}),
 ]
 PLOTS = [
     {f"{metric}": {

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from pipeline.errors import PipelineError
+from pipeline.method.names import CI_ARMS
+
+#: Model III's arms: [CI]'s three, and `impulse_sens`, the impulse arm fitted as `ci_model3.sensitivity_fit` says
+#: (the other reading of [CI]'s sigma: claim 10's sensitivity line, never deciding it)
+SENSITIVITY_ARM = "impulse_sens"
+CI_MODEL3_ARMS: tuple[str, ...] = (*CI_ARMS, SENSITIVITY_ARM)
 
 #: [CI] Table 2's columns for Model III: Q/K trained (T) or frozen at init (NT); values LN(x) W_v (w/ V) or LN(x).
 CiQk = Literal["trained", "frozen"]

@@ -84,7 +84,8 @@ def experiment(**overrides) -> Experiment:
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
                 filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
-                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g")
+                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g",
+                config_datasets=("fashion_mnist",), config_variants=("vit",), sia_datasets=("fashion_mnist",))
     return Experiment(**(base | overrides))
 
 
@@ -313,6 +314,35 @@ def test_ci_table2_reads_the_model3_grid_beside_the_published_cells_and_judges_c
     assert agg.summary["ci_model3"]["cifar10"]["impulse"]["frozen"]["value"]["n"] == 3
 
 
+def test_claim_10_at_both_readings_of_sigma(tmp_path):
+    """The plan's σ decides claim 10; impulse_sens (the other reading) is a sensitivity line and both fits' target
+    mass and peak are in their table; a run fitted at another σ than the plan's leaves the claim not tested."""
+    base = {"random": 0.60, "mimetic": 0.61, "impulse": 0.75, "impulse_sens": 0.59}
+    fit = {"impulse": [{"layer": 0, "mse": 0.0002, "target_mass": 0.995, "peak": 1.0}],
+           "impulse_sens": [{"layer": 0, "mse": 0.0001, "target_mass": 0.998, "peak": 1.0}]}
+    for arm, top1 in base.items():
+        for seed in (0, 1, 2):
+            write_run(tmp_path / "r" / "ci_model3" / "cifar10" / arm / "frozen" / "value" / f"seed{seed}",
+                      top1 + 0.002 * seed, arm=arm, qk="frozen", value="value", impulse_fit=fit.get(arm))
+    fits = (("impulse", {"sigma": 1.0, "steps": 1000, "lr": 0.01}),
+            ("impulse_sens", {"sigma": 100.0, "steps": 10000, "lr": 0.0001}))
+    exp = experiment(m3_datasets=("cifar10",), m3_arms=tuple(base), m3_qk=("frozen",), m3_values=("value",),
+                     m3_seeds=(0, 1, 2), filters=(), sigmas=(), m3_fits=fits,
+                     settings=(("ci_model3.impulse_fit.sigma", 1.0), ("ci_model3.sensitivity_fit.sigma", 100.0)))
+    agg = aggregate(tmp_path / "r", PAPER, exp)
+    c = claim(agg, "10")
+    assert c["verdict"] == "supported" and {x["a"] for x in c["comparisons"]} == {"impulse"}
+    sens = [e for e in c["evidence"] if e.startswith("Sensitivity line, never deciding")]
+    assert len(sens) == 1 and "impulse_sens at σ 100: contradicted" in sens[0]
+    t = table(agg, "ci_model3_fit")
+    assert [r[:4] for r in t.rows] == [["cifar10", "impulse", "1", "1000 steps at lr 0.01"],
+                                       ["cifar10", "impulse_sens", "100", "10000 steps at lr 0.0001"]]
+    assert t.rows[1][6].startswith("0.998")
+    other = experiment(**{**exp.__dict__, "settings": (("ci_model3.impulse_fit.sigma", 100.0),)})
+    c = claim(aggregate(tmp_path / "r", PAPER, other), "10")
+    assert c["verdict"] == "not tested" and "the plan's is 1" in c["summary"]
+
+
 def test_ci_table1_reads_its_forms_beside_model3_rt_and_judges_claim_15(tmp_path):
     """Table 1's layout from results/ci_table1/<dataset>/<form>/<value>/seed<k>/ and Model III's random / trained
     cells; the Table 2 table and claim 10 read Model III's rows only."""
@@ -408,7 +438,7 @@ def test_claims_from_a_consistent_results_tree(results):
                         "11": "not tested", "12": "not tested", "13": "not tested", "14": "not tested",
                         "15": "not tested",
                         "6": "inconclusive"}  # -1.3 points, Welch over 2 and 2 runs: the interval reaches -3.97
-    assert "spans -2; the planned n detects" in claim(agg, "6")["summary"]
+    assert "spans -2; the claim's power at the plan's effects is" in claim(agg, "6")["summary"]
     assert any("CI [" in e for e in claim(agg, "1")["evidence"])
     assert all(c["summary"] for c in agg.claims)
 
@@ -438,6 +468,24 @@ def test_per_image_correctness_gives_top1_and_intervals_over_the_test_images(res
     write_correct(other, np.ones(500, bool), index=np.arange(1, 501))  # scored on other images
     with pytest.raises(PipelineError, match="default/seed1 and .* were scored on different test images"):
         aggregate(results, PAPER, experiment())
+
+
+def test_sia_cells_and_the_grid_are_scored_on_the_same_test_images(results):
+    """[SIA]'s cells compare with each other on the grid's test split: one scored elsewhere stops aggregate."""
+    for arm, seeds in VIT.items():
+        for seed in seeds:
+            write_correct(results / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", np.ones(500, bool))
+    exp = experiment(sia_cells=("base_cls_learned", "base_avg_sincos"), sia_seeds=(0, 1))
+    for cell in exp.sia_cells:
+        for seed in exp.sia_seeds:
+            folder = results / "sia" / "fashion_mnist" / cell / f"seed{seed}"
+            write_run(folder, 0.8, dataset="fashion_mnist", seed=seed, model="vit_tiny_patch16_224", family="vit")
+            write_correct(folder, np.ones(500, bool))
+    assert claim(aggregate(results, PAPER, exp), "14")["verdict"] != "not tested"
+    write_correct(results / "sia" / "fashion_mnist" / "base_avg_sincos" / "seed1", np.ones(500, bool),
+                  index=np.arange(2, 502))
+    with pytest.raises(PipelineError, match="sia/fashion_mnist/base_avg_sincos/seed1 and .* different test images"):
+        aggregate(results, PAPER, exp)
 
 
 def test_the_plans_alpha_and_report_confidence_must_agree(results):

@@ -1,5 +1,7 @@
-"""bench/bench_verdicts.py, fast: the verdicts pass their calibration bounds on the CPU default's structure, and the
-bench fails when a rule is made anti-conservative (so its bounds can fail)."""
+"""bench/bench_verdicts.py at reduced replicates: the verdicts pass their calibration bounds and the power the
+pipeline states matches the simulated one, on the CPU default and on the laptop set's claims 10-15; and the bench
+fails when a rule is made anti-conservative or a stated power is off (so its bounds can fail). The full bench
+(400 simulations per claim and scenario, every laptop profile) is a benchmark, run by hand."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.analysis.stats import Criterion
 
 ROOT = Path(__file__).resolve().parent.parent
-LAST = re.compile(r"^max false supported 0\.\d{3}, max false contradicted 0\.\d{3}, min coverage [01]\.\d{3}"
-                  r" \(\d+ simulations\)$")
+LAST = re.compile(r"^max false supported 0\.\d{3}, max false contradicted 0\.\d{3}, min coverage [01]\.\d{3},"
+                  r" max power gap 0\.\d{3} \(\d+ simulations\)$")
 
 
 def load_bench():
@@ -23,14 +27,29 @@ def load_bench():
     return module
 
 
+def rows_of(out: list[str], profile: str) -> dict:
+    return {line.split()[1]: line.split() for line in out if line.split()[:1] == [profile]}
+
+
 def test_the_verdicts_pass_their_calibration_bounds(capsys):
     bench = load_bench()
-    assert bench.main(["--simulations", "120", "--profiles", "cpu", "--claims", "1", "5a", "6"]) == 0
+    assert bench.main(["--simulations", "100", "--profiles", "cpu", "--claims", "1", "5a", "6"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert LAST.match(out[-1]) and out[-1].endswith("(120 simulations)")
-    rows = {line.split()[1]: line.split() for line in out if line.split()[:1] == ["cpu"]}
+    assert LAST.match(out[-1]) and out[-1].endswith("(100 simulations)")
+    rows = rows_of(out, "cpu")
     assert set(rows) == {"1", "5a", "6"} and rows["6"][2] == "5/4"  # Welch: 5 ViT and 4 ConvMixer runs
+    assert 0.2 < float(rows["1"][-2]) < 0.9  # the power scenario sits where a check says something
     assert "BOUND FAILED" not in "\n".join(out)
+
+
+@pytest.mark.slow
+def test_claims_10_to_15_are_simulated_and_calibrated(capsys):
+    """The laptop set's claims of [CI] Tables 1-2, the training configurations, weight selection and [SIA]."""
+    bench = load_bench()
+    claims = ["10", "11", "12", "13", "14", "15"]
+    assert bench.main(["--simulations", "40", "--profiles", "cpu-all", "--claims", *claims]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert set(rows_of(out, "cpu-all")) == set(claims) and LAST.match(out[-1])
 
 
 def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
@@ -39,6 +58,15 @@ def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
     real_s, real_r = Criterion.p_supported, Criterion.p_reverse
     monkeypatch.setattr(Criterion, "p_supported", lambda self, e: real_s(self, e) / 4)
     monkeypatch.setattr(Criterion, "p_reverse", lambda self, e: real_r(self, e) / 4)
-    assert bench.main(["--simulations", "150", "--profiles", "cpu", "--claims", "1"]) == 1
+    assert bench.main(["--simulations", "150", "--profiles", "cpu", "--claims", "1", "--scenarios", "boundary",
+                       "one open"]) == 1
     out = capsys.readouterr().out
     assert "BOUND FAILED: cpu 1 " in out and LAST.match(out.strip().splitlines()[-1])
+
+
+def test_the_bench_fails_a_stated_power_that_is_off(capsys, monkeypatch):
+    bench = load_bench()
+    real = bench.stated_power
+    monkeypatch.setattr(bench, "stated_power", lambda *a: min(1.0, real(*a) + 0.3))
+    assert bench.main(["--simulations", "60", "--profiles", "cpu", "--claims", "6", "--scenarios", "power"]) == 1
+    assert "BOUND FAILED: cpu 6 power" in capsys.readouterr().out

@@ -74,6 +74,9 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("filter_study.model.block=gelu", ["filter_study.model.block", "'gelu'", "'ci'", "'sia'"]),
         ("filter_study.filters=[learned-random]", ["filter_study", "learned-random", "write 'learned'"]),
         ("filter_study.gaussian_heads=[0]", ["filter_study.gaussian_heads", "between 1"]),
+        # the parts of the grid the training configurations and [SIA]'s cells run on, and Model III's arms
+        ("sia={bases: [avg_sincos], datasets: [digits]}", ["sia.datasets", "'digits'", "fashion_mnist"]),
+        ("ci_model3.arms=[impulse, impulse_s100]", ["ci_model3.arms", "impulse_s100", "impulse_sens"]),
     ],
 )
 def test_bad_params_name_key_value_and_choices(params_file, override, words):
@@ -81,6 +84,23 @@ def test_bad_params_name_key_value_and_choices(params_file, override, words):
         load_params(params_file, [override])
     for word in words:
         assert word in str(err.value)
+
+
+def test_training_configurations_run_on_the_cells_named_in_train_config_cells(params_file):
+    """The configurations run on a part of the grid (dvc.yaml's train_config matrix reads these lists), which must
+    be the grid's own; with no configuration the lists are not read."""
+    params = load_params(params_file, ["train_configs={lr_half: {lr: 0.0005}}"])
+    assert (params.train_config_cells.datasets, params.train_config_cells.variants) == (["fashion_mnist"], ["vit"])
+    with pytest.raises(PipelineError, match=r"train_config_cells.variants: 'vit3' is not one of \['vit'\]"):
+        load_params(params_file, ["train_configs={lr_half: {lr: 0.0005}}",
+                                  "train_config_cells={datasets: [fashion_mnist], variants: [vit3]}"])
+    assert load_params(params_file, ["train_config_cells={datasets: [], variants: [vit3]}"]).train_configs == {}
+
+
+def test_model3_sensitivity_arm_has_its_own_fit(params_file):
+    params = load_params(params_file, ["ci_model3.arms=[impulse, random, impulse_sens]"])
+    assert params.ci_model3.sensitivity_fit.sigma == 100.0 and params.ci_model3.impulse_fit.sigma == 1.0
+    assert (params.ci_model3.sensitivity_fit.steps, params.ci_model3.sensitivity_fit.lr) == (10000, 1e-4)
 
 
 def test_overrides_parse_yaml_values(params_file):
@@ -240,7 +260,7 @@ def bad_values(value) -> list:
 #: what switches an experiment on, so that the keys it reads only when on are read (and checked)
 ON = {"weight_selection": ["weight_selection.datasets=[digits]", "weight_selection.fetch=[digits]",
                            "weight_selection.teachers={t: {arm: impulse}}"],
-      "sia": ["sia.bases=[avg_sincos]"]}
+      "sia": ["sia.bases=[avg_sincos]"], "train_config_cells": ["train_configs={a: {lr: 0.002}}"]}
 RAW = yaml_load((Path(__file__).resolve().parent.parent / "params.yaml").read_text())
 KEYS = leaf_keys(RAW)
 

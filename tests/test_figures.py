@@ -8,16 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from matplotlib.image import imread
 
-from pipeline.analysis import attention, figures, tables
+from pipeline.analysis import attention, ci_figures, figures, tables
+from pipeline.analysis.ci_figures import head_maps
 from pipeline.analysis.document import FigureBlock
 from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
 from pipeline.config import load_params
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
+from pipeline.method.simple_vit import SimpleViT
+from pipeline.training.simple_vit import initialized
 
 META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them
+PAPER = Path(__file__).resolve().parent.parent / "paper"
 STAGE_DPI = figures.DPI  #: what the stage draws at (the tests draw at 60 dpi, see low_dpi)
 
 GRID = (7, 7)
@@ -322,3 +327,59 @@ def test_trained_maps_come_from_the_checkpoint(params, tmp_path, monkeypatch):
     assert record["variant"] == "vit" and record["arm"] == "default"
     assert min(record["measures"]["pseudo"]["0"]["peak_agreement"]) > 0.9
     assert figures.trained_record(params, tmp_path / "results", "vit", "mimetic") is None
+
+
+# --------------------------------------------------------------------------------------------- [CI] Figs 6-9
+
+CI_GRID = ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.alphas=[0.0, 0.2]", "ci_alpha.seeds=[0, 1]",
+           "ci_alpha.model={image_size: 28, patch_size: 4, dim: 24, depth: 3, heads: 2, head_dim: 12, mlp_dim: 24,"
+           " channels: null}",
+           "ci_alpha.impulse_fit={steps: 20, lr: 0.01, sigma: 0.1, renorm_every: 10, window: 3}"]
+
+
+def test_ci_maps_are_what_the_model_computes_on_positions_alone():
+    """The softmax map of a head is the attention the α-mixed layer puts on positions when α = 0, and PQKᵀPᵀ is the
+    PE through the head's QK form."""
+    torch.manual_seed(0)
+    model = SimpleViT(image_size=28, patch_size=4, num_classes=10, dim=24, depth=2, heads=2, head_dim=12, mlp_dim=24,
+                      channels=1, alpha=0.0)
+    maps = head_maps(model, 1, 1)
+    attn, pe = model.blocks[1].attn, model.pos_embedding
+    expected = attn.maps(torch.randn(1, 49, 24), pe)[0, 1]  # α = 0: the content does not enter
+    assert np.allclose(maps["ci_softmax"], expected.detach().numpy(), atol=1e-5)
+    assert np.allclose(maps["ci_pqkp"], pe.numpy() @ maps["ci_qk"] @ pe.numpy().T, atol=1e-4)
+    assert maps["ci_qk"].shape == (24, 24) and maps["ci_softmax"].shape == (49, 49)
+
+
+def test_ci_figures_6_to_9_from_the_alpha_grids_cells(params_file, tmp_path, monkeypatch):
+    """Fig. 6 from the α 0.2 cells' histories; Figs 7-9 from the first seed's cell rebuilt (before) and its model.pt
+    (after), each family's caption beside the published figure's description; no α 0.2 cell, no figure."""
+    params = load_params(params_file, CI_GRID)
+    monkeypatch.setattr(ci_figures, "dataset_meta", lambda root, name: META)
+    results = tmp_path / "results"
+    for arm, base in (("impulse", 0.7), ("mimetic", 0.6), ("random", 0.5)):
+        for seed in (0, 1):
+            cell = results / "ci_alpha/fashion_mnist/alpha0.2" / arm / f"seed{seed}"
+            val = [base + 0.05 * e + 0.01 * seed for e in range(3)]
+            write_json(cell / "metrics.json", run_metrics(val, val, alpha=0.2, arm=arm, seed=seed))
+        model, _ = initialized(ci_figures.cell_config(params, "fashion_mnist", arm, 0), META)
+        with torch.no_grad():
+            model.blocks[0].attn.to_qk.weight.add_(0.5)  # "trained": the first layer's Q, K moved
+        torch.save(model.state_dict(), results / "ci_alpha/fashion_mnist/alpha0.2" / arm / "seed0/model.pt")
+    out = tmp_path / "figs"
+    out.mkdir()
+    families, drawn = ci_figures.ci_figures(params, results, out, PAPER, figures.save)
+    assert [f["family"] for f in drawn] == ["ci_curves", "ci_qk", "ci_pqkp", "ci_softmax"]
+    assert all((out / f["file"]).is_file() for f in drawn)
+    captions = {f["name"]: f["caption"] for f in families}
+    assert "Published ([CI] Fig. 6): Test-accuracy curves over the first 100 epochs, M′_I at α = 0.2" in \
+        captions["ci_curves"]
+    assert "Published ([CI] Fig. 9): Softmax attention maps of head 3 at layers 1 / 3 / 6" in captions["ci_softmax"]
+    assert "layers 1, 3 (1-based, as [CI] numbers them), head 2" in captions["ci_qk"]  # clipped to depth 3, 2 heads
+    maps = ci_figures.cell_maps(params, results, "impulse", [0, 2], 1)
+    fresh, _ = initialized(ci_figures.cell_config(params, "fashion_mnist", "impulse", 0), META)
+    assert np.allclose(maps["before"][0]["ci_qk"], ci_figures.head_maps(fresh, 0, 1)["ci_qk"])
+    assert not np.allclose(maps["after"][0]["ci_qk"], maps["before"][0]["ci_qk"])
+    assert np.allclose(maps["after"][2]["ci_qk"], maps["before"][2]["ci_qk"])  # layer 3 unchanged
+    params = load_params(params_file, [*CI_GRID[:1], "ci_alpha.alphas=[0.0, 0.1]", *CI_GRID[2:]])
+    assert ci_figures.ci_figures(params, results, out, PAPER, figures.save) == ([], [])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.check import check_builds, estimate_lines
+from pipeline.check import check_builds, decide_lines, estimate_lines
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
 from pipeline.profiles import apply_profile
@@ -70,7 +70,7 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
 
 
 def test_the_profiles_every_planned_model_builds(params_file):
-    for name in ("cpu-claims", "ci-alpha-2401"):
+    for name in ("cpu-claims", "ci-alpha-2401", "cpu-all"):
         assert check_builds(apply_profile(name, params_file)) >= 5
 
 
@@ -84,3 +84,30 @@ def test_check_says_when_a_cell_outlasts_what_slurm_lets_it_run(params_file):
     line = estimate_lines(load_params(params_file, ["slurm.time=240", "slurm.requeues=3"]), "V100")[-1]
     assert line.startswith("slurm: the longest cell (vit on food101) needs ~40.1 h on 1 x V100, beyond slurm.time x"
                            " (slurm.requeues + 1) = 240 min x 4 = 16 h") and "set slurm.requeues: 11" in line
+
+
+def test_check_builds_and_costs_sias_cells(params_file):
+    """[SIA]'s two architectures are built on the meta device per dataset, a bad one stops with its key, and the
+    estimate counts its cells."""
+    params = load_params(params_file, ["sia={bases: [cls_learned, avg_sincos], fits: [PP, UU]}"])
+    assert check_builds(params) == check_builds(load_params(params_file)) + 2  # cls_learned and avg_sincos
+    assert any(line.startswith("compute estimate of [SIA]'s cells on vit") for line in estimate_lines(params))
+    assert "  fashion_mnist: 12 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each" in \
+        estimate_lines(params)
+    bad = load_params(params_file, ["sia={bases: [avg_sincos]}", "models.vit.extra={foo: 1}"])
+    with pytest.raises(PipelineError, match="keyword 'foo'"):
+        check_builds(bad)
+
+
+def test_check_says_before_any_run_which_claims_the_design_cannot_decide(params_file):
+    """Each claim's power at the plan, all its comparisons at once, from the plan's assumed seed sds: the CPU
+    default cannot decide claim 1 at its effects of interest and says what would; it does not test claim 9."""
+    lines = decide_lines(load_params(params_file))
+    by_claim = {line.split(":")[0].strip(): line for line in lines[1:]}
+    assert by_claim["claim 1"].startswith("  claim 1: claim power (the plan's assumptions): P(all 3 comparisons")
+    assert "the design cannot decide it at the plan's effects: it would need" in by_claim["claim 1"]
+    assert by_claim["claim 9"].endswith("not tested by this profile")
+    assert by_claim["claim 7"].endswith("structural (no seed statistic, no power to state)")
+    claims = decide_lines(apply_profile("cpu-claims", params_file))
+    assert any(line.startswith("  claim 10: claim power (the plan's assumptions): P(all 4 comparisons")
+               for line in claims)

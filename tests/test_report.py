@@ -21,7 +21,9 @@ from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
+from pipeline.analysis.claims_report import SET_RUN, claims_markdown
 from pipeline.analysis.coverage import load_coverage
+from pipeline.analysis.document import to_markdown
 from pipeline.analysis.fidelity import load_fidelity
 from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
 from pipeline.config import load_params
@@ -63,15 +65,16 @@ def stage_inputs(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, Path, Path, Path]:
-    """(root, report.md, report.pdf, headline.md), generated once for the tests that only read them."""
+def built(tmp_path_factory) -> tuple[Path, ...]:
+    """(root, report.md, report.pdf, headline.md, claims.md), generated once for the tests that only read them."""
     root = make_inputs(tmp_path_factory.mktemp("report"))
     return (root, *report(root))
 
 
-def report(root: Path, figures: str = "reports/figures") -> tuple[Path, Path, Path]:
+def report(root: Path, figures: str = "reports/figures") -> tuple[Path, ...]:
     inp = read_inputs(root / "results/tables", root / figures, PAPER)
-    return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports")
+    return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports",
+                        claims_markdown(inp.claims, inp.ran, "cpu-all"))
 
 
 def flatten(outline: list) -> list:
@@ -146,7 +149,7 @@ def test_pdf_page_1_holds_the_claims_table(built):
 
 
 def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
-    root, _, pdf, _ = built
+    root, _, pdf, *_ = built
     text = pdf_text(pdf)
     tables = json.loads((root / "results/tables/tables.json").read_text())
     numbers = {cell.replace("**", "").split(" ")[0] for t in tables for row in t["rows"] for cell in row
@@ -178,10 +181,39 @@ def marked_readme(path: Path, *names: str) -> Path:
     return path
 
 
+def test_claims_md_is_the_laptop_sets_table_or_says_not_run_yet(built):
+    """reports/claims.md: every claim with its verdict, the profile and revision it came from and its deciding
+    comparisons with intervals, from a run of the plan's confirmatory profile; otherwise 'not run yet'."""
+    assert built[4].read_text().startswith("**Every claim in one table: not run yet.** Profile `cpu-all`")
+    inp = read_inputs(built[0] / "results/tables", built[0] / "reports/figures", PAPER)
+    text = claims_markdown(inp.claims, inp.ran | {"profile": "cpu-all"}, "cpu-all")
+    assert text.startswith(SET_RUN + " `cpu-all`, one run.**")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| # | Claim | Verdict | Profile · revision | Plan | Deciding comparisons (95% CI, pts) |"
+    assert len(rows) == 1 + len(inp.claims["claims"]) and "| cpu-all · abc1234 |" in rows[1]
+    one = next(c for c in inp.claims["claims"] if c["id"] == "1")
+    assert f"| **{one['verdict']}** |" in rows[1] and f"{one['comparisons'][0]['label']}:" in rows[1]
+    assert all("[" in r for r in rows[1:] if "| **supported** |" in r or "| **inconclusive** |" in r)
+
+
+def test_readme_takes_the_claims_block_from_a_set_run_only(built, tmp_path, monkeypatch, capsys):
+    readme_md = marked_readme(tmp_path / "README.md", "claims", "headline", "coverage", "fidelity")
+    claims_md = tmp_path / "claims.md"
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
+            str(built[0] / "results/tables"), "--claims", str(claims_md)]
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    claims_md.write_text(built[4].read_text())  # 'not run yet': another profile's run leaves the block alone
+    assert cli(args) == 0 and "old claims" in readme_md.read_text()
+    claims_md.write_text(f"{SET_RUN} `cpu-all`, one run.**\n\n| # | table |\n")
+    assert cli([*args, "--check"]) == 1 and "the claims block differs" in capsys.readouterr().err
+    assert cli(args) == 0 and "| # | table |" in readme_md.read_text() and "old claims" not in readme_md.read_text()
+    assert cli([*args, "--check"]) == 0
+
+
 def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeypatch, capsys):
     readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
-            str(built[0] / "results/tables")]
+            str(built[0] / "results/tables"), "--claims", str(built[4])]  # a run of profile 'test': not the set's
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the CLI reads params.yaml
     assert cli([*args, "--check"]) == 1 and "differs" in capsys.readouterr().err
     assert cli(args) == 0
@@ -200,7 +232,7 @@ def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeyp
 
 def test_report_without_figures_says_so(stage_inputs):
     shutil.rmtree(stage_inputs / "reports" / "figures")
-    md, pdf, _ = report(stage_inputs)
+    md, pdf, *_ = report(stage_inputs)
     assert "No figures:" in md.read_text() and "is missing" in md.read_text()
     assert "No figures:" in pdf_text(pdf)
 
@@ -214,7 +246,7 @@ def test_a_listed_but_missing_figure_is_named(stage_inputs):
 
 def test_outputs_replace_old_ones_and_leave_no_partial_files(stage_inputs):
     (stage_inputs / "reports" / "report.md").write_text("stale")
-    md, pdf, head = report(stage_inputs)
+    md, pdf, head, _ = report(stage_inputs)
     assert md.read_text() != "stale" and pdf.read_bytes().startswith(b"%PDF") and head.is_file()
     assert not list((stage_inputs / "reports").glob(".*partial"))
 
@@ -294,8 +326,9 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
     (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
     claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
     rows = section(report(stage_inputs)[0].read_text(), "Coverage of the papers' tables and figures")
-    assert f"| train, aggregate · paper-small, cpu, cpu-claims | 1 | 1: {claims['1']} |" in rows  # [NeurIPS] Table 1
-    assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims | 9 | not run |" in rows  # cpu does not run the grid
+    # [NeurIPS] Table 1; cpu does not run the α grid
+    assert f"| train, aggregate · paper-small, cpu, cpu-claims, cpu-all | 1 | 1: {claims['1']} |" in rows
+    assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims, cpu-all | 9 | not run |" in rows
     assert "Verdict (cpu)" in rows
 
 
@@ -315,3 +348,37 @@ def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypa
     assert cli([*args, "--check"]) == 1
     err = capsys.readouterr().err
     assert "the fidelity block differs from paper/fidelity.yaml" in err and "coverage block" not in err
+
+
+def test_the_report_states_assumptions_per_seed_differences_and_the_plans_history(built, tmp_path):
+    """Method: the assumptions (normal seed effects, teachers fixed); each claim's comparisons seed by seed; the
+    plan's history with post-hoc changes labelled, in the history section, the glance table and the claim."""
+    text = built[1].read_text()
+    method = text.split("## Method: how the verdicts are reached")[1].split("## The claims in detail")[0]
+    assert "**Assumptions.**" in method and "normal distribution" in method and "teachers are fixed" in method
+    assert "## The plan's history" in method and "Not recorded" in method  # aggregated without a repository
+    claims = json.loads((built[0] / "results/tables/claims.json").read_text())
+    first = claims["claims"][0]["comparisons"][0]
+    per_seed = ", ".join(f"{s}: {v:+.2f}" for s, v in zip(first["seeds"], first["per_seed"]))
+    assert "**Claim 1: each comparison seed by seed**" in text and per_seed in text
+    change = {"commit": "f3db8e6" + "0" * 33, "date": "2026-11-23T02:23:18+00:00", "file": "params.yaml",
+              "claims": ["1"], "what": "cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4]", "kind": "verdict",
+              "read_before": "claim 1: 2026-11-22 (e621789)", "post_hoc": True, "after_run": False}
+    claims["plan"]["history"] = {"available": True, "changes": [change], "first_results": {},
+                                 "run": {"revision": "abc1234", "date": "2026-11-25T00:00:00+00:00"},
+                                 "confirmatory": {"profile": "cpu-all", "seeds": [10, 11, 12], "named": "2026-11-26",
+                                                  "used_before": [], "holds": False}}
+    for c in claims["claims"]:
+        c["plan"] = {"post_hoc": [change] if c["id"] == "1" else [], "after_run": [], "confirmatory": False}
+    tables = tmp_path / "tables"
+    shutil.copytree(built[0] / "results/tables", tables)
+    (tables / "claims.json").write_text(json.dumps(claims))
+    inp = read_inputs(tables, built[0] / "reports/figures", PAPER)
+    md = to_markdown(TITLE, build_report(inp, tmp_path))
+    history = md.split("## The plan's history")[1].split("## The claims in detail")[0]
+    assert "| 2026-11-23 | f3db8e6 | params.yaml | 1 | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] |" \
+           " verdict | **post hoc**: after claim 1: 2026-11-22 (e621789) |  |" in history
+    assert "this run is not (its profile or seed lists are not the confirmatory ones)" in history
+    glance = md.split("The claims of the papers at a glance")[1].split("## What was run")[0]
+    assert "| # | Claim | Verdict | Plan | Evidence |" in glance and "| post hoc (1) |" in glance
+    assert "Plan: post hoc: 2026-11-23 f3db8e6 (params.yaml: cpu (params.yaml): seeds" in md

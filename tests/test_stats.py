@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
+from pipeline.analysis.runs import per_seed_scores
 from pipeline.analysis.stats import (
     PAIRED,
     SEEDS,
@@ -217,3 +219,18 @@ def test_the_image_term_can_make_any_number_of_seeds_too_few():
     assert e.se_at(10 ** 6) == pytest.approx(3.0, rel=1e-3)  # 30 / √100 stays whatever the seeds
     assert seeds_for(e, Criterion("greater"), 1.0, 0.025, 0.8) is None
     assert e.se_at(5) == pytest.approx(math.sqrt(1 / 5 + (900 + 1600 / 5) / 100))
+
+
+def test_an_estimate_keeps_each_seeds_difference_and_the_run_groups_it_contrasts():
+    """The report prints each comparison's per-seed differences, and the claim-level power reads which run groups a
+    comparison shares with another (per_seed_scores names them)."""
+    runs = pd.DataFrame({"arm": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1], "top1": [0.8, 0.9, 0.7, 0.6],
+                         "correct": [None] * 4})
+    runs.attrs["unit"] = "vit"
+    a, b = per_seed_scores(runs, arm="a"), per_seed_scores(runs, arm="b")
+    e = paired_difference(a, b, confidence=0.95)
+    assert e.per_seed == pytest.approx((10.0, 30.0)) and e.seeds == (0, 1)
+    assert e.terms == (("vit:0,1", 1.0), ("vit:2,3", -1.0))
+    w = unpaired_difference(a, b, confidence=0.95)
+    assert w.runs == ((80.0, 90.0), (70.0, 60.0)) and w.terms == e.terms
+    assert paired_difference({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.5}, confidence=0.95).terms == ()  # unnamed inputs

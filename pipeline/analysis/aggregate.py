@@ -36,8 +36,8 @@ import yaml
 
 from pipeline import entry
 from pipeline.analysis import claims as claim_checks
-from pipeline.analysis import tables
-from pipeline.analysis.analysis_plan import load_plan
+from pipeline.analysis import plan_history, tables
+from pipeline.analysis.analysis_plan import load_confirmatory, load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import (
@@ -58,6 +58,7 @@ from pipeline.config import Params, digest
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside, write_text
+from pipeline.vocabulary import SENSITIVITY_ARM
 
 RESULTS, PAPER = Path("results"), Path("paper")
 CI_FIT = Path("bench/ci_fit.yaml")  #: [CI] impulse fits recorded by bench/bench_ci_fit.py --yaml
@@ -102,6 +103,17 @@ class Experiment:
     ws_teachers: tuple = ()  #: teacher names
     ws_scratch: tuple = ()  #: student arms trained from scratch
     ws_seeds: tuple = ()  #: fine-tune seeds
+    sia_datasets: tuple = ()  #: the datasets [SIA]'s cells run on (params `sia.datasets`)
+    config_datasets: tuple = ()  #: the grid cells the training configurations run on (params `train_config_cells`)
+    config_variants: tuple = ()
+    settings: tuple = ()  #: (params key, value) of the values a claim's plan `requires` may name
+    m3_fits: tuple = ()  #: (Model III impulse arm, its fit's settings) for the arms of the grid
+
+    def seed_lists(self) -> dict[str, tuple]:
+        """Every seed list this experiment runs, by params key (the planned n's keys)."""
+        return {"seeds": self.seeds, "filter_study.seeds": self.filter_seeds, "ci_alpha.seeds": self.ci_seeds,
+                "ci_model3.seeds": self.m3_seeds, "sia.seeds": self.sia_seeds,
+                "weight_selection.seeds": self.ws_seeds}
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
@@ -134,7 +146,14 @@ class Experiment:
                    tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options),
                    tuple([f"base_{a}" for a in params.sia.bases] + [f"fit_{f}" for f in params.sia.fits]),
                    tuple(params.sia.seeds), params.sia.baseline_arm,
-                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds))
+                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds),
+                   tuple(params.sia.datasets) if params.sia.enabled else (),
+                   tuple(params.train_config_cells.datasets), tuple(params.train_config_cells.variants),
+                   (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
+                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)),
+                   tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
+                                                                         (SENSITIVITY_ARM, m3.sensitivity_fit))
+                         if arm in m3.arms))
 
 
 @dataclass
@@ -194,6 +213,7 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
            tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
            tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
+           tables.model3_fit_table(m3, dict(exp.m3_fits)),
            tables.ci_table1_table(m3, published) if m3 is not None else None,
            filter_table(filters, published, exp.filters),
            gaussian_table(filters, published, exp.sigmas, exp.heads),
@@ -298,8 +318,10 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
 
 
 def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment,
-                      m3: pd.DataFrame | None = None) -> None:
-    """The runs of one dataset that record per-image correctness were all scored on the same test images."""
+                      m3: pd.DataFrame | None = None, configs: pd.DataFrame | None = None,
+                      sia: pd.DataFrame | None = None) -> None:
+    """The runs of one dataset that record per-image correctness were all scored on the same test images: the
+    grid, the filter study, [CI]'s grids, the training configurations and [SIA]'s cells."""
     for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.m3_datasets]):
         named = [(f"results/train/{d}/{r.variant}/{r.arm}/seed{r.seed}", r.images)
                  for r in runs[runs["dataset"] == d].itertuples()]
@@ -311,6 +333,12 @@ def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFram
             named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}" if getattr(r, "form", MODEL3)
                        == MODEL3 else f"results/ci_table1/{d}/{r.form}/{r.value}/seed{r.seed}", r.images)
                       for r in m3[m3["dataset"] == d].itertuples()]
+        if configs is not None:
+            named += [(f"results/train_config/{d}/{r.variant}/{r.config}/{r.arm}/seed{r.seed}", r.images)
+                      for r in configs[configs["dataset"] == d].itertuples()]
+        if sia is not None:
+            named += [(f"results/sia/{d}/{r.cell}/seed{r.seed}", r.images)
+                      for r in sia[sia["dataset"] == d].itertuples()]
         check_images(named)
 
 
@@ -322,8 +350,38 @@ def check_confidence(plans: dict, exp: Experiment) -> None:
                             f" gives {level:g} (two-sided = 1 - 2 * one-sided alpha); change one to match the other")
 
 
-def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT) -> Aggregate:
-    """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run."""
+def plan_record(plans: dict, paper: str | Path, exp: Experiment, claims: list[dict], revisions: list[str],
+                repo: str | Path | None) -> dict:
+    """The plan's history from the repository (`plan_history`), the confirmatory seeds' status, and per claim
+    its post-hoc changes and whether this run answers it confirmatorily; {} without a repository to read."""
+    if repo is None:
+        return {}
+    readers: dict[str, set] = {}
+    for p in plans.values():
+        for r in p.rules.values():
+            for key in r.n_from.split(" / "):
+                if key != "plan":
+                    readers.setdefault(key, set()).add(p.claim)
+    ids = [c["id"] for c in claims]
+    record = plan_history.history(repo, ["headline", *ids], {k: tuple(sorted(v)) for k, v in readers.items()},
+                                  revisions)
+    confirmatory = load_confirmatory(paper)
+    if record.get("available") and confirmatory is not None:
+        record["confirmatory"] = plan_history.confirmatory_status(repo, confirmatory.seeds, confirmatory.profile,
+                                                                  exp.profile, exp.seed_lists())
+    holds = record.get("confirmatory", {}).get("holds", False)
+    for c in claims:
+        touching = [h for h in record.get("changes", []) if c["id"] in h["claims"]]
+        after = [h for h in touching if h.get("after_run") and h["kind"] == plan_history.VERDICT_KIND]
+        c["plan"] = {"post_hoc": [h for h in touching if h["post_hoc"]], "after_run": after,
+                     "confirmatory": holds and not after}
+    return record
+
+
+def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT,
+              repo: str | Path | None = None) -> Aggregate:
+    """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run;
+    with `repo` (a git work tree), the plan's history from it too."""
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
@@ -337,9 +395,9 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     t1, t1_missing = load_ci_table1_runs(results / "ci_table1", exp.m3_datasets, exp.m3_forms, exp.m3_values,
                                          exp.m3_seeds)
     m3, m3_missing = pd.concat([m3.assign(form=MODEL3), t1], ignore_index=True), m3_missing + t1_missing
-    configs, configs_missing = load_train_config_runs(results / "train_config", exp.datasets, exp.variants,
-                                                      exp.train_configs, exp.arms, exp.seeds)
-    sia, sia_missing = load_sia_runs(results / "sia", exp.datasets, exp.sia_cells, exp.sia_seeds)
+    configs, configs_missing = load_train_config_runs(results / "train_config", exp.config_datasets,
+                                                      exp.config_variants, exp.train_configs, exp.arms, exp.seeds)
+    sia, sia_missing = load_sia_runs(results / "sia", exp.sia_datasets, exp.sia_cells, exp.sia_seeds)
     missing += configs_missing + sia_missing
     ws, ws_missing = load_weight_selection_runs(results / "weight_selection", exp.ws_datasets, exp.ws_teachers,
                                                 exp.ws_scratch, exp.ws_seeds)
@@ -347,12 +405,12 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     for d in exp.ws_datasets:
         check_images((f"weight_selection {r.dataset}/{r.source}/seed{r.seed}", r.images)
                      for r in ws[ws["dataset"] == d].itertuples())
-    check_test_images(runs, filters, ci, exp, m3)
+    check_test_images(runs, filters, ci, exp, m3, configs, sia)
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs, sia, ws)
+                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings))
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
     built += [t for t in [tables.init_diagnostics_table(ev.attention),
@@ -368,8 +426,10 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
-    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
-                     summary_metrics(runs, filters, ci, m3), ran | {"table_notes": table_notes(built, exp)})
+    judged = claim_checks.check_claims(load_claims(paper), ev)
+    plan["history"] = plan_record(plans, paper, exp, judged, ran["git_rev"], repo)
+    return Aggregate(built, judged, head, plan, summary_metrics(runs, filters, ci, m3),
+                     ran | {"table_notes": table_notes(built, exp)})
 
 
 def jsonable(obj):
@@ -407,7 +467,7 @@ def add_arguments(parser) -> None:
 
 def main(params: Params, args) -> int:
     results = Path(getattr(args, "results", RESULTS))
-    agg = aggregate(results, getattr(args, "paper", PAPER), Experiment.from_params(params))
+    agg = aggregate(results, getattr(args, "paper", PAPER), Experiment.from_params(params), repo=Path("."))
     write_aggregate(agg, results / "tables", results / "summary.json")
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in agg.claims)
     runs = agg.what_was_run["runs"]

@@ -3,13 +3,16 @@ interval kind and the planned n (the format is documented at the top of that fil
 
 The plan is read once, checked (one PipelineError per bad entry, naming the claim, the comparison and the fix)
 and resolved against the experiment: a planned n given as a params key (``seeds``) becomes the length of that
-seed list. The claims (`pipeline.analysis.claims`) take their tests from it and the report prints it.
+seed list. Besides the tests it holds the planning assumptions (`seed_sd`, `image_sd`: what `check` states each
+claim's power from before any run), each claim's labelled secondary analyses and required params values, and the
+confirmatory seeds (`load_confirmatory`). The claims (`pipeline.analysis.claims`) take their tests from it and the
+report prints it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +24,10 @@ from pipeline.errors import PipelineError
 PLAN = "plan.yaml"
 INTERVALS = (PAIRED, WELCH, SEEDS)
 #: what `defaults` and a claim may set for its comparisons
-SHARED = ("alpha", "power", "interval", "n", "family")
+SHARED = ("alpha", "power", "interval", "n", "family", "seed_sd", "image_sd")
 RULE_KEYS = ("a", "b", "direction", "margin", "effect", "note", "extra", *SHARED)
+#: what a claim's entry may hold besides the SHARED keys
+CLAIM_KEYS = ("comparisons", "thresholds", "secondary", "requires")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Rule:
     n_from: str  #: where n was read: a params key or 'plan'
     note: str = ""
     extra: dict = field(default_factory=dict)
+    seed_sd: float = 3.0  #: planning assumption: sd of one seed's difference a − b (points)
+    image_sd: float = 20.0  #: planning assumption: sd of an image's own difference (points)
 
     @property
     def confidence(self) -> float:
@@ -59,7 +66,8 @@ class Rule:
         n = " / ".join(map(str, self.n))
         return {"claim": self.claim, "comparison": self.name, "a": self.a, "b": self.b,
                 "needs": f"{self.a} − {self.b} {self.criterion.need}", "effect": self.effect, "family": self.family,
-                "alpha": self.alpha, "interval": self.interval, "n": n, "n_from": self.n_from, "note": self.note}
+                "alpha": self.alpha, "interval": self.interval, "n": n, "n_from": self.n_from, "note": self.note,
+                "seed_sd": self.seed_sd, "image_sd": self.image_sd}
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class ClaimPlan:
     claim: str
     rules: dict
     thresholds: dict
+    secondary: dict = field(default_factory=dict)  #: name -> why: analyses shown, labelled, never deciding
+    requires: dict = field(default_factory=dict)  #: params key -> the value the claim's verdict needs
 
     def rule(self, name: str) -> Rule:
         """The comparison `name`; a PipelineError naming the fix when the plan lacks it."""
@@ -113,8 +123,12 @@ def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, i
     try:
         margin, effect, alpha, power = (float(s.get("margin", 0.0)), float(s["effect"]), float(s["alpha"]),
                                         float(s["power"]))
+        seed_sd, image_sd = float(s.get("seed_sd", 3.0)), float(s.get("image_sd", 20.0))
     except (TypeError, ValueError):
-        raise PipelineError(f"{where}: margin, effect, alpha and power must be numbers") from None
+        raise PipelineError(f"{where}: margin, effect, alpha, power, seed_sd and image_sd must be numbers") from None
+    if not (seed_sd > 0 and image_sd >= 0):
+        raise PipelineError(f"{where}: the planning assumptions need seed_sd > 0 and image_sd >= 0 (points); got"
+                            f" {seed_sd:g} and {image_sd:g}")
     if not (margin >= 0 and 0 < alpha < 0.5 and 0 < power < 1):
         raise PipelineError(f"{where}: needs margin >= 0, 0 < alpha < 0.5 (one-sided) and 0 < power < 1; got"
                             f" margin {margin:g}, alpha {alpha:g}, power {power:g}")
@@ -129,7 +143,7 @@ def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, i
         raise PipelineError(f"{where}: n = {s['n']!r}; a {s['interval']} interval plans "
                             + ("two numbers, [n of a, n of b]" if s["interval"] == WELCH else "one number"))
     return Rule(claim, name, str(s["a"]), str(s["b"]), criterion, effect, str(s.get("family", claim)), alpha, power,
-                s["interval"], n, n_from, str(s.get("note", "")), dict(s.get("extra") or {}))
+                s["interval"], n, n_from, str(s.get("note", "")), dict(s.get("extra") or {}), seed_sd, image_sd)
 
 
 def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, ClaimPlan]:
@@ -154,10 +168,13 @@ def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, Clai
     plans = {}
     for claim, entry in (raw.get("claims") or {}).items():
         claim, entry = str(claim), entry or {}
-        extra = sorted(set(entry) - {*SHARED, "comparisons", "thresholds"})
+        extra = sorted(set(entry) - {*SHARED, *CLAIM_KEYS})
         if extra:
             raise PipelineError(f"{path}: claim {claim!r} has unknown key {extra[0]!r}; allowed are"
-                                f" {', '.join(SHARED)}, comparisons, thresholds")
+                                f" {', '.join(SHARED)}, {', '.join(CLAIM_KEYS)}")
+        for key in ("secondary", "requires"):
+            if not isinstance(entry.get(key) or {}, dict):
+                raise PipelineError(f"{path}: claim {claim!r}: {key} must be a mapping ({key}: {{name: ...}})")
         shared = defaults | {k: entry[k] for k in SHARED if k in entry}
         rules = {str(name): _rule(claim, str(name), spec, shared, sizes)
                  for name, spec in (entry.get("comparisons") or {}).items()}
@@ -168,8 +185,36 @@ def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, Clai
         if mixed:
             raise PipelineError(f"{path}: claim {claim!r}, family {mixed[0]!r} mixes alpha levels; Holm runs at one"
                                 " family-wise alpha, so give its comparisons the same alpha")
-        plans[claim] = ClaimPlan(claim, rules, dict(entry.get("thresholds") or {}))
+        plans[claim] = ClaimPlan(claim, rules, dict(entry.get("thresholds") or {}),
+                                 {str(k): str(v) for k, v in (entry.get("secondary") or {}).items()},
+                                 dict(entry.get("requires") or {}))
     return plans
+
+
+@dataclass(frozen=True)
+class Confirmatory:
+    """The plan's confirmatory seeds: a profile whose every seed list is `seeds`, named before any of them ran."""
+
+    profile: str
+    seeds: tuple
+
+    def holds(self, profile: str, seed_lists: Mapping[str, Sequence[int]]) -> bool:
+        """Whether a run of `profile` with these seed lists (params key -> seeds) is the confirmatory one."""
+        used = [list(s) for s in seed_lists.values() if s]
+        return profile == self.profile and bool(used) and all(sorted(s) == sorted(self.seeds) for s in used)
+
+
+def load_confirmatory(paper_dir: str | Path) -> Confirmatory | None:
+    """paper/plan.yaml's `confirmatory` entry, checked; None when the plan names none."""
+    path = Path(paper_dir) / PLAN
+    raw = (yaml.safe_load(path.read_text()) or {}).get("confirmatory") if path.is_file() else None
+    if not raw:
+        return None
+    seeds = raw.get("seeds") if isinstance(raw, dict) else None
+    if not isinstance(raw.get("profile"), str) or not isinstance(seeds, list) or not seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise PipelineError(f"{path}: confirmatory needs a profile (a name) and seeds (a list of integers)")
+    return Confirmatory(raw["profile"], tuple(seeds))
 
 
 def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:

@@ -11,7 +11,8 @@ inconclusive otherwise. A claim is
 - **supported** when every comparison it needs is supported (intersection–union: no correction needed);
 - **contradicted** when any comparison is contradicted (after Holm);
 - **inconclusive** otherwise; its evidence gives each comparison's minimal detectable effect at the planned n and
-  the seeds per arm a *new* experiment would need at the plan's smallest effect of interest;
+  the seeds per arm a *new* experiment would need at the plan's smallest effect of interest, and the claim's own
+  power (all of its comparisons at once, `pipeline.analysis.power`);
 - **not tested** when the experiment lacks what the claim is about (an arm, ImageNet, several model sizes, a
   Swin/Mixer variant, [CI]'s α grid).
 
@@ -38,16 +39,18 @@ Claims over the model variants of params `models` (each run records its `family`
   of ViT-T, and Swin's windowed maps and the Mixer's token-mixing Jacobians have no "flat default" yardstick of
   the same meaning; their maps are in the figures, and noted here, but not judged.
 - 8: the Swin and MLP-Mixer variants (family 'swin' | 'mixer'): impulse − default and mimetic − default
-  ("no gain"), as the plan tests them (the published +1-2 points are shown beside ours, not required). Each
-  variant is one construction and its own Holm family, with its own verdict; a variant whose `init_options`
-  change the construction (e.g. the Mixer's 'shift') is reported on its own line and never decides the claim,
-  which is judged on the constructions params.yaml names as the methods' own.
+  ("no gain"), as the plan tests them (the published +1-2 points are shown beside ours, not required), in one Holm
+  family over the whole claim, as the plan had it before any result was read; a variant whose `init_options`
+  change the construction (e.g. the Mixer's 'shift') is labelled as such. A verdict per variant (each its own
+  Holm family) is the plan's labelled secondary analysis: shown, never deciding.
 - 9: [CI]'s α grid (results/ci_alpha): impulse > mimetic and mimetic > random at every α on every dataset; "the
   best α is 0.1 for the designed inits": for impulse and mimetic, α = 0.1 against every other α (paired by
   seed). Without α = 0.1 in the grid, or with one α only, that part is not tested and the evidence says so.
 - 10: [CI]'s Model III grid (results/ci_model3), Table 2's NT columns: with Q/K frozen at init, impulse > random
-  and impulse > mimetic, with value and without, on every dataset (paired by seed; one Holm family). Not tested
-  without frozen Q/K runs of all three arms; the trained (T) columns are shown in the table, not judged.
+  and impulse > mimetic, with value and without, on every dataset (paired by seed; one Holm family), at the σ of
+  the impulse fit the plan requires (another σ leaves it not tested). Not tested without frozen Q/K runs of all
+  three arms; the trained (T) columns are shown in the table, not judged; the arm `impulse_sens` (the other
+  reading of σ) gets the same comparisons as a sensitivity line, never deciding.
 - 11: impulse − default under the grid's own `train` and under each named training configuration (params
   `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
   family). Not tested without a configuration.
@@ -79,6 +82,9 @@ from typing import NamedTuple
 import pandas as pd
 
 from pipeline.analysis.analysis_plan import ClaimPlan, Rule, plan_for, threshold
+from pipeline.analysis.power import describe as describe_power
+from pipeline.analysis.power import planned_from_estimate
+from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.runs import SCRATCH, family_of, per_seed, per_seed_scores
 from pipeline.analysis.stats import (
     CONTRADICTED,
@@ -99,6 +105,7 @@ from pipeline.analysis.stats import (
 from pipeline.analysis.tables import clip_epochs, convergence_columns, interval, model3_rows, num
 from pipeline.errors import PipelineError
 from pipeline.method.names import BEYOND_PAPER, parse_study_variant
+from pipeline.vocabulary import SENSITIVITY_ARM
 
 NOT_TESTED = "not tested"
 #: the four words a claim's verdict is one of
@@ -183,8 +190,8 @@ class Check:
         r, e = self.rule, self.estimate
         if not e.enough:
             return "no variance estimate: at least 2 runs per arm are needed for one"
-        text = (f"at {100 * r.power:g}% power the planned {' / '.join(map(str, r.n))} detect(s) a true difference"
-                f" {num(self.detectable)} pts beyond {self.criterion.boundary}")
+        text = (f"alone, at {100 * r.power:g}% power the planned {' / '.join(map(str, r.n))} detect(s) a true"
+                f" difference {num(self.detectable)} pts beyond {self.criterion.boundary}")
         if self.verdict != INCONCLUSIVE:
             return text
         residual = math.sqrt(sum(v * v for v in e.interaction_sds) / len(e.interaction_sds))
@@ -271,6 +278,14 @@ class Evidence:
     configs: pd.DataFrame | None = None  #: the training-configuration cells (`runs.load_train_config_runs`)
     sia: pd.DataFrame | None = None  #: [SIA]'s ablations (`runs.load_sia_runs`)
     weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (`runs.load_weight_selection_runs`)
+    settings: dict = field(default_factory=dict)  #: params key -> value, for the plans' `requires`
+
+    def __post_init__(self):
+        """Name each frame (`DataFrame.attrs['unit']`), so each comparison knows the run groups it contrasts."""
+        for name in ("runs", "filters", "ci", "m3", "configs", "sia", "weight_selection"):
+            frame = getattr(self, name)
+            if frame is not None:
+                frame.attrs["unit"] = name
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
@@ -326,7 +341,18 @@ def claim_verdict(checks: list[Check]) -> str:
     return SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE
 
 
-def summary_line(verdict: str, checks: list[Check], notes: list[str]) -> str:
+def run_power(checks: Sequence[Check]) -> dict | None:
+    """The claim's power at its plan, from this run's variance components (`pipeline.analysis.power`); None when
+    a comparison has no variance estimate."""
+    if not checks or not all(c.estimate.enough for c in checks):
+        return None
+    planned = [planned_from_estimate(c.estimate, c.rule) for c in checks]
+    if any(p.kind == WELCH for p in planned) and len(planned) > 1:
+        return None
+    return power_summary(planned, [c.rule for c in checks], "this run's variance components")
+
+
+def summary_line(verdict: str, checks: list[Check], notes: list[str], power: dict | None = None) -> str:
     """One line of evidence for the claims-at-a-glance table: the comparison that decides the verdict."""
     if not checks:
         return notes[0] if notes else ""
@@ -340,8 +366,14 @@ def summary_line(verdict: str, checks: list[Check], notes: list[str]) -> str:
         more = f" ({len(open_) - 1} more open)" if len(open_) > 1 else ""
         if not e.enough:
             return f"{c.label}: {e.a} − {e.b} from {c.count()}, too few for an interval (run at least 2 seeds){more}"
-        return (f"{c.label}: {e.a} − {e.b} {num(e.mean, True)} {interval(e)} spans {c.criterion.boundary}; the"
-                f" planned n detects {num(c.detectable)} pts beyond it at {100 * c.rule.power:g}% power{more}")
+        line = f"{c.label}: {e.a} − {e.b} {num(e.mean, True)} {interval(e)} spans {c.criterion.boundary}{more}"
+        if power is None:
+            return line
+        d = power["detectable"]
+        reach = (f"{num(d)} pts beyond every boundary" if math.isfinite(d) else "no effect at this n")
+        every = f" (all {power['comparisons']} comparisons must pass)" if power["comparisons"] > 1 else ""
+        return (f"{line}; the claim's power at the plan's effects is {100 * power['power']:.0f}%{every},"
+                f" {100 * power['target']:g}% needs {reach}")
     closest = max(checks, key=lambda c: c.p_supported)
     return f"all {len(checks)} comparison(s) supported; closest: {closest.short()}"
 
@@ -591,37 +623,34 @@ def claim_7(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_8(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Swin / MLP-Mixer variants: impulse > default; mimetic no gain over default (margin); a verdict per variant.
+    """Swin / MLP-Mixer variants: impulse > default; mimetic no gain over default (margin); one Holm family over
+    the whole claim, as the plan had it before any result was read.
 
     The Swin and Mixer constructions are ours (no official code, paper.md 2.5); a Mixer's construction is an init
-    option (`impulse.mixer`, `mimetic.mixer`, per variant through `models.<variant>.init_options`). Each variant is
-    one construction and its own Holm family; the variants with `init_options` (`ev.alternatives`) are alternative
-    constructions, judged and shown on their own lines, never deciding the claim."""
+    option (`impulse.mixer`, `mimetic.mixer`, per variant through `models.<variant>.init_options`). Every variant
+    run is part of the claim (an alternative construction is labelled as one). A verdict per variant, each its own
+    Holm family, is the plan's labelled secondary analysis (`secondary.per_variant`): shown, never deciding."""
     cells = ev.cells(["swin", "mixer"], small=None)
     if not cells or not ev.has_arms(*THREE):
         return Finding([], ["no Swin or MLP-Mixer variant with impulse, mimetic and default runs (params `models`;"
                             " profiles swin-tiny-cifar10, mixer-cifar10)"])
+    rules = (plan.rule("impulse_default"), plan.rule("mimetic_default"))
     by_variant: dict[str, list[Check]] = {}
     for d, v in cells:
-        by_variant.setdefault(v, []).extend(
-            Check(f"{d}, {v}", ev.pair(r, r.a, r.b, dataset=d, variant=v), replace(r, family=f"{r.family} {v}"))
-            for r in (plan.rule("impulse_default"), plan.rule("mimetic_default")))
-    for group in by_variant.values():
-        judge(group)
-    facts = ev.facts()
-    own = {v: g for v, g in by_variant.items() if v not in ev.alternatives}
-    lines = [f"{v} ({facts[v].family}{', an alternative construction' if v not in own else ''}): "
-             f"{claim_verdict(g)}" for v, g in by_variant.items()]
-    notes = [*_margin_notes(plan), "verdict per variant (each is one construction and its own Holm family): "
-             + "; ".join(lines),
-             "the published impulse gain is +1-2 points; ours is tested as the plan says, its size is shown above"]
-    notes += [f"Not part of this verdict, an alternative construction (models.{v}.init_options): {c.evidence()}"
-              for v, g in by_variant.items() if v not in own for c in g]
-    checks = [c for g in own.values() for c in g]
-    if not checks:
-        notes.insert(0, "every Swin / Mixer variant run overrides its construction (models.<variant>.init_options);"
-                        " none has the methods' own")
-    return Finding(checks, notes)
+        alternative = " (an alternative construction)" if v in ev.alternatives else ""
+        by_variant.setdefault(v, []).extend(Check(f"{d}, {v}{alternative}", ev.pair(r, r.a, r.b, dataset=d,
+                                                                                      variant=v), r) for r in rules)
+    notes = [*_margin_notes(plan), "the published impulse gain is +1-2 points; ours is tested as the plan says, its"
+             " size is shown above"]
+    if "per_variant" in plan.secondary:
+        lines = []
+        for v, group in by_variant.items():
+            own = [Check(c.label, c.estimate, replace(c.rule, family=f"{c.rule.family} {v}")) for c in group]
+            judge(own)
+            lines.append(f"{v} ({ev.facts()[v].family}): {claim_verdict(own)}")
+        notes.append(f"Secondary analysis, not deciding ({plan.secondary['per_variant']}): a verdict per variant,"
+                     " each its own Holm family: " + "; ".join(lines))
+    return Finding([c for group in by_variant.values() for c in group], notes)
 
 
 def claim_9(ev: Evidence, plan: ClaimPlan) -> Finding:
@@ -656,21 +685,47 @@ def claim_9(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[CI] Table 2: with Q/K frozen (NT), impulse > random and impulse > mimetic, with and without value."""
+    """[CI] Table 2: with Q/K frozen (NT), impulse > random and impulse > mimetic, with and without value.
+
+    The plan names the σ of the impulse fit that decides (`requires`); a run fitted at another σ leaves the claim
+    not tested. The arm `impulse_sens` (the other reading of σ, `ci_model3.sensitivity_fit`) gets the same
+    comparisons as a sensitivity line in its own Holm family, never deciding (the plan's `secondary`)."""
     m3 = model3_rows(ev.m3)
     frozen = m3[m3["qk"] == "frozen"] if m3 is not None and not m3.empty else None
     if frozen is None or not set(CI_ARMS) <= set(frozen["arm"]):
         return Finding([], ["no frozen-Q/K runs of [CI]'s Model III grid with impulse, mimetic and random (params"
                             " `ci_model3`)", "the published cells are in paper/ci_table2.csv"])
-    checks = []
-    for d in dict.fromkeys(frozen["dataset"]):
-        for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
-            cell = {"dataset": d, "value": value}
-            checks += [Check(f"{d}, NT {'w/' if value == 'value' else 'w/o'} V",
-                             ev.estimate(r, per_seed_scores(frozen, arm=r.a, **cell),
-                                         per_seed_scores(frozen, arm=r.b, **cell), (r.a, r.b)), r)
-                       for r in (plan.rule("impulse_random"), plan.rule("impulse_mimetic"))]
-    return Finding(checks, ["the trained (T) columns are in the Table 2 table, not judged"])
+    wrong = [f"{k} = {ev.settings[k]:g} (the plan's is {v:g})" for k, v in plan.requires.items()
+             if k in ev.settings and not math.isclose(float(ev.settings[k]), float(v))]
+    if wrong:
+        return Finding([], [f"not judged: this run has {'; '.join(wrong)}; paper/plan.yaml fixed that value before"
+                            " the cells ran, so a run at another value is not evidence for the claim"])
+    rules = (plan.rule("impulse_random"), plan.rule("impulse_mimetic"))
+
+    def checks_of(arm: str, family: str | None = None) -> list[Check]:
+        out = []
+        for d in dict.fromkeys(frozen["dataset"]):
+            for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
+                cell = {"dataset": d, "value": value}
+                out += [Check(f"{d}, NT {'w/' if value == 'value' else 'w/o'} V" + (f", {arm}" if family else ""),
+                              ev.estimate(r, per_seed_scores(frozen, arm=arm, **cell),
+                                          per_seed_scores(frozen, arm=r.b, **cell), (arm, r.b)),
+                              replace(r, family=family) if family else r)
+                        for r in rules]
+        return out
+
+    checks = checks_of("impulse")
+    sigma = ev.settings.get("ci_model3.impulse_fit.sigma")
+    notes = [f"the impulse fit at σ {sigma:g}, as the plan requires" if sigma is not None else "",
+             "the trained (T) columns are in the Table 2 table, not judged"]
+    if SENSITIVITY_ARM in set(frozen["arm"]):
+        sens = checks_of(SENSITIVITY_ARM, "sigma sensitivity")
+        judge(sens)
+        other = ev.settings.get("ci_model3.sensitivity_fit.sigma")
+        notes.append(f"Sensitivity line, never deciding ({plan.secondary.get('sigma_sensitivity', 'the other σ')}):"
+                     f" {SENSITIVITY_ARM} at σ {other:g}: {claim_verdict(sens)}; "
+                     + "; ".join(c.short() for c in sens))
+    return Finding(checks, [n for n in notes if n])
 
 
 def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
@@ -782,10 +837,12 @@ def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:
                  else Finding([], ["no check implemented"]))
         judge(found.checks)
         verdict = found.verdict or claim_verdict(found.checks)
+        power = run_power(found.checks)
+        evidence = [c.evidence() for c in found.checks] + found.notes
         out.append(claim | {"verdict": verdict,
-                            "summary": found.summary or summary_line(verdict, found.checks, found.notes),
-                            "evidence": [c.evidence() for c in found.checks] + found.notes,
-                            "comparisons": [c.as_dict() for c in found.checks]})
+                            "summary": found.summary or summary_line(verdict, found.checks, found.notes, power),
+                            "evidence": evidence + ([describe_power(power)] if power else []),
+                            "comparisons": [c.as_dict() for c in found.checks], "power": power})
     return out
 
 

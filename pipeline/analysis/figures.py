@@ -11,7 +11,9 @@ reader `pipeline.analysis.runs`; other runs lying in results/ are ignored) and d
 - training curves ([NeurIPS] Fig. 3), one figure per variant with a panel per dataset: validation and training
   top-1 per epoch, mean and min-max band over seeds;
 - the filter study: top-1 per ConvMixer filter variant ([CI] 2401.12511 Fig. 4) and the Gaussian sigma x heads
-  heat map ([CI] Table 6 layout).
+  heat map ([CI] Table 6 layout);
+- [CI] Figs 6-9 from the alpha grid's alpha 0.2 cells (`pipeline.analysis.ci_figures`): accuracy by epoch, and one
+  head's QK, PQK^TP^T and softmax maps at layers 1 / 3 / 6 before and after training.
 
 Figures come in families that share one caption (all attention maps share one; the report prints it once before
 them); each figure has a title and a one-line note with what is particular to it. A figure whose inputs do not
@@ -21,8 +23,8 @@ reports/figures/figures.json, in reading order::
     {"families": [{"name", "section", "title", "caption"}],
      "figures": [{"file": "<name>.png" (relative to reports/figures), "family", "variant", "title", "note"}]}
 
-with section one of ``attention``, ``curves``, ``filter_study``. The folder is written aside and moved into place
-when complete.
+with section one of ``attention``, ``curves``, ``filter_study``, ``ci``. The folder is written aside and moved
+into place when complete.
 """
 
 from __future__ import annotations
@@ -43,12 +45,13 @@ from matplotlib.ticker import MaxNLocator
 
 from pipeline import entry
 from pipeline.analysis import attention
+from pipeline.analysis.ci_figures import ci_figures
 from pipeline.analysis.runs import load_filter_runs, load_vit_runs
 from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
 
-FIGURES_DIR = Path("reports") / "figures"
+FIGURES_DIR, PAPER = Path("reports") / "figures", Path("paper")
 DPI = 170  #: the PDF prints a figure at >= 150 px per inch (pdf.MIN_PPI): a 4.4-inch figure is then >= 12 cm wide
 ZOOM = 16  #: side of the zoomed upper-left corner of a map, as the paper's red box
 MAX_HEADS = 12  #: heads drawn per layer (ViT-B has 12; Swin's deep stages have more)
@@ -367,7 +370,7 @@ def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
 # --------------------------------------------------------------------------------------------------------- stage
 
 
-def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> dict:
+def draw_all(params: Params, results: Path, out: Path, trained: bool = True, paper: Path = PAPER) -> dict:
     """Every figure whose inputs exist, written into `out`; returns the manifest (families and figures)."""
     arms = params.arms
     records = {}
@@ -379,8 +382,10 @@ def draw_all(params: Params, results: Path, out: Path, trained: bool = True) -> 
             if rec := trained_record(params, results, variant, arm):
                 records[(variant, "trained", arm)] = rec
     runs, _ = load_vit_runs(results / "train", params.datasets, params.variants, arms, params.seeds)
-    figures = attention_figures(records, out) + curve_figures(runs, arms, out) + filter_figures(params, results, out)
-    families = [ATTENTION, *curve_families(params.seeds), *filter_families(params)]
+    ci_families, ci_drawn = ci_figures(params, results, out, paper, save)
+    figures = (attention_figures(records, out) + curve_figures(runs, arms, out) + filter_figures(params, results, out)
+               + ci_drawn)
+    families = [ATTENTION, *curve_families(params.seeds), *filter_families(params), *ci_families]
     drawn = {f["family"] for f in figures}
     return {"families": [f for f in families if f["name"] in drawn], "figures": figures}
 

@@ -1,14 +1,18 @@
 """`python -m pipeline readme [--check]`: the README's generated blocks, never typed.
 
-README.md holds three blocks, each between two marker comments (`markers`):
+README.md holds four blocks, each between two marker comments (`markers`):
 
+- claims: reports/claims.md of a run of the laptop set (the plan's confirmatory profile, cpu-all): every claim, its
+  verdict, the profile and revision it came from, its plan and its deciding comparisons with intervals
+  (`pipeline.analysis.claims_report`). A run of another profile leaves this block as it is, so `make repro` of the
+  CPU default never erases the set's table;
 - headline: reports/headline.md, which the report stage writes (the question, the claims at a glance with their
   verdicts and intervals, and the headline table; `pipeline.analysis.report.headline_markdown`);
 - coverage: paper/coverage.yaml, every table and figure of the three papers, with the verdicts of the run in
   results/tables (claims.json and what_was_run.json, the run the headline comes from; "not run" without one);
 - fidelity: paper/fidelity.yaml, each arm and experiment against the official code.
 
-The last two are rendered by the same code as the report's sections (`pipeline.analysis.coverage`,
+The coverage and fidelity blocks are rendered by the same code as the report's sections (`pipeline.analysis.coverage`,
 `pipeline.analysis.fidelity`), so the README says what the pipeline wrote and nothing else. With `--check` it
 changes nothing and exits 1 when a block differs from its source (for CI or before a release, after `make repro`).
 
@@ -22,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+from pipeline.analysis.claims_report import SET_RUN
 from pipeline.analysis.coverage import coverage_table, load_coverage, run_verdicts
 from pipeline.analysis.document import block_markdown
 from pipeline.analysis.fidelity import fidelity_table, load_fidelity
@@ -30,9 +35,11 @@ from pipeline.errors import PipelineError
 from pipeline.outputs import write_text
 
 README, HEADLINE, PAPER, TABLES = Path("README.md"), Path("reports/headline.md"), Path("paper"), Path("results/tables")
+CLAIMS = Path("reports/claims.md")
 #: block -> what it is generated from
-SOURCES = {"headline": "reports/headline.md", "coverage": "paper/coverage.yaml and results/tables/claims.json",
-           "fidelity": "paper/fidelity.yaml"}
+SOURCES = {"claims": "reports/claims.md of a cpu-all run", "headline": "reports/headline.md",
+           "coverage": "paper/coverage.yaml and results/tables/claims.json", "fidelity": "paper/fidelity.yaml"}
+
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -65,15 +72,18 @@ def _run(tables: Path) -> tuple[str | None, dict[str, str]]:
         raise PipelineError(f"{tables}: not valid JSON ({exc}); re-run the aggregate stage") from None
 
 
-def blocks(headline: Path, paper: Path, tables: Path) -> dict[str, str]:
-    """The text of each block, from its source."""
+def blocks(headline: Path, paper: Path, tables: Path, claims: Path = CLAIMS) -> dict[str, str]:
+    """The text of each block, from its source; the claims block only from a run of the laptop set."""
     if not headline.is_file():
         raise PipelineError(f"{headline}: not found; run the report stage first (dvc repro report, or python -m"
                             " pipeline report)")
     profile, verdicts = _run(tables)
-    return {"headline": headline.read_text(),
-            "coverage": block_markdown(coverage_table(load_coverage(paper), profile, verdicts)),
-            "fidelity": block_markdown(fidelity_table(load_fidelity(paper)))}
+    out = {"headline": headline.read_text(),
+           "coverage": block_markdown(coverage_table(load_coverage(paper), profile, verdicts)),
+           "fidelity": block_markdown(fidelity_table(load_fidelity(paper)))}
+    if claims.is_file() and claims.read_text().startswith(SET_RUN):
+        out = {"claims": claims.read_text()} | out
+    return out
 
 
 def add_arguments(parser) -> None:
@@ -82,12 +92,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--headline", default=str(HEADLINE), help="default: reports/headline.md")
     parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml and fidelity.yaml (default: paper)")
     parser.add_argument("--tables", default=str(TABLES), help="the run's verdicts (default: results/tables)")
+    parser.add_argument("--claims", default=str(CLAIMS), help="the laptop set's claims table (default:"
+                        " reports/claims.md; read only when it is a cpu-all run's)")
 
 
 def main(params: Params, args) -> int:
     del params
     readme = Path(args.readme)
-    texts = blocks(Path(args.headline), Path(getattr(args, "paper", PAPER)), Path(getattr(args, "tables", TABLES)))
+    texts = blocks(Path(args.headline), Path(getattr(args, "paper", PAPER)), Path(getattr(args, "tables", TABLES)),
+                   Path(getattr(args, "claims", CLAIMS)))
     if not readme.is_file():
         raise PipelineError(f"{readme}: not found; run this command from the repository root or pass --readme")
     old = new = readme.read_text()

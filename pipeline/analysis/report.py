@@ -19,8 +19,10 @@ figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/f
 
 The content is built once as blocks (`pipeline.analysis.document`) and rendered to Markdown and, with fpdf2, to
 PDF (`pipeline.analysis.pdf`). reports/headline.md is the question, the claims at a glance and the headline table
-again, for the README (`python -m pipeline readme` copies it there). All three files are written all or nothing
-(`pipeline.outputs.files_aside`).
+again, for the README (`python -m pipeline readme` copies it there), and reports/claims.md the laptop set's claims
+table (`pipeline.analysis.claims_report`: every claim, its verdict, the run it came from, its plan and deciding
+comparisons; "not run yet" when this run is not the plan's confirmatory profile's). All four files are written all
+or nothing (`pipeline.outputs.files_aside`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import entry
+from pipeline.analysis.analysis_plan import load_confirmatory
+from pipeline.analysis.claims_report import (
+    assumption_text,
+    claim_detail,
+    claims_markdown,
+    history_blocks,
+    plan_word,
+)
 from pipeline.analysis.coverage import CoverageEntry, coverage_table, load_coverage, run_verdicts
 from pipeline.analysis.document import (
     Block,
@@ -52,7 +62,8 @@ from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside
 
 TABLES, FIGURES, OUT, PAPER = Path("results/tables"), Path("reports/figures"), Path("reports"), Path("paper")
-FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study"}
+FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study",
+                   "ci": "[CI] Figs 6-9: the α grid at α = 0.2"}
 TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid",
                   "ci_model3": "[CI] Tables 1-2 (Model III and the other attention forms)",
                   "filter_study": "Filter study (ConvMixer)",
@@ -175,6 +186,13 @@ def glance_table(inp: ReportInputs) -> TableBlock:
                " comparisons; inconclusive = neither (the evidence gives the effect the planned seeds detect);"
                " not tested = this experiment lacks what the claim is about. Here: "
                + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    history = (inp.claims.get("plan") or {}).get("history") or {}
+    if history.get("available"):
+        return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Plan", "Evidence"],
+                          [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", plan_word(c, history),
+                            c.get("summary", "")] for c in claims],
+                          caption + " Plan: confirmatory, post hoc (changes a verdict depends on, made after a result"
+                          " of the claim was recorded: 'The plan's history'), or exploratory.")
     return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Evidence"],
                       [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", c.get("summary", "")]
                        for c in claims], caption)
@@ -274,14 +292,20 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
         " hypothesis within the claim's family (the claim, unless the plan names another) rejects at family-wise"
         " α. A claim is supported when every comparison is (intersection–union), contradicted when any is,"
         " inconclusive otherwise.",
-        "**Power, as a plan.** Each comparison reports the minimal detectable effect at 80% power for the planned"
-        " n (noncentral t, statsmodels), and an inconclusive one the seeds per arm a new experiment would need at"
-        " the plan's smallest effect of interest, assuming this run's variance components. These plan a new,"
-        " separately pre-registered experiment: adding seeds to this one until an interval clears would inflate"
-        " the false-supported rate.",
+        "**Power, as a plan.** A claim is supported only when all its comparisons are, so the power stated for a"
+        " claim is theirs together (pipeline/analysis/power.py: their t tests drawn jointly, correlated through the"
+        " runs they share), at the plan's effects of interest and the planned n, with the distance beyond every"
+        " boundary at which it reaches 80% and, when it falls short, the seeds or the seed sd that would reach it;"
+        " `python -m pipeline check` states the same before any run from the plan's assumed seed sds, the report"
+        " from this run's variance components. A comparison's own minimal detectable effect (noncentral t,"
+        " statsmodels) and the seeds a new experiment would need for it are given beside it, as that comparison's"
+        " alone. Both plan a new, separately pre-registered experiment: adding seeds to this one until an interval"
+        " clears would inflate the false-supported rate.",
+        assumption_text(),
         "**Calibration.** `python bench/bench_verdicts.py` simulates each claim's comparison structure at its"
         " planned n, with the truth on its boundaries, through this code, and reports its false-supported and"
-        " false-contradicted rates and the coverage of its intervals.",
+        " false-contradicted rates and the coverage of its intervals, and, with the comparisons near their effects"
+        " of interest, checks the claim's stated power against the share of simulations that support it.",
     ]
     table_rows = [[r["claim"], r["comparison"], r["needs"], f"{r['effect']:+g}", r["family"], f"{r['alpha']:g}",
                    r["interval"], f"{r['n']} ({r['n_from']})"] for r in rows]
@@ -298,12 +322,13 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
 
 
 def claim_blocks(inp: ReportInputs) -> list[Block]:
-    """Each claim of paper.md 2.10 with the evidence behind its verdict."""
+    """Each claim of paper.md 2.10 with the evidence behind its verdict, its plan and its per-seed differences."""
     blocks: list[Block] = [Heading("The claims in detail")]
+    history = (inp.claims.get("plan") or {}).get("history") or {}
     for c in inp.claims.get("claims", []):
         blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 2), Paragraph(c["claim"]),
                    Paragraph(f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}."),
-                   Bullets(c["evidence"])]
+                   Bullets(c["evidence"]), *claim_detail(c, history)]
     return blocks
 
 
@@ -387,7 +412,7 @@ def build_report(inp: ReportInputs, report_dir: Path) -> list[Block]:
     """All blocks of the report, in reading order (page 1: the question, the claims at a glance, what was run)."""
     appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
     return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *method_blocks(inp),
-            *claim_blocks(inp), *coverage_blocks(inp), *fidelity_blocks(inp),
+            *history_blocks(inp.claims), *claim_blocks(inp), *coverage_blocks(inp), *fidelity_blocks(inp),
             *table_blocks(inp), *figure_blocks(inp, report_dir), *reproduce_blocks(inp),
             *([Heading("Appendix: every run"), *appendix] if appendix else [])]
 
@@ -417,14 +442,16 @@ def headline_markdown(inp: ReportInputs) -> str:
     return "\n\n".join(map(block_markdown, blocks)) + "\n"
 
 
-def write_report(title: str, blocks: list[Block], headline: str, out_dir: str | Path) -> tuple[Path, Path, Path]:
-    """Write report.md, report.pdf and headline.md into `out_dir`, all or nothing; returns their paths."""
+def write_report(title: str, blocks: list[Block], headline: str, out_dir: str | Path,
+                 claims: str = "") -> tuple[Path, ...]:
+    """Write report.md, report.pdf, headline.md and claims.md into `out_dir`, all or nothing; returns their paths."""
     out_dir = Path(out_dir)
-    paths = (out_dir / "report.md", out_dir / "report.pdf", out_dir / "headline.md")
-    with files_aside(*paths) as (md, pdf, head):
+    paths = (out_dir / "report.md", out_dir / "report.pdf", out_dir / "headline.md", out_dir / "claims.md")
+    with files_aside(*paths) as (md, pdf, head, table):
         md.write_text(to_markdown(title, blocks))
         render_pdf(title, blocks, out_dir, pdf)
         head.write_text(headline)
+        table.write_text(claims)
     return paths
 
 
@@ -438,8 +465,12 @@ def add_arguments(parser) -> None:
 def main(params: Params, args) -> int:
     out = Path(getattr(args, "out", OUT))
     inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER))
-    md, pdf, head = write_report(params.report.title, build_report(inp, out), headline_markdown(inp), out)
-    print(f"report: wrote {md}, {pdf} and {head} ({len(inp.tables)} tables,"
+    paper = Path(getattr(args, "paper", PAPER))
+    confirmatory = load_confirmatory(paper)
+    table = claims_markdown(inp.claims, inp.ran, confirmatory.profile if confirmatory else params.profile)
+    md, pdf, head, claims = write_report(params.report.title, build_report(inp, out), headline_markdown(inp), out,
+                                         table)
+    print(f"report: wrote {md}, {pdf}, {head} and {claims} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
     return 0
 

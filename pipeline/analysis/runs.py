@@ -324,23 +324,41 @@ def at_epoch(history: list[dict], epoch: int, key: str) -> float:
     return math.nan
 
 
-def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **match) -> dict[int, float]:
+class SeedScores(dict):
+    """{seed: a run's scores} of one run group, naming the group (`unit`: the frame's name, as
+    `DataFrame.attrs['unit']` gives it, and the matched rows' index labels), so the claim-level power knows which
+    comparisons share a group (`pipeline.analysis.stats.terms_of`)."""
+
+    unit: str
+
+
+def _matched(runs: pd.DataFrame, match: dict) -> pd.DataFrame:
+    rows = runs
+    for column, value in match.items():
+        rows = rows[rows[column] == value]
+    return rows
+
+
+def _named(values: dict, rows: pd.DataFrame) -> SeedScores:
+    out = SeedScores(values)
+    out.unit = f"{rows.attrs.get('unit', '')}:{','.join(map(str, sorted(rows.index)))}"
+    return out
+
+
+def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **match) -> SeedScores:
     """{seed: metric × scale} of the runs whose columns equal `match` (e.g. dataset=..., variant=..., arm=...).
 
     The default reads final top-1 in percent; `per_seed(filters, variant='learned')` reads a filter-study
     variant, `per_seed(ci, dataset=d, alpha=0.1, arm='impulse')` one cell of the α grid.
     """
-    rows = runs
-    for column, value in match.items():
-        rows = rows[rows[column] == value]
-    return {int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}
+    rows = _matched(runs, match)
+    return _named({int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}, rows)
 
 
-def per_seed_scores(runs: pd.DataFrame, **match) -> dict[int, float | np.ndarray]:
+def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
     """{seed: per-image correctness (booleans)} of the runs matching `match`, or {seed: final top-1 in points}
     for a run without per-image correctness; what `pipeline.analysis.stats` takes as a run's scores."""
-    rows = runs
-    for column, value in match.items():
-        rows = rows[rows[column] == value]
+    rows = _matched(runs, match)
     correct = rows["correct"] if "correct" in rows else [None] * len(rows)
-    return {int(s): c if c is not None else 100.0 * float(v) for s, c, v in zip(rows["seed"], correct, rows["top1"])}
+    return _named({int(s): c if c is not None else 100.0 * float(v)
+                   for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows)

@@ -95,6 +95,9 @@ class Estimate:
     image_sd: float
     interaction_sds: tuple
     seeds: tuple
+    per_seed: tuple = ()  #: paired / seeds: each seed's difference (points), in the order of `seeds`
+    runs: tuple = ()  #: Welch: (a's runs, b's runs) in points
+    terms: tuple = ()  #: ((run group, weight), ...) of the contrast when the inputs name their groups
 
     @property
     def enough(self) -> bool:
@@ -137,7 +140,8 @@ class Estimate:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()} | {
             "seeds": list(self.seeds), "seed_sds": [None if math.isnan(s) else s for s in self.seed_sds],
             "interaction_sds": [None if math.isnan(s) else s for s in self.interaction_sds],
-            "std": None if math.isnan(self.std) else self.std}
+            "std": None if math.isnan(self.std) else self.std, "per_seed": list(self.per_seed),
+            "runs": [list(r) for r in self.runs], "terms": [list(t) for t in self.terms]}
 
 
 def satterthwaite(variances: Sequence[float], dfs: Sequence[float]) -> float:
@@ -183,7 +187,16 @@ def _finite(score: Scores) -> bool:
     return isinstance(score, np.ndarray) or (score is not None and math.isfinite(score))
 
 
-def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tuple = ()) -> Estimate:
+def terms_of(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float]) -> tuple:
+    """((run group, weight), ...) of a contrast whose inputs name their run group (an attribute `unit`, as
+    `pipeline.analysis.runs.per_seed_scores` sets it); () when one does not. The claim-level power
+    (`pipeline.analysis.power`) reads from them which comparisons share a run group."""
+    units = [getattr(a, "unit", None) for a in arms]
+    return () if any(u is None for u in units) else tuple((u, float(w)) for u, w in zip(units, weights))
+
+
+def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tuple = (),
+            terms: tuple = ()) -> Estimate:
     """The paired estimate from x: seeds × images (per-image differences, points) or seeds (per-seed, points).
 
     Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N with Welch–Satterthwaite degrees of freedom (module docstring).
@@ -194,9 +207,10 @@ def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tu
     images = x.shape[1] if x.ndim == 2 else 0
     d = x.mean(axis=1) if images else x
     mean = float(d.mean()) if n else math.nan
+    per_seed = tuple(float(v) for v in d)
     if n < 2:
         return Estimate(*labels, PAIRED if images else SEEDS, n, n, images, mean, math.nan, math.nan, math.nan,
-                        math.nan, confidence, (math.nan,), math.nan, (math.nan,), seeds)
+                        math.nan, confidence, (math.nan,), math.nan, (math.nan,), seeds, per_seed, (), terms)
     seed_var = float(d.var(ddof=1))
     image_var = float(x.mean(axis=0).var(ddof=1)) if images else 0.0
     se = math.sqrt(seed_var / n + (image_var / images if images else 0.0))
@@ -205,7 +219,7 @@ def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tu
     residual = interaction_var(x) if images else 0.0
     return Estimate(*labels, PAIRED if images else SEEDS, n, n, images, mean, se, df, low, high, confidence,
                     (math.sqrt(seed_var),), math.sqrt(max(0.0, image_var - residual / n)), (math.sqrt(residual),),
-                    seeds)
+                    seeds, per_seed, (), terms)
 
 
 def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float], *, confidence: float,
@@ -220,7 +234,7 @@ def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[floa
         x = sum(w * m for w, m in zip(weights, matrices))
     else:
         x = np.asarray([sum(w * _value(p[j]) for w, p in zip(weights, per_arm)) for j in range(len(seeds))])
-    return crossed(x, confidence, labels, seeds)
+    return crossed(x, confidence, labels, seeds, terms_of(arms, weights))
 
 
 def paired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confidence: float,
@@ -240,9 +254,10 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     va, vb = np.asarray([_value(v) for v in runs_a]), np.asarray([_value(v) for v in runs_b])
     na, nb = len(va), len(vb)
     mean = float(va.mean() - vb.mean()) if na and nb else math.nan
+    values, groups = (tuple(map(float, va)), tuple(map(float, vb))), terms_of([a, b], [1.0, -1.0])
     if min(na, nb) < 2:
         return Estimate(*labels, WELCH, na, nb, 0, mean, math.nan, math.nan, math.nan, math.nan, confidence,
-                        (math.nan, math.nan), math.nan, (math.nan, math.nan), ())
+                        (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups)
     ma, mb = (_matrix(runs_a), _matrix(runs_b)) if images else (None, None)
     n_images = ma.shape[1] if ma is not None and mb is not None and ma.shape[1] == mb.shape[1] else 0
     sa, sb = float(va.std(ddof=1)), float(vb.std(ddof=1))
@@ -254,7 +269,7 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     residual = (interaction_var(ma), interaction_var(mb)) if n_images else (0.0, 0.0)
     own = max(0.0, image_var - residual[0] / na - residual[1] / nb)
     return Estimate(*labels, WELCH, na, nb, n_images, mean, se, df, low, high, confidence, (sa, sb),
-                    math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), ())
+                    math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), (), (), values, groups)
 
 
 @dataclass(frozen=True)

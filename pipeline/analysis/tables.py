@@ -640,6 +640,35 @@ def _spread(values: Sequence[float], fmt: str) -> str:
     return mean if span == mean else f"{mean} ({span})"
 
 
+def model3_fit_table(m3: pd.DataFrame | None, fits: dict) -> Table | None:
+    """Claim 10 at both readings of σ: each Model III impulse arm's fit (`fits`: arm -> its fit settings), over every
+    layer of every seed of this run; None when no such cell recorded a fit."""
+    rows, data = [], []
+    cells = model3_rows(m3) if m3 is not None and len(m3) else pd.DataFrame()
+    for (d, arm), g in (cells[cells["arm"].isin(list(fits))].groupby(["dataset", "arm"], sort=False)
+                        if len(cells) else []):
+        layers = [layer for recs in g["impulse_fit"] if isinstance(recs, list) for layer in recs]
+        if not layers:
+            continue
+        fit = fits[arm]
+        values = {k: [float(layer[k]) for layer in layers] for k in ("mse", "target_mass", "peak")}
+        rows.append([d, arm, f"{fit['sigma']:g}", f"{fit['steps']} steps at lr {fit['lr']:g}", str(len(layers)),
+                     _spread(values["mse"], "{:.4f}"), _spread(values["target_mass"], "{:.3f}"),
+                     _spread(values["peak"], "{:.3f}")])
+        data.append({"dataset": d, "arm": arm, "sigma": fit["sigma"], "fits": len(layers)}
+                    | {f"{k}_mean": sum(v) / len(v) for k, v in values.items()})
+    if not rows:
+        return None
+    return Table("ci_model3_fit", "[CI] Model III: the impulse fit at both readings of σ",
+                 "Each Model III impulse arm's fit of softmax(σ·Q·K) to its impulses (pipeline/method/ci_2401.py),"
+                 " per layer of every seed: MSE, target mass (mean weight on the impulse's key; a uniform map gives"
+                 " 1/N) and peak (fraction of queries whose largest weight is there), mean (range). impulse is fitted"
+                 " at the σ paper/plan.yaml names for claim 10 (params ci_model3.impulse_fit); impulse_sens at the"
+                 " other reading (ci_model3.sensitivity_fit), claim 10's sensitivity line.",
+                 ["Dataset", "Arm", "σ", "Fit", "Layer fits", "MSE", "Target mass", "Peak"], rows,
+                 pd.DataFrame(data), section="ci_model3")
+
+
 def ci_fit_table(ci: pd.DataFrame, setting: str, reference: Sequence[dict]) -> Table | None:
     """How well [CI]'s impulse fit holds its impulses: per dataset and α of this run's impulse cells (every layer
     of every seed), beside the fits `bench/bench_ci_fit.py --yaml` recorded (code-2401's geometry among them);

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipeline.experiments import CellStage, data_section
+from pipeline.vocabulary import SENSITIVITY_ARM
 
 #: Each Table 1 form's Simple ViT arguments (code-2401's `mytrain_vit.py` flags; `--alpha` left at its default 0.5)
 FORMS = {"simple": {"input_pe": True, "alpha": 0.5}, "simple_nope": {"alpha": 1.0},
@@ -40,8 +41,16 @@ def model3_attention(qk: str, value: str) -> dict:
 
 
 def model3_cell(params, cell: dict) -> dict:
-    return cell_config(params, params.ci_model3, params.ci_model3_recipe, cell, "ci_model3", cell["arm"],
-                       model3_attention(cell["qk"], cell["value"]), {"qk": cell["qk"], "value": cell["value"]})
+    """Model III's cell; the arm `impulse_sens` is the impulse arm fitted as `ci_model3.sensitivity_fit` says (the
+    other reading of sigma, a sensitivity line of claim 10)."""
+    grid, arm = params.ci_model3, cell["arm"]
+    labels = {"qk": cell["qk"], "value": cell["value"]}
+    config = cell_config(params, grid, params.ci_model3_recipe, cell, "ci_model3",
+                         "impulse" if arm == SENSITIVITY_ARM else arm, model3_attention(cell["qk"], cell["value"]),
+                         labels | {"arm": arm})
+    if arm == SENSITIVITY_ARM:
+        config["impulse_fit"] = dataclasses.asdict(grid.sensitivity_fit)
+    return config
 
 
 def table1_attention(form: str, value: str) -> dict:

@@ -42,12 +42,12 @@ def cell_config(params, cell: dict, sia_cell: SiaCell) -> dict:
 
 STAGES = [
     CellStage("sia_base", "pipeline.training.sia",
-              {"dataset": "${datasets}", "arch": "${sia.bases}", "seed": "${sia.seeds}"},
+              {"dataset": "${sia.datasets}", "arch": "${sia.bases}", "seed": "${sia.seeds}"},
               "results/sia/{dataset}/base_{arch}/seed{seed}",
               lambda params, cell: cell_config(params, cell, parse_sia_base(cell["arch"])), command="sia-base",
               help="one cell of [SIA]'s baseline change: <dataset> <arch> <seed>"),
     CellStage("sia_fit", "pipeline.training.sia",
-              {"dataset": "${datasets}", "fit": "${sia.fits}", "seed": "${sia.seeds}"},
+              {"dataset": "${sia.datasets}", "fit": "${sia.fits}", "seed": "${sia.seeds}"},
               "results/sia/{dataset}/fit_{fit}/seed{seed}",
               lambda params, cell: cell_config(params, cell, parse_sia_fit(cell["fit"])), command="sia-fit",
               help="one cell of [SIA]'s fits: <dataset> <fit> <seed>"),

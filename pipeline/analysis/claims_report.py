@@ -1,0 +1,179 @@
+"""The report's statistics beside the verdicts: the assumptions, each comparison's per-seed differences, each
+claim's plan (post-hoc changes, confirmatory or not), the plan's history from git, and the claims table the README
+carries (reports/claims.md).
+
+Everything here renders `results/tables/claims.json` (the aggregate's `claims`, `plan.history`) and
+what_was_run.json; nothing is computed that the aggregate did not write.
+"""
+
+from __future__ import annotations
+
+from pipeline.analysis.document import Block, Bullets, Heading, Paragraph, TableBlock, block_markdown
+from pipeline.analysis.tables import NA, num
+
+#: how reports/claims.md of a run of the laptop set begins (the README's claims block is taken only from one)
+SET_RUN = "**Every claim in one table: profile"
+#: the caption the claims table carries wherever it is printed
+CLAIMS_CAPTION = ("Verdicts by paper/plan.yaml from one run of the profile named (the revision its runs record):"
+                  " supported = every comparison passes its one-sided test at 2.5 % (its 95 % interval on the claimed"
+                  " side of 0 or of the margin); contradicted = one is reversed after Holm's correction over the"
+                  " claim's family; inconclusive = neither; not tested = the run lacks what the claim is about."
+                  " Plan: confirmatory = the plan's confirmatory seeds, never run before the plan named them, and no"
+                  " change a verdict depends on since the run's revision; post hoc = a change a verdict depends on"
+                  " was made after a result of the claim was recorded (listed in the report's 'The plan's"
+                  " history'). Comparisons: a − b in points with its 95 % interval.")
+
+
+def assumption_text() -> str:
+    """What the intervals and tests assume, and where they can fail."""
+    return ("**Assumptions.** Each comparison's per-seed differences (below, claim by claim) are independent draws"
+            " from a normal distribution: the t interval and test are exact under it and approximate otherwise (at"
+            " 3 to 5 seeds one seed far from the others moves both; `python bench/bench_verdicts.py --skew` measures"
+            " the error rates when one seed in five loses several points). The test images are a sample of the data"
+            " distribution, their term treated as known. A seed pairs the arms it trains (the same training subset,"
+            " data order and augmentation draws), and nothing else: seeds are exchangeable. Claim 12's teachers are"
+            " fixed: one pretraining run per teacher, so its intervals sample the fine-tuning seeds and the test"
+            " images, not pretraining (a second pair of teachers could differ by more than the interval says)."
+            " Claim 6's arms share only a seed number (Welch, unpaired). Each claim's Holm family is its plan's;"
+            " comparisons outside it (secondary analyses, arms beyond the paper, sensitivity lines) are shown,"
+            " labelled, and never decide it.")
+
+
+def _differences(c: dict) -> str:
+    """'seed 10: +1.23, seed 11: -0.40' (paired) or 'a: 71.2, 70.9; b: 69.0, 68.8' (Welch)."""
+    if c.get("per_seed"):
+        return ", ".join(f"{s}: {num(v, True)}" for s, v in zip(c["seeds"], c["per_seed"]))
+    if c.get("runs"):
+        return "; ".join(f"{name}: {', '.join(num(v) for v in values)}" for name, values in zip((c["a"], c["b"]),
+                                                                                               c["runs"]))
+    return NA
+
+
+def _interval(c: dict) -> str:
+    return NA if c.get("low") is None else f"[{num(c['low'], True)}, {num(c['high'], True)}]"
+
+
+def per_seed_table(claim: dict) -> TableBlock | None:
+    """Each comparison of a claim with its per-seed differences, interval and verdict."""
+    rows = [[c["label"], f"{c['a']} − {c['b']}", c["needs"], _differences(c), num(c["mean"], True), _interval(c),
+             c["verdict"]] for c in claim.get("comparisons", [])]
+    if not rows:
+        return None
+    return TableBlock(f"Claim {claim['id']}: each comparison seed by seed",
+                      ["Cell", "a − b", "Needs", "Per seed (points; Welch: each arm's runs, %)", "Mean", "95% CI",
+                       "Verdict"], rows, "Per seed: the seed's difference over the whole test split (paired arms).")
+
+
+def plan_line(claim: dict, history: dict) -> str:
+    """The claim's plan in one line: confirmatory, or its post-hoc changes."""
+    plan = claim.get("plan")
+    if not history.get("available") or plan is None:
+        return "plan history not available (no git history where the aggregate ran)"
+    parts = []
+    if plan["confirmatory"]:
+        parts.append("confirmatory: the plan's confirmatory seeds, and no change a verdict depends on since this"
+                     " run's revision")
+    for h in plan["post_hoc"]:
+        parts.append(f"post hoc: {h['date'][:10]} {h['commit'][:7]} ({h['file']}: {h['what']}; after"
+                     f" {h['read_before']})")
+    for h in plan["after_run"]:
+        parts.append(f"changed after this run's revision: {h['date'][:10]} {h['commit'][:7]} ({h['what']})")
+    return "; ".join(parts) or "no post-hoc change; not the confirmatory run"
+
+
+def plan_word(claim: dict, history: dict) -> str:
+    """The plan column of the claims tables: confirmatory / post hoc (k) / exploratory."""
+    plan = claim.get("plan")
+    if not history.get("available") or plan is None:
+        return NA
+    after = " (changed since this run)" if plan["after_run"] else ""
+    if plan["confirmatory"]:
+        return "confirmatory" + (f"; {len(plan['post_hoc'])} earlier post-hoc change(s)" if plan["post_hoc"] else "")
+    return (f"post hoc ({len(plan['post_hoc'])})" if plan["post_hoc"] else "exploratory") + after
+
+
+def history_blocks(claims: dict) -> list[Block]:
+    """The plan's history from git: every change of paper/plan.yaml and of a seed list, dated, with the first
+    recorded result before it; post-hoc changes labelled."""
+    history = (claims.get("plan") or {}).get("history") or {}
+    blocks: list[Block] = [Heading("The plan's history")]
+    if not history.get("available"):
+        return blocks + [Paragraph(history.get("note", "Not recorded: the aggregate ran without a repository."))]
+    run = history.get("run") or {}
+    conf = history.get("confirmatory")
+    text = ("Generated from the repository's git history (`pipeline.analysis.plan_history`): every change to"
+            " paper/plan.yaml and to a seed list of params.yaml or a profile, with the claims it touches and the first"
+            " result of those claims a reader could have seen before it (the first README.md showing it). A change a"
+            " verdict depends on, made after such a result, is **post hoc**; planning assumptions, notes, secondary"
+            " analyses and comments do not change a verdict and are listed as such; setting a seed list where there"
+            " was none designs a new run.")
+    if run:
+        text += (f" This run's runs record revision {run['revision'][:7]} ({run['date'][:10]}): a change after it"
+                 " may have seen this run's results.")
+    if conf:
+        text += (f" Confirmatory seeds: {conf['seeds']} for profile {conf['profile']}, named"
+                 f" {(conf['named'] or '?')[:10]}; " + ("this run is that run." if conf["holds"] else
+                                                         "this run is not (" + _why_not(conf) + ")."))
+    rows = [[h["date"][:10], h["commit"][:7], h["file"], ", ".join(h["claims"]) or "–", h["what"], h["kind"],
+             ("**post hoc**: after " + h["read_before"]) if h["post_hoc"] else (
+                 f"after {h['read_before']}" if h["read_before"] else "before any result"),
+             "yes" if h.get("after_run") else ""] for h in history.get("changes", [])]
+    return blocks + [Paragraph(text), TableBlock(
+        "Changes of the plan and of the seed lists", ["Date", "Commit", "File", "Claims", "Change", "Kind",
+                                                      "First result before it", "After this run"], rows,
+        "Kind: verdict = a verdict may depend on it; power or notes only; comments only; design = a seed list set"
+        " where there was none. First result: the first README.md that shows a result of a touched claim.")]
+
+
+def _why_not(conf: dict) -> str:
+    if conf.get("used_before"):
+        return f"seeds {conf['used_before']} were in a seed list before the plan named them"
+    return "its profile or seed lists are not the confirmatory ones"
+
+
+def deciding(claim: dict, limit: int = 3) -> str:
+    """The comparisons that decide the verdict, with their intervals: the reversed ones (contradicted), the open
+    ones (inconclusive), the closest to its boundary (supported)."""
+    comps = claim.get("comparisons", [])
+    if not comps:
+        return claim.get("summary", "")
+    verdict = claim["verdict"]
+    chosen = ([c for c in comps if c["verdict"] == verdict] if verdict in ("contradicted", "inconclusive")
+              else sorted(comps, key=lambda c: c["p_supported"] if c["p_supported"] is not None else 1)[-1:])
+    text = "; ".join(f"{c['label']}: {c['a']} − {c['b']} {num(c['mean'], True)} {_interval(c)} (needs {c['needs']})"
+                     for c in chosen[:limit])
+    more = len(chosen) - limit
+    lead = f"all {len(comps)} supported, the closest: " if verdict == "supported" else ""
+    return lead + text + (f"; {more} more" if more > 0 else "")
+
+
+def claims_table(claims: dict, ran: dict) -> TableBlock:
+    """Every claim: verdict, the run it came from, its plan, its deciding comparisons with intervals."""
+    history = (claims.get("plan") or {}).get("history") or {}
+    revs = ", ".join(r[:7] for r in ran.get("git_rev", [])) or "unknown"
+    source = f"{ran.get('profile')} · {revs}"
+    rows = [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", source, plan_word(c, history), deciding(c)]
+            for c in claims.get("claims", [])]
+    return TableBlock("Every claim, its verdict and the comparisons that decide it",
+                      ["#", "Claim", "Verdict", "Profile · revision", "Plan", "Deciding comparisons (95% CI, pts)"],
+                      rows, CLAIMS_CAPTION)
+
+
+def claims_markdown(claims: dict | None, ran: dict | None, profile: str) -> str:
+    """reports/claims.md: the claims table of `profile`'s run, for the README; 'not run yet' without one."""
+    if claims is None or ran is None or ran.get("profile") != profile:
+        return (f"**Every claim in one table: not run yet.** Profile `{profile}` (the laptop set) has not been run"
+                " here; `python -m pipeline profile " + profile + " && make repro && python -m pipeline readme`"
+                " fills this block from its run.\n")
+    lines = [f"{SET_RUN} `{profile}`, one run.**",
+             block_markdown(claims_table(claims, ran)),
+             "Generated by `python -m pipeline report` from results/tables/claims.json; `python -m pipeline readme`"
+             " copies it here. Per-seed differences, power and the plan's history: `reports/report.pdf`."]
+    return "\n\n".join(lines) + "\n"
+
+
+def claim_detail(claim: dict, history: dict) -> list[Block]:
+    """A claim's plan line and per-seed table (beside its evidence in the report)."""
+    blocks: list[Block] = [Bullets([f"Plan: {plan_line(claim, history)}"])]
+    table = per_seed_table(claim)
+    return blocks + ([table] if table else [])

@@ -1,0 +1,168 @@
+"""An experiment's design before any run: its run groups, synthetic results of them, and each claim's comparisons.
+
+The claims' code (`pipeline.analysis.claims`) decides which comparisons a claim needs from the runs it finds. To
+know them before any run (to state each claim's power in `check`, and to simulate experiments in
+bench/bench_verdicts.py), this module builds the run groups a profile plans (every dataset × variant × arm of the
+grid, the filter study, [CI]'s grids, the training configurations, [SIA]'s cells, weight selection), gives each
+seed of each group a result, and runs the claims' own functions on them. A group's key fields are the columns
+the claims read, so the comparisons, their labels and the run groups they contrast (`Estimate.terms`) are the
+ones a real run of the profile gets.
+
+`plan_power` is then each claim's power at the plan (`pipeline.analysis.power`) from paper/plan.yaml's assumed
+variance components: what the design can decide before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipeline.analysis.aggregate import Experiment
+from pipeline.analysis.analysis_plan import load_plan, plan_for
+from pipeline.analysis.claims import CLAIMS, Check, Evidence, headline, judge
+from pipeline.analysis.power import planned_from_rule
+from pipeline.analysis.power import summary as power_summary
+from pipeline.analysis.runs import MODEL3, SCRATCH, family_of
+from pipeline.analysis.stats import WELCH
+from pipeline.config import Params, load_params
+from pipeline.data.registry import DATASETS
+
+#: the frames of a results tree, as `claims.Evidence` holds them
+KINDS = ("vit", "filters", "ci", "m3", "configs", "sia", "weight_selection")
+#: the frames each claim reads (7 is structural: no seed statistic)
+CLAIM_FRAMES = {"headline": ("vit",), "1": ("vit",), "2": ("vit",), "3": ("vit",), "4": ("vit",),
+                "5a": ("filters",), "5b": ("filters",), "6": ("vit", "filters"), "8": ("vit",), "9": ("ci",),
+                "10": ("m3",), "11": ("vit", "configs"), "12": ("weight_selection",), "13": ("sia",),
+                "14": ("sia",), "15": ("m3",)}
+#: the columns of each frame besides a group's keys: what the claims read of a run
+RUN_COLUMNS = ["seed", "top1", "correct", "history", "params"]
+KEYS = {"vit": ["dataset", "variant", "arm", "model", "family", "num_heads"],
+        "filters": ["dataset", "variant", "sigma", "heads"],
+        "ci": ["dataset", "alpha", "arm"], "m3": ["dataset", "form", "arm", "qk", "value"],
+        "configs": ["dataset", "variant", "config", "arm"], "sia": ["dataset", "cell"],
+        "weight_selection": ["dataset", "source"]}
+#: every group's accuracy when nothing else is asked (the structure does not depend on it)
+BASE = 0.5
+
+
+@dataclass
+class Design:
+    """What one profile plans: the experiment, its plan, and each dataset's test-split size."""
+
+    name: str
+    exp: Experiment
+    plans: dict
+    test_size: dict
+
+    @classmethod
+    def of(cls, params: Params, paper: str | Path = "paper", name: str | None = None) -> Design:
+        exp = Experiment.from_params(params)
+        datasets = {*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.ws_datasets}
+        return cls(name or params.profile, exp, load_plan(paper, exp.sizes()),
+                   {d: DATASETS[d].eval_size for d in datasets if d in DATASETS and DATASETS[d].eval_size})
+
+    @classmethod
+    def of_profile(cls, profile: str, root: str | Path) -> Design:
+        """A profile of root/profiles merged onto root/params.yaml in a scratch copy ('cpu': params.yaml as it is);
+        the repository's params.yaml is not touched."""
+        from pipeline.profiles import apply_profile
+        root = Path(root)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "params.yaml"
+            shutil.copy(root / "params.yaml", path)
+            params = load_params(path) if profile == "cpu" else apply_profile(profile, path)
+        return cls.of(params, root / "paper", profile)
+
+    def seeds(self, kind: str) -> tuple:
+        e = self.exp
+        return {"vit": e.seeds, "filters": e.filter_seeds, "ci": e.ci_seeds, "m3": e.m3_seeds, "configs": e.seeds,
+                "sia": e.sia_seeds, "weight_selection": e.ws_seeds}[kind]
+
+    def groups(self, kinds: tuple = KINDS) -> list[dict]:
+        """Every run group of the frames `kinds`: its kind and key fields (a group's runs differ only by seed)."""
+        e, out = self.exp, []
+        if "vit" in kinds:
+            out += [{"kind": "vit", "dataset": d, "variant": v, "arm": a, "model": name,
+                     "family": family_of(name), "num_heads": heads, "params": 1e5 * (1 + i)}
+                    for d in e.datasets for i, (v, name, heads) in enumerate(e.models) for a in e.arms]
+        if "filters" in kinds:
+            out += [{"kind": "filters", "dataset": e.filter_dataset, "variant": v, "sigma": None, "heads": None}
+                    for v in e.filters]
+            out += [{"kind": "filters", "dataset": e.filter_dataset, "variant": f"gaussian-{sg:g}-h{h}",
+                     "sigma": sg, "heads": h} for sg in e.sigmas for h in e.heads]
+        if "ci" in kinds:
+            out += [{"kind": "ci", "dataset": d, "alpha": al, "arm": a} for d in e.ci_datasets for al in e.ci_alphas
+                    for a in e.ci_arms]
+        if "m3" in kinds:
+            out += [{"kind": "m3", "dataset": d, "form": MODEL3, "arm": a, "qk": qk, "value": v}
+                    for d in e.m3_datasets for a in e.m3_arms for qk in e.m3_qk for v in e.m3_values]
+            out += [{"kind": "m3", "dataset": d, "form": f, "arm": "random", "qk": "trained", "value": v}
+                    for d in e.m3_datasets for f in e.m3_forms for v in e.m3_values]
+        if "configs" in kinds:
+            models = {v: name for v, name, _ in e.models}
+            out += [{"kind": "configs", "dataset": d, "variant": v, "config": c, "arm": a, "model": models.get(v, ""),
+                     "family": family_of(models.get(v, ""))}
+                    for d in e.config_datasets for v in e.config_variants for c in e.train_configs for a in e.arms]
+        if "sia" in kinds:
+            out += [{"kind": "sia", "dataset": d, "cell": c} for d in e.sia_datasets for c in e.sia_cells]
+        if "weight_selection" in kinds:
+            out += [{"kind": "weight_selection", "dataset": d, "source": s} for d in e.ws_datasets
+                    for s in [*e.ws_teachers, *(SCRATCH + a for a in e.ws_scratch)]]
+        return out
+
+    def noise_free(self, groups: list[dict], truth: list[float]) -> dict[str, pd.DataFrame]:
+        """Every seed of each group at its population accuracy (`truth`, fractions), scored on its dataset's
+        whole test split where the registry knows its size: the claims' means are then the true differences."""
+        rows: dict[str, list] = {k: [] for k in KINDS}
+        epochs = max(self.exp.convergence_epochs, default=1)
+        for g, p in zip(groups, truth):
+            size = self.test_size.get(g["dataset"], 0)
+            correct = np.arange(size) < round(p * size) if size else None
+            top1 = float(correct.mean()) if size else p
+            history = [{"epoch": e, "train_top1": p, "val_top1": p} for e in range(epochs)]
+            rows[g["kind"]] += [g | {"seed": s, "top1": top1, "correct": correct, "history": history,
+                                     "params": g.get("params", 5e4)} for s in self.seeds(g["kind"])]
+        return self.frames(rows)
+
+    def frames(self, rows: dict[str, list]) -> dict[str, pd.DataFrame]:
+        """The frames from rows per kind (a kind without rows: an empty frame with the columns the claims read)."""
+        return {k: pd.DataFrame(rows.get(k) or [], columns=[*KEYS[k], *RUN_COLUMNS]) for k in KINDS}
+
+    def evidence(self, frames: dict[str, pd.DataFrame]) -> Evidence:
+        e = self.exp
+        return Evidence(frames["vit"], frames["filters"], e.arms, e.datasets, self.plans, e.convergence_epochs,
+                        e.kernel_size, e.filter_dataset, {}, frames["ci"], frames["m3"], frozenset(e.alternatives),
+                        frames["configs"], frames["sia"], frames["weight_selection"], dict(e.settings))
+
+    def checks(self, claim: str) -> list[Check]:
+        """The comparisons the claim needs in this design (judged on noise-free results at BASE); the headline's
+        are every (dataset, variant) cell's."""
+        groups = self.groups(CLAIM_FRAMES[claim])
+        ev = self.evidence(self.noise_free(groups, [BASE] * len(groups)))
+        if claim == "headline":
+            return [c for _, _, c in headline(ev)]
+        found = CLAIMS[claim](ev, plan_for(self.plans, claim))
+        judge(found.checks)
+        return found.checks
+
+
+def plan_power(design: Design, claim: str) -> dict | None:
+    """The claim's power at the plan in this design, from paper/plan.yaml's assumed variance components; None
+    when the design does not test the claim (or its comparisons cannot be powered together)."""
+    if claim not in CLAIM_FRAMES or claim not in CLAIMS:
+        return None  # the headline is not a claim; 7 is structural
+    checks = design.checks(claim)
+    if not checks:
+        return None
+    planned = [planned_from_rule(c.rule, c.estimate.images, c.estimate.terms) for c in checks]
+    if any(p.kind == WELCH for p in planned) and len(planned) > 1:
+        return None
+    if any(min(p.n if isinstance(p.n, tuple) else (p.n,)) < 2 for p in planned):
+        return {"source": "the plan's assumptions", "comparisons": len(planned), "power": math.nan}
+    return power_summary(planned, [c.rule for c in checks], "the plan's assumptions")

@@ -1,0 +1,267 @@
+"""The analysis plan's history, read from the repository's git history: every change to paper/plan.yaml and to a
+seed list of params.yaml or a profile, dated, beside the date of the first result it could have been read from.
+
+A plan fixed before its results were read is what makes a verdict confirmatory; a change made after is labelled
+post hoc. "The first result" of a claim is the first commit whose README.md shows a verdict for it (supported,
+contradicted or inconclusive: what a reader of the repository could have seen), and, for the run being reported,
+the commit its runs record (a change committed after the revision a run was trained at may have seen its results).
+A change counts against the claims it touches: the claim entries of plan.yaml that differ (a change of `defaults`
+touches every claim), and for a seed list, the claims whose planned n the plan reads from that key. It is post hoc
+when a verdict may depend on it (a comparison, direction, margin, family, α, interval, planned n or required
+value; a seed list changed, not set for the first time) and a touched claim had a result recorded before it;
+changes of power assumptions, notes and labelled secondary analyses, and of comments, are listed as such. Git is
+asked read-only (`git log`, `git show`); without it the history says so.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+PLAN_FILE, README = "paper/plan.yaml", "README.md"
+#: the seed lists of params.yaml (and of a profile) a planned n may read
+SEED_KEYS = ("seeds", "filter_study.seeds", "ci_alpha.seeds", "ci_model3.seeds", "sia.seeds", "weight_selection.seeds")
+VERDICT = re.compile(r"\b(supported|contradicted|inconclusive)\b")
+#: the claims the README's first tables (the CPU default's impulse against both baselines) were results of
+GRID_CLAIMS = ("headline", "1")
+INTERVAL = re.compile(r"\[[−+-]?\d+(\.\d+)?, [−+-]?\d+(\.\d+)?\]")
+
+
+#: what a plan key changes: the verdicts, or only what is stated beside them (power, labelled analyses)
+POWER_ONLY = ("effect", "seed_sd", "image_sd", "power", "note", "secondary")
+#: the kinds of change: a verdict may depend on it, it changes only power and notes, or comments only
+VERDICT_KIND, POWER_KIND, COMMENT_KIND, DESIGN_KIND = "verdict", "power or notes only", "comments only", "design"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the plan or of a seed list, as git records it."""
+
+    commit: str
+    date: str  #: the commit's date (ISO 8601)
+    file: str
+    claims: tuple  #: the claims it touches
+    what: str
+    kind: str = VERDICT_KIND  #: VERDICT_KIND, POWER_KIND, COMMENT_KIND or DESIGN_KIND (a seed list)
+
+
+def git(root: Path, *args: str) -> str | None:
+    """A read-only git command's output in `root`; None when git or the repository is missing."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout
+
+
+def commits(root: Path, *paths: str) -> list[tuple[str, str]]:
+    """(commit, ISO date) of every commit touching `paths`, oldest first (first-parent history)."""
+    out = git(root, "log", "--first-parent", "--reverse", "--format=%H %cI", "--", *paths) or ""
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
+
+
+def show(root: Path, commit: str, path: str) -> str | None:
+    return git(root, "show", f"{commit}:{path}")
+
+
+def _load(text: str | None) -> dict:
+    try:
+        return (yaml.safe_load(text) or {}) if text else {}
+    except yaml.YAMLError:
+        return {}
+
+
+def _sections(text: str | None) -> dict[str, str]:
+    """claim id -> the raw lines of its entry in plan.yaml (comments included), and 'defaults'."""
+    out: dict[str, list[str]] = {}
+    current, in_claims = None, False
+    for line in (text or "").splitlines():
+        top = re.match(r"^(\w+):", line)
+        claim = re.match(r'^  "?(\w+)"?:', line)
+        if top:
+            in_claims = top.group(1) == "claims"
+            current = None if in_claims else top.group(1)
+        elif claim and in_claims:
+            current = claim.group(1)
+        if current:
+            out.setdefault(current, []).append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def plan_diff(old: str | None, new: str | None) -> list[tuple[tuple, str, str]]:
+    """(claims touched, what changed, its kind) between two versions of plan.yaml."""
+    a, b = _load(old), _load(new)
+    out = []
+    claims_a, claims_b = a.get("claims") or {}, b.get("claims") or {}
+    every = tuple(str(c) for c in dict.fromkeys([*claims_a, *claims_b]))
+    da, db = a.get("defaults") or {}, b.get("defaults") or {}
+    if da != db:
+        keys = sorted(k for k in {*da, *db} if da.get(k) != db.get(k))
+        out.append((every, f"defaults changed ({', '.join(keys)})", _kind(keys)))
+    if (a.get("confirmatory") or {}) != (b.get("confirmatory") or {}):
+        out.append(((), f"confirmatory seeds set to {b.get('confirmatory')}", DESIGN_KIND))
+    raw_a, raw_b = _sections(old), _sections(new)
+    for claim in every:
+        ea, eb = claims_a.get(claim, claims_a.get(int(claim)) if claim.isdigit() else None), claims_b.get(
+            claim, claims_b.get(int(claim)) if claim.isdigit() else None)
+        if ea is None and eb is not None:
+            out.append(((claim,), "entry added: " + (", ".join(str(k) for k in (eb.get("comparisons") or {}))
+                                                     or "thresholds"), VERDICT_KIND))
+        elif eb is None and ea is not None:
+            out.append(((claim,), "entry removed", VERDICT_KIND))
+        elif ea != eb:
+            what, keys = _entry_diff(ea, eb)
+            out.append(((claim,), what, _kind(keys)))
+        elif raw_a.get(claim) != raw_b.get(claim):
+            out.append(((claim,), "comments: " + _comment_words(raw_a.get(claim), raw_b.get(claim)),
+                        COMMENT_KIND))
+    return out
+
+
+def _kind(keys) -> str:
+    return POWER_KIND if all(k in POWER_ONLY for k in keys) else VERDICT_KIND
+
+
+def _entry_diff(a: dict, b: dict) -> tuple[str, list[str]]:
+    """What differs between two versions of one claim's entry, and the keys that differ."""
+    parts, keys = [], []
+    ca, cb = a.get("comparisons") or {}, b.get("comparisons") or {}
+    added, removed = [k for k in cb if k not in ca], [k for k in ca if k not in cb]
+    if added:
+        parts.append(f"comparisons added: {', '.join(map(str, added))}")
+    if removed:
+        parts.append(f"comparisons removed: {', '.join(map(str, removed))}")
+    keys += ["comparisons"] * bool(added or removed)
+    for name in (k for k in cb if k in ca and ca[k] != cb[k]):
+        changed = sorted(k for k in {*ca[name], *cb[name]} if ca[name].get(k) != cb[name].get(k))
+        keys += changed
+        said = [("note changed" if k == "note" else f"{k} {ca[name].get(k)!r} -> {cb[name].get(k)!r}")
+                for k in changed]
+        parts.append(f"{name}: {', '.join(said)}")
+    for key in sorted({*a, *b} - {"comparisons"}):
+        if a.get(key) != b.get(key):
+            keys.append(key)
+            parts.append(f"{key} {a.get(key)!r} -> {b.get(key)!r}" if key != "secondary" else f"{key} changed")
+    return "; ".join(parts) or "changed", keys
+
+
+def _comment_words(a: str | None, b: str | None) -> str:
+    """The added comment text of a section, shortened."""
+    old = set((a or "").splitlines())
+    added = [line.split("#", 1)[1].strip() for line in (b or "").splitlines() if line not in old and "#" in line]
+    text = " ".join(added)
+    return (text[:160] + "…") if len(text) > 160 else text or "(removed)"
+
+
+def _seed_lists(data: Mapping) -> dict[str, list]:
+    out = {}
+    for key in SEED_KEYS:
+        node = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, list):
+            out[key] = node
+    return out
+
+
+def seed_changes(root: Path, readers: Mapping[str, tuple]) -> list[Change]:
+    """Every change to a seed list of params.yaml (the CPU default) or a profile, with the claims whose planned n
+    reads that key (`readers`: params key -> claims)."""
+    out = []
+    for commit, date in commits(root, "params.yaml", "profiles"):
+        files = (git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", commit)
+                 or "").split()
+        for f in dict.fromkeys(f for f in files if f == "params.yaml" or (f.startswith("profiles/")
+                                                                         and f.endswith(".yaml"))):
+            old, new = _seed_lists(_load(show(root, f"{commit}^", f))), _seed_lists(_load(show(root, commit, f)))
+            name = "cpu (params.yaml)" if f == "params.yaml" else Path(f).stem
+            for key in SEED_KEYS:
+                if old.get(key) != new.get(key) and (key in new or key in old):
+                    what = f"{name}: {key} {old.get(key)} -> {new.get(key)}"
+                    # setting a list where there was none designs a new experiment; changing one re-designs a
+                    # run whose results may have been read
+                    kind = VERDICT_KIND if old.get(key) and new.get(key) else DESIGN_KIND
+                    out.append(Change(commit, date, f, tuple(readers.get(key, ())), what, kind))
+    return out
+
+
+def seeds_used(root: Path, before: str | None = None) -> set[int]:
+    """Every seed any version of params.yaml or a profile listed, in commits before the ISO date `before`."""
+    used: set[int] = set()
+    for commit, date in commits(root, "params.yaml", "profiles"):
+        if before is not None and date >= before:
+            break
+        listing = git(root, "ls-tree", "-r", "--name-only", commit, "--", "params.yaml", "profiles") or ""
+        for f in listing.split():
+            for seeds in _seed_lists(_load(show(root, commit, f))).values():
+                used.update(s for s in seeds if isinstance(s, int))
+    return used
+
+
+def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
+    """claim -> (ISO date, commit) of the first README.md that shows a result of it: a table row naming the claim
+    with a verdict, or, for `grid_claims` (those reading the grid's seeds), any table row with an interval (the
+    README's first tables were the CPU default's grid, before it listed claims)."""
+    ids, grid = set(claims), set(grid_claims)
+    row = re.compile(r"^\|\s*(\w+)\s*\|(.*)$")
+    out: dict[str, tuple[str, str]] = {}
+    for commit, date in commits(root, README):
+        for line in (show(root, commit, README) or "").splitlines():
+            m = row.match(line)
+            if m and m.group(1) in ids and m.group(1) not in out and VERDICT.search(m.group(2)):
+                out[m.group(1)] = (date, commit)
+            if line.startswith("|") and INTERVAL.search(line):
+                for claim in grid - set(out):
+                    out[claim] = (date, commit)
+    return out
+
+
+def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], run_revs: Iterable[str] = ()) -> dict:
+    """The plan's history as claims.json holds it: changes (oldest first, each with the first recorded result of
+    its claims before it), the first results per claim, this run's revision and date, and whether git answered."""
+    root = Path(root)
+    if git(root, "rev-parse", "--git-dir") is None:
+        return {"available": False, "note": "no git history here (a copy without .git): the plan's history cannot"
+                " be read"}
+    first = first_results(root, claims, GRID_CLAIMS)
+    changes = []
+    for commit, date in commits(root, PLAN_FILE):
+        old, new = show(root, f"{commit}^", PLAN_FILE), show(root, commit, PLAN_FILE)
+        changes += [Change(commit, date, PLAN_FILE, touched, what, kind)
+                    for touched, what, kind in plan_diff(old, new)]
+    changes += seed_changes(root, readers)
+    changes.sort(key=lambda c: c.date)
+    labelled = []
+    for c in changes:
+        seen = sorted((first[k][0], k, first[k][1]) for k in c.claims if k in first and first[k][0] < c.date)
+        read = f"claim {seen[0][1]}: {seen[0][0][:10]} ({seen[0][2][:7]})" if seen else ""
+        labelled.append(asdict(c) | {"read_before": read, "post_hoc": bool(read) and c.kind == VERDICT_KIND,
+                                     "after_run": False})
+    run = {}
+    revs = [r for r in run_revs if r and r != "unknown"]
+    dated = sorted(((git(root, "show", "-s", "--format=%cI", r) or "").strip(), r) for r in revs)
+    dated = [d for d in dated if d[0]]
+    if dated:
+        run = {"revision": dated[0][1], "date": dated[0][0]}
+        for c in labelled:
+            c["after_run"] = c["date"] > run["date"]
+    return {"available": True, "changes": labelled, "run": run,
+            "first_results": {k: {"date": d, "commit": c} for k, (d, c) in first.items()}}
+
+
+def confirmatory_status(root: str | Path, seeds: Iterable[int], profile: str, run_profile: str,
+                        run_seed_lists: Mapping[str, Iterable[int]]) -> dict:
+    """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no
+    version of params.yaml or a profile listed any of those seeds before the plan named them."""
+    root, seeds = Path(root), sorted(seeds)
+    named = next((date for commit, date in commits(root, PLAN_FILE)
+                  if "confirmatory" in _load(show(root, commit, PLAN_FILE))), None)
+    earlier = sorted(seeds_used(root, named) & set(seeds)) if named else []
+    lists = [sorted(v) for v in run_seed_lists.values() if v]
+    holds = run_profile == profile and bool(lists) and all(v == seeds for v in lists) and not earlier
+    return {"profile": profile, "seeds": seeds, "named": named, "used_before": earlier, "holds": holds}

@@ -1,0 +1,52 @@
+"""The laptop set's command at smoke size: `python -m pipeline repro` of profile smoke-all (cpu-all's blocks, tiny)
+in a fresh git copy of this repository, then `python -m pipeline readme`: one run answers every claim but
+ImageNet's in one table, the README's claims block is filled from it, and the report carries the plan's history,
+the per-seed differences and [CI] Figs 6-9. Minutes: marked slow."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from workspace import copy_repo, sh
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    # named cpu-all, the plan's confirmatory profile, so that its run is the one the README's claims block takes
+    repo = copy_repo(tmp_path_factory.mktemp("set") / "repo", "smoke-all",
+                     {"resources.threads": 1, "profile": "cpu-all"})
+    sh(repo, "python", "-m", "pipeline", "repro")
+    sh(repo, "python", "-m", "pipeline", "readme")
+    return repo
+
+
+def test_one_run_answers_every_claim_in_one_table(built):
+    claims = json.loads((built / "results/tables/claims.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
+    # ImageNet, and what smoke-all leaves out: one ViT, no filter study, no Swin / Mixer
+    assert [k for k, v in verdicts.items() if v == "not tested"] == ["2", "3", "5a", "5b", "6", "8"]
+    rev = sh(built, "git", "rev-parse", "--short=7", "HEAD").strip()
+    readme = built.joinpath("README.md").read_text()
+    block = readme.split("<!-- claims:begin")[1].split("<!-- claims:end -->")[0]
+    rows = [line for line in block.splitlines() if re.match(r"^\| \d", line)]
+    assert len(rows) == len(verdicts) and all(f"| cpu-all · {rev} |" in r for r in rows)
+    assert "not run yet" not in block
+    assert sh(built, "python", "-m", "pipeline", "readme", "--check", check=False).count("differs") == 0
+
+
+def test_the_report_holds_the_history_the_per_seed_differences_and_the_ci_figures(built):
+    claims = json.loads((built / "results/tables/claims.json").read_text())
+    history = claims["plan"]["history"]
+    assert history["available"] and history["run"]["revision"] and history["confirmatory"]["holds"] is False
+    ten = next(c for c in claims["claims"] if c["id"] == "10")
+    assert any(e.startswith("Sensitivity line, never deciding") for e in ten["evidence"])
+    assert all(c["per_seed"] for c in ten["comparisons"]) and ten["power"]["comparisons"] == 2
+    report = (built / "reports/report.md").read_text()
+    assert "## The plan's history" in report and "**Claim 12: each comparison seed by seed**" in report
+    figures = json.loads((built / "reports/figures/figures.json").read_text())
+    assert {"ci_curves", "ci_qk", "ci_pqkp", "ci_softmax"} <= {f["name"] for f in figures["families"]}
+    assert "### [CI] Figs 6-9: the α grid at α = 0.2" in report
