@@ -32,9 +32,6 @@ from types import SimpleNamespace
 import torch
 from timm.optim import create_optimizer_v2
 
-from pipeline.analysis.design import CLAIM_FRAMES, Design, plan_power
-from pipeline.analysis.power import describe
-from pipeline.analysis.published import load_claims
 from pipeline.config import ModelConfig, Params, SimpleVitConfig, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
@@ -395,7 +392,12 @@ def weight_selection_lines(params: Params) -> list[str]:
 
 def decide_lines(params: Params, paper: Path = PAPER) -> list[str]:
     """Before any run: what this design can decide, claim by claim, at paper/plan.yaml's effects of interest and
-    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`)."""
+    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`).
+    The analysis stack (pandas, statsmodels) is imported here only, so `check` validates on a stock PyTorch image."""
+    from pipeline.analysis.design import CLAIM_FRAMES, Design, plan_power
+    from pipeline.analysis.power import describe
+    from pipeline.analysis.published import load_claims
+
     design = Design.of(params, paper)
     lines = ["what this design can decide (paper/plan.yaml: each claim's effects of interest and assumed seed sd;"
              " a claim is supported only when all its comparisons are, so its power is theirs together):"]

@@ -325,7 +325,8 @@ def test_user_mistakes_raise_one_clear_error(tmp_path, data_fmnist_like):
 
 def test_augment_from_params():
     augment = Augment.from_train(Params().train)
-    assert augment.scale == (0.08, 1.0) and augment.crop_pct == 0.875 and augment.backend == "auto"
+    assert augment.scale == (0.8, 1.0) and augment.crop_pct == 1.0 and augment.backend == "auto"  # params.yaml's
+    assert Augment().scale == (0.08, 1.0) and Augment().crop_pct == 0.875  # timm train.py's own defaults
 
 
 def official_rank_batches(n: int, ranks: int, rank_batch: int, seed: int, epoch: int) -> list[list[list[int]]]:

@@ -167,7 +167,7 @@ def test_which_path_a_run_takes(workdir):
     assert choose(True, loaders, Augment(), CPU) and not choose(False, loaders, Augment(), CPU)
     with pytest.raises(PipelineError, match="color_jitter"):
         choose(True, loaders, Augment(color_jitter=0.4), CPU)
-    recipe, data = TrainConfig(batch_size=16), tiny_run().config["data"]
+    recipe, data = TrainConfig(batch_size=16, crop_pct=0.875), tiny_run().config["data"]
     on_device = build_run_loaders(data, "data", "fashion_mnist", 8, 1, 0, recipe, Dist(),
                                   Resources(data_on_device=True))
     assert on_device.backend == "device" and len(on_device.train) == len(loaders.train)

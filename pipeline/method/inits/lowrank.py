@@ -43,6 +43,12 @@ from torch import nn
 
 from pipeline.method.inits.rng import normal, uniform
 
+try:  # optional (absent from a stock PyTorch image): torch's eigensolver then, the same factors
+    import scipy.linalg
+    from threadpoolctl import threadpool_limits
+except ImportError:
+    scipy = threadpool_limits = None
+
 #: code-2505's V/proj target of the impulse arm: get_ortho_like(D, 0.4, 0.4, -1) (ViT, and our Swin equivalent).
 IMPULSE_VALUE_ALPHA = IMPULSE_VALUE_BETA = 0.4
 
@@ -65,20 +71,14 @@ def official_route():
 def one_blas_thread() -> contextlib.AbstractContextManager:
     """scipy's LAPACK on one thread within the block (threadpoolctl); nothing to limit where scipy and threadpoolctl
     are not installed (the eigensolves then run in torch)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
+    if threadpool_limits is None:
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 
 def scipy_linalg():
     """scipy.linalg, or None where scipy is not installed."""
-    try:
-        import scipy.linalg
-    except ImportError:
-        return None
-    return scipy.linalg
+    return scipy.linalg if scipy is not None else None
 
 
 def using_official_route() -> bool:
