@@ -1,8 +1,4 @@
-"""The model factory: timm ViT/DeiT, Swin and MLP-Mixer (`create_timm_model`).
-
-`create_timm_model` is `timm.create_model` with the project's error messages; the initialization methods
-(`pipeline.method.inits`) are applied to its result. The filter study's ConvMixer is `pipeline.method.convmixer`.
-"""
+"""The model factory: `create_timm_model`, timm's `create_model` with the project's error messages."""
 
 from __future__ import annotations
 
@@ -32,28 +28,15 @@ def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init
     """Build a timm ViT/DeiT, Swin or MLP-Mixer from scratch: `timm.create_model(name, pretrained=False, ...)`.
 
     Args:
-        name: a timm model name, e.g. `vit_tiny_patch16_224`, `swin_tiny_patch4_window7_224`, `mixer_s16_224`.
-        num_classes: classifier outputs.
-        in_chans: image channels.
-        weight_init: timm's init mode. 'skip' (the official code's choice, paper.md section 1.1) leaves every
-            layer at PyTorch's default (Linear/conv kaiming_uniform(a=sqrt 5)). '' is timm's own init;
-            'reset' (timm >= 1.0.2x) is PyTorch's defaults plus timm's pos_embed/cls_token init.
-        **overrides: any other create_model keyword (img_size, patch_size, embed_dim, depth, num_heads;
-            Swin's depths/num_heads tuples and window_size; Mixer's num_blocks). None values are dropped,
-            so a params.yaml `null` keeps timm's value.
-
-    Notes:
-        - In timm 1.0.31, 'skip' leaves a ViT's `pos_embed` and `cls_token` as *uninitialised memory* (timm
-          1.0.22, which code-2505 used, drew pos_embed ~ 0.02*randn and zeroed cls_token). The init methods
-          in `pipeline.method.inits` set both; do not run a ViT built with 'skip' before applying one.
-        - MLP-Mixer takes no `weight_init` and its timm entrypoints fix patch_size, num_blocks and
-          embed_dim. We emulate 'skip' by resetting every layer to PyTorch's default, and build timm's
-          `MlpMixer` class directly when one of the fixed arguments is overridden.
+        weight_init: timm's init mode; 'skip' (the official code's, paper.md section 1.1) leaves PyTorch's
+            defaults, and leaves a ViT's pos_embed and cls_token uninitialised: apply an init before running it.
+            MLP-Mixer takes no weight_init; we emulate it.
+        **overrides: any other create_model keyword; None values are dropped, so a params.yaml `null` keeps
+            timm's value. Where a Mixer entrypoint fixes an overridden one, timm's `MlpMixer` is built directly.
 
     Raises:
-        PipelineError: unknown name (with close names), a keyword the model does not take (named, with
-            close keywords), embed_dim not divisible by num_heads, img_size not divisible by patch_size, or a
-            model outside the supported families.
+        PipelineError: an unknown name or keyword (with close matches), an impossible shape, or a model outside
+            the supported families.
     """
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)

@@ -1,9 +1,5 @@
-"""The method's names and their torch-free checks: init arms, filter families, the ConvMixer block.
-
-The method library (`pipeline.method`) validates its own arguments with these, so a researcher who calls it without
-params gets the same message as params.yaml's validation (`pipeline.config`), which reads them too. Nothing here
-imports torch.
-"""
+"""The method's names and their torch-free checks (init arms, filter families, the ConvMixer block), shared by the
+method library and params validation so both give the same message."""
 
 from __future__ import annotations
 
@@ -50,8 +46,7 @@ def check_convmixer_block(block: object, key: str = "block") -> str:
 
 
 def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
-    """`kernel_size` if it is an odd positive integer (a centre tap, symmetric 'same' padding); else a
-    PipelineError naming `key`."""
+    """`kernel_size` if it is an odd positive integer; else a PipelineError naming `key`."""
     is_int = isinstance(kernel_size, int) and not isinstance(kernel_size, bool)
     if not is_int or kernel_size < 1 or kernel_size % 2 == 0:
         raise PipelineError(
@@ -92,7 +87,6 @@ class FilterFamily:
 
     Attributes:
         name: canonical spelling (`gaussian-0.10` becomes `gaussian-0.1`); use it in run ids.
-        kind: key of `FILTER_FAMILIES`.
         param: n of `box-<n>` or sigma (a variance) of `gaussian-<sigma>`; None for the other kinds.
     """
 
@@ -121,15 +115,8 @@ def _bad(name: object, why: str) -> PipelineError:
 
 
 def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
-    """Parse a family name such as `impulse`, `box-9` or `gaussian-0.1`.
-
-    Args:
-        name: the family as written in params.yaml (case and surrounding spaces are ignored).
-        kernel_size: if given, also check that `box-<n>` fits a k x k filter (n <= k*k).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the value and the valid forms.
-    """
+    """Parse a family name such as `impulse`, `box-9` or `gaussian-0.1` (case and spaces ignored); with
+    `kernel_size`, also check that `box-<n>` fits (n <= k*k). Raises PipelineError naming the valid forms."""
     if not isinstance(name, str):
         raise _bad(name, "not a string")
     kind, _, arg = name.strip().lower().partition("-")
@@ -157,11 +144,8 @@ def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
 @dataclass(frozen=True)
 class StudyVariant:
     """A filter-study variant: the family its spatial filters are drawn from and whether training updates them.
-
-    `learned` is code-2401's default sweep arm, `--init random` without `--fix_spatial`; `learned-<family>` is
-    `--init <family>` without `--fix_spatial` (e.g. `learned-softmax`, `learned-box-25` of code-2401's
-    `convmixer.sh`); a bare family name is that family frozen (`--fix_spatial`).
-    """
+    `learned` is code-2401's `--init random` without `--fix_spatial`, `learned-<family>` is `--init <family>`
+    without it, and a bare family is that family frozen (`--fix_spatial`)."""
 
     name: str
     family: FilterFamily
@@ -169,11 +153,7 @@ class StudyVariant:
 
 
 def parse_study_variant(variant: str, kernel_size: int | None = None) -> StudyVariant:
-    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the variant and the valid forms.
-    """
+    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen); PipelineError else."""
     if not isinstance(variant, str):
         raise PipelineError(f"filter-study variant {variant!r}: not a string; write 'learned', 'learned-<family>'"
                             " or a frozen family")

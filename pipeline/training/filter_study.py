@@ -1,16 +1,6 @@
 """The filter study's ConvMixer with learned or frozen spatial filters, trained: the cells of `filter_study@` and
-`filter_gaussian@`.
-
-The motivation of the paper ([CI] 2401.12511 Fig. 4 and Table 6; paper.md sections 1.3, 1.4): a ConvMixer whose
-depthwise spatial filters are frozen at random or random-impulse values does about as well as one that learns
-them; frozen box filters (linearly dependent) and frozen softmax filters (rand*, nearly a box filter) do worse.
-With frozen Gaussian filters accuracy falls as sigma grows and as the number of distinct filters ("heads") shrinks.
-
-`build_run(config)` reads `variant` (`learned`, `learned-<family>` or a frozen family of
-`pipeline.method.names.parse_filter`), `heads` (distinct filters; null = one per channel), `model` (params
-`filter_study.model`), `seed`, the study's recipe and `data`. The learned variant also measures the effective rank
-k of its patch embeddings (99% of the energy) and checks Proposition 1, D >= k * f^2.
-"""
+`filter_gaussian@` ([CI] Fig. 4 and Table 6; paper.md sections 1.3, 1.4). The learned variant also measures the
+effective rank k of its patch embeddings and checks Proposition 1, D >= k * f^2."""
 
 from __future__ import annotations
 

@@ -3,31 +3,15 @@
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, weight_init="skip")
     apply_init(model, "impulse", generator=torch.Generator().manual_seed(0), kernel_size=3)
 
-Methods (paper.md sections 1 and 4; each module's docstring has the maths, sources and deliberate differences):
-- `default` (`default.py`): PyTorch's default init, what code-2505 trains as "Default", with its optional
-  norm_p / norm_q / norm_v rescaling. `timm`: timm's own trunc-normal init, a second baseline.
-- `mimetic` (`mimetic.py`): Trockman & Kolter's W_q W_k^T ~ 0.7 Z + 0.7 I, W_v W_o ~ 0.4 Z - 0.4 I, in
-  code-2505's form (default) or the paper's (`form='paper'`).
-- `random` (`ci_random.py`): [CI]'s random query/key factors (`random512_64`), the control of its grid.
-- `impulse` (`impulse.py`): the paper's method, per head an impulse attention map built through the
-  pseudo-inverse of the layer-normed position embedding. Swin (`swin.py`) and MLP-Mixer (`mixer.py`) get our
-  equivalents (impulse in the relative-position bias; impulse token-mixing maps), documented there.
+Methods (paper.md sections 1 and 4; each module has its sources and deliberate differences): `default` and `timm`
+(`default.py`), `mimetic` (`mimetic.py`), [CI]'s `random` (`ci_random.py`) and the paper's `impulse`
+(`impulse.py`; Swin and Mixer get our equivalents in `swin.py`, `mixer.py`). `measures.py` and `diagnostics.py`
+check the result.
 
-`apply_init` defines every initial value the method depends on, whatever the constructor did (timm 1.0.31's
-`weight_init='skip'` leaves pos_embed and cls_token uninitialised). It is pure: no files, no printing, and all
-randomness comes from `generator`; every global RNG state (CPU, and CUDA on every device) is left as it was.
-One seed gives one model bit for bit *per thread count* (and CPU kind): the linear algebra's rounding depends
-on the number of threads (ViT-B/16 weights differ by up to 7.5e-9 between 1 and 2), never the draws; see `rng`.
-
-The modules, in the one direction they import each other: primitives `geometry`, `rng`, `arch`, `lowrank`
-(factorisations and row writers), `targets` (offsets, impulse targets, peak checks); `default` (baselines and
-PyTorch's init); the architecture-specific constructions `swin`, `mixer`; the methods `impulse`, `mimetic`,
-`ci_random`; and `measures`, `diagnostics`.
-
-`attention_maps`, `peak_agreement` and `locality_mass` (`measures.py`) check the result on the positional
-pseudo-input or on images; `init_diagnostics` (`diagnostics.py`) says on images whether a token MLP sits in
-GELU's linear regime and how loud each mixing branch is against the residual (issue 20); `impulse_offsets` /
-`layer_offsets` give each head's intended offset.
+`apply_init` sets every initial value the method depends on, whatever the constructor did (timm's
+`weight_init='skip'` leaves pos_embed and cls_token uninitialised). It is pure: all randomness comes from
+`generator` and every global RNG state is left as it was; one seed gives one model bit for bit per thread count
+(see `rng`).
 """
 
 from __future__ import annotations
@@ -75,14 +59,13 @@ def apply_init(
     """Initialise `model` in place with `method` and return it.
 
     Args:
-        model: a timm VisionTransformer/DeiT, SwinTransformer or MlpMixer (best built with weight_init='skip';
-            the constructor's values do not matter).
+        model: a timm VisionTransformer/DeiT, SwinTransformer or MlpMixer (best built with weight_init='skip').
         method: one of METHODS.
         generator: a torch.Generator, an integer seed, or None (seed 0).
-        **options: the method's options (`method_options(method)`); an unknown one raises PipelineError.
+        **options: the method's options (`method_options(method)`).
 
-    Only the values the method computed are checked for non-finite entries (PyTorch's and timm's draws are
-    finite by construction); a non-finite one raises PipelineError.
+    Raises:
+        PipelineError: an unknown option, or a non-finite value among those the method wrote.
     """
     allowed = method_options(method)
     unknown = sorted(set(options) - set(allowed))

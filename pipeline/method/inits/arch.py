@@ -1,15 +1,7 @@
 """Which timm family a model belongs to, and where its token-mixing layers are.
 
-The initialization methods and the measures support three timm 1.0.x families, as built by
-`timm.create_model` (any size, image/patch size, head count, non-square grids):
-
-- `VisionTransformer` and its DeiT variants (class token or not, register/distillation tokens, learned or
-  fixed position embedding, token or average pooling), with pre-norm `Block`s around timm's `Attention`;
-- `SwinTransformer` (V1: window attention with a relative-position bias table);
-- `MlpMixer` with `MixerBlock`s (token mixing = `blocks[i].mlp_tokens`).
-
-Anything else (Swin V2, gMLP/ResMLP, post-norm or parallel ViT blocks, other attention layers) raises a
-`PipelineError` naming the model and what is supported, before any weight is touched.
+Supported (timm 1.0.x, any size or grid): `VisionTransformer` and its DeiT variants with pre-norm `Block`s,
+`SwinTransformer` V1, and `MlpMixer`. Anything else raises PipelineError before any weight is touched.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Token-grid geometry shared by the impulse construction and the measures.
-
-Tokens are numbered row-major on a (rows, cols) grid, as timm flattens patches: token (r, c) has index
-r * cols + c. An offset (dy, dx) names the key (r + dy, c + dx) of query (r, c) (paper.md section 1.1: the
-impulse matrix of offset (m, n) has a 1 at key (r + m, c + n) when that key is inside the grid; zero padding).
-"""
+"""Token-grid geometry: tokens row-major as timm flattens patches; offset (dy, dx) names the key (r + dy, c + dx)
+of query (r, c), zero padding outside the grid (paper.md section 1.1)."""
 
 from __future__ import annotations
 
