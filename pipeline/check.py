@@ -1,23 +1,12 @@
 """`python -m pipeline check`: validate params.yaml, build every planned run on the meta device, and print what
-`dvc repro` would train and roughly what it costs.
+`dvc repro` would train, roughly what it costs, and what the design can decide.
 
-Loading the params already validated them (`pipeline.config`). What only the libraries can judge is checked by
-building each planned model once on PyTorch's meta device (no weights allocated) with the dataset's classes and
-channels, with its optimizer, schedule and transforms: an unknown timm name, a keyword the model does not take, a
-patch size that does not divide the image, an unknown optimizer or scheduler, a bad RandAugment string or a batch
-larger than the training set stop here, in seconds, with the params key and the fix.
-
-The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset, and the
-images it evaluates at a third of a training image's cost) by the throughput of the entry of bench/throughput.yaml
-for the model and for the device the runs will use (this machine's first GPU, or its CPU; measured with
-bench/gpu_check.py or bench/bench_train.py, or derived from the paper's stated hours; each entry names its source),
-and says where a cell would outlast what `repro --executor slurm` lets it run (slurm.time x (slurm.requeues + 1)).
-`make repro` runs this before it reproduces anything, so a GPU profile (`resources.device: cuda`) on a machine where
-CUDA cannot run stops here, in seconds, saying why.
-
-Last, before any run, it says claim by claim what the design can decide: each claim's power at paper/plan.yaml's
-effects of interest and assumed seed sds, all its comparisons at once (`pipeline.analysis.design`,
-`pipeline.analysis.power`), and, where it falls short, the seeds or the seed sd that would reach the plan's power.
+What only the libraries can judge (a timm name or keyword, a patch size, an optimizer or scheduler, a RandAugment
+string, a batch larger than the training set) is checked by building each planned model once on PyTorch's meta
+device with its optimizer, schedule and transforms: seconds, and a message naming the params key. The estimate
+multiplies the images each run processes by bench/throughput.yaml's entry for the model and device (each entry
+names its source), and says where a cell would outlast `repro --executor slurm`'s time limit. Last, each claim's
+power at paper/plan.yaml's effects of interest (`pipeline.analysis.design`, `pipeline.analysis.power`).
 """
 
 from __future__ import annotations
@@ -70,14 +59,13 @@ def run_device(params: Params) -> str:
 
 
 def on_device(row: dict, device: str) -> bool:
-    """Whether a throughput row was measured on `device` (its short name, e.g. 'V100', within the GPU's name;
-    'cpu...' rows for the CPU)."""
+    """Whether a throughput row was measured on `device` (its short name within the GPU's name; 'cpu...' rows for the
+    CPU)."""
     return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
 
 
 def throughput_key(m: ModelConfig | SimpleVitConfig) -> tuple[str, int, int | None]:
-    """(model name, image size, width) as bench/throughput.yaml names a model: a timm model, or [CI]'s Simple ViT
-    ('simple_vit')."""
+    """(model name, image size, width) as bench/throughput.yaml names a model (timm's, or 'simple_vit')."""
     if isinstance(m, SimpleVitConfig):
         return "simple_vit", m.image_size, m.dim
     return m.name, m.img_size or 224, m.embed_dim
@@ -102,17 +90,16 @@ def evaluated_epochs(recipe: TrainConfig) -> int:
 
 
 def epoch_images(n: int, recipe: TrainConfig, processes: int) -> int:
-    """Images one epoch of `n` trains: each rank's shard (padded to a multiple of the ranks, as DistributedSampler
-    pads) in whole batches of its share (timm's loader drops the last partial one), over the ranks: the processes,
-    or train.sampler_ranks emulated ones."""
+    """Images one epoch of `n` trains: each rank's padded shard in whole batches, over the ranks (processes or
+    train.sampler_ranks emulated ones), as the loaders deal them."""
     ranks = recipe.sampler_ranks if recipe.sampler_ranks > 1 else processes
     share = recipe.batch_size // ranks
     return math.ceil(n / ranks) // share * share * ranks
 
 
 def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None:
-    """Images one run evaluates: the validation set (data.val_subset, capped by the split) at every evaluated epoch,
-    then the whole test split once (None when unknown before fetching)."""
+    """Images one run evaluates: the validation set at every evaluated epoch, then the test split once (None when
+    unknown before fetching)."""
     size = DATASETS[dataset].eval_size
     if not size:
         return None
@@ -123,8 +110,8 @@ def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None
 def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: list[str], runs: int, epochs: int,
                   params: Params, table: list[dict], device: str, recipe: TrainConfig | None = None,
                   cells: list | None = None) -> list[str]:
-    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, their evaluation
-    (`recipe`'s cadence, at EVAL_COST per image) included; each run's hours go to `cells` as (hours, where)."""
+    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, evaluation included
+    (EVAL_COST per image); each run's hours go to `cells` as (hours, where)."""
     row = throughput(model, table, device)
     if row is None:
         name, size, _ = throughput_key(model)
@@ -155,8 +142,7 @@ def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: li
 
 
 def slurm_lines(params: Params, cells: list) -> list[str]:
-    """Where a cell's estimated time exceeds what `repro --executor slurm` lets it run (slurm.time minutes per job,
-    requeued slurm.requeues times): what to set."""
+    """Where a cell's estimated time exceeds slurm.time x (slurm.requeues + 1): what to set."""
     if not cells:
         return []
     hours, where, device = max(cells)
@@ -172,8 +158,7 @@ def slurm_lines(params: Params, cells: list) -> list[str]:
 
 
 def estimate_lines(params: Params, device: str | None = None) -> list[str]:
-    """The compute estimate of every grid (each model variant of the ViT grid, and [CI]'s alpha grid) on `device`
-    (default: the one the runs will use here)."""
+    """The compute estimate of every grid on `device` (default: the one the runs will use here)."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
     device, lines, cells = device or run_device(params), [], []
     grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
@@ -202,8 +187,7 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
 
 
 def weight_selection_estimate(params: Params, table: list[dict], device: str, cells: list | None = None) -> list[str]:
-    """The weight-selection block's compute: each teacher on its own pretraining-set size, then the student's
-    fine-tune and scratch cells."""
+    """The weight-selection block's compute: each teacher on its pretraining set, then the student's cells."""
     ws, lines = params.weight_selection, []
     row = throughput(ws.teacher, table, device)
     for name, t in ws.teachers.items():
@@ -233,8 +217,7 @@ def check_devices(params: Params) -> None:
 
 
 def planned_meta(params: Params, dataset: str) -> DatasetMeta:
-    """The dataset's facts before any stage runs: as fetched when it is, else what fetching it will record (the
-    registry's, or a scan of the user's folder for `folder` / `imagenet`)."""
+    """The dataset's facts before any stage runs: as fetched, else what fetching will record."""
     if (Path(params.data.root) / dataset / MANIFEST).is_file():
         return dataset_meta(params.data.root, dataset)
     return source_meta(dataset, imagenet_path=params.data.imagenet_path, folder_path=params.data.folder_path)
@@ -325,9 +308,8 @@ def check_builds(params: Params) -> int:
 
 
 def check_sia(params: Params) -> int:
-    """Build each architecture [SIA]'s cells use (sia.variant with a cls token and learned PE, or average pooling
-    and the sin-cos PE) on the meta device with the `train` recipe, per dataset; the variant must be a ViT.
-    Returns how many were built."""
+    """Build each architecture of [SIA]'s cells on the meta device with the `train` recipe, per dataset; returns how
+    many were built."""
     sia, built = params.sia, 0
     if not sia.enabled:
         return 0
@@ -349,9 +331,8 @@ def check_sia(params: Params) -> int:
 
 
 def check_weight_selection(params: Params) -> int:
-    """Build each teacher and the student on the meta device with their recipes, and select the teacher into the
-    student for every fine-tune dataset (a teacher too small or of another patch size stops here); returns how many
-    models were built."""
+    """Build each teacher and the student on the meta device with their recipes and select each teacher into the
+    student (a teacher too small or of another patch size stops here); returns how many models were built."""
     ws, built = params.weight_selection, 0
     if not ws.teachers and not ws.datasets:
         return 0
@@ -394,8 +375,7 @@ def weight_selection_lines(params: Params) -> list[str]:
 
 
 def decide_lines(params: Params, paper: Path = PAPER) -> list[str]:
-    """Before any run: what this design can decide, claim by claim, at paper/plan.yaml's effects of interest and
-    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`)."""
+    """Before any run: what this design can decide, claim by claim (`pipeline.analysis.power`)."""
     design = Design.of(params, paper)
     lines = ["what this design can decide (paper/plan.yaml: each claim's effects of interest and assumed seed sd;"
              " a claim is supported only when all its comparisons are, so its power is theirs together):"]
@@ -418,8 +398,7 @@ def add_arguments(parser) -> None:
 
 
 def validate(params: Params, devices: bool = True) -> int:
-    """Everything `check` checks before any stage runs (the devices unless `devices` is False, every planned model
-    and recipe on the meta device); returns how many models were built."""
+    """Everything `check` checks before any stage runs; returns how many models were built."""
     if devices:
         check_devices(params)
     return check_builds(params)

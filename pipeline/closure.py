@@ -1,10 +1,6 @@
-"""The files of `pipeline/` a module loads: its static import closure, read from the source.
-
-One fact, two users: a stage's code deps in dvc.yaml (tests/test_stage_deps.py keeps them equal to the closure of
-the stage's command module) and the code part of a training checkpoint's key (`pipeline.training.run`). Every
-`import` statement counts, including those inside functions, and importing `a.b.c` loads the packages `a` and
-`a.b` first.
-"""
+"""The files of `pipeline/` a module loads: its static import closure, read from the source (every `import`,
+inside functions too). One fact for two users: a stage's code deps in dvc.yaml and the code part of a
+checkpoint's key."""
 
 from __future__ import annotations
 

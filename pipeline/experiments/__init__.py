@@ -1,15 +1,8 @@
 """Every experiment declared once: its stages of training cells, each a `CellStage`.
 
-A declaration names the params lists its matrix runs over (`axes`, as dvc.yaml writes them), its results folder,
-its other inputs, the runtime module that trains a cell (`pipeline.training.*`, `build_run(config)`) and how a cell's
-resolved configuration comes from params (`config`). From these, and nothing written twice:
-
-- dvc.yaml's stages (`pipeline.stages`, written by `python -m pipeline dvc-yaml`; a test keeps the file current);
-- the `configs` stage (`pipeline.resolve`), which writes configs/<stage>/<cell>.json for every cell;
-- `python -m pipeline <command> <axis values>` for one cell, and `python -m pipeline check`'s listing.
-
-A new experiment is a module here with its `STAGES` (and its runtime module and params section), imported below, as
-timm's model registry imports each model module.
+dvc.yaml's stages (`pipeline.stages`), the `configs` stage's files (`pipeline.resolve`), the one-cell commands
+and `check`'s listing all derive from these declarations. A new experiment is a module here with its `STAGES`
+(and its runtime module and params section), imported below, as timm's registry imports each model module.
 """
 
 from __future__ import annotations
@@ -40,10 +33,9 @@ class CellStage:
             whose keys are the values) or a list of '${params.path}' scalars (repeats run once).
         outs: the cell's results folder, with `{axis}` placeholders.
         config: (params, cell's axis values) -> the cell's resolved configuration: every value it reads, after
-            defaults (`pipeline.resolve` adds `stage`, `cell` and `results`).
-        inputs: its other deps, with `{axis}` placeholders (and dvc.yaml's own `${...}`).
+            defaults.
+        inputs: its other deps, with `{axis}` placeholders.
         command: `python -m pipeline <command> <axis values>` runs one cell.
-        help: one line for the command's help.
     """
 
     name: str
@@ -70,8 +62,8 @@ class CellStage:
             params, cell)
 
     def find(self, params, values: list[str]) -> dict:
-        """The cell with axis values `values`: each one params plans for its axis, except a seed, which may be any
-        (a cell by hand, e.g. one more seed); else a PipelineError naming the planned values."""
+        """The cell with axis values `values`: each must be planned by params, except a seed, which may be any; else a
+        PipelineError naming the planned values."""
         cells, cell = self.cells(params), dict(zip(self.axes, map(str, values)))
         for axis, value in cell.items():
             planned = list(dict.fromkeys(c[axis] for c in cells))
