@@ -1,13 +1,6 @@
-"""paper/plan.yaml, the analysis plan: each claim's comparisons, margins, effects of interest, families, α, the
-interval kind and the planned n (the format is documented at the top of that file).
-
-The plan is read once, checked (one PipelineError per bad entry, naming the claim, the comparison and the fix)
-and resolved against the experiment: a planned n given as a params key (``seeds``) becomes the length of that
-seed list. Besides the tests it holds the planning assumptions (`seed_sd`, `image_sd`: what `check` states each
-claim's power from before any run), each claim's labelled secondary analyses and required params values, and the
-confirmatory seeds (`load_confirmatory`). The claims (`pipeline.analysis.claims`) take their tests from it and the
-report prints it.
-"""
+"""paper/plan.yaml, the analysis plan (its format is documented at the top of that file): read once, checked (one
+PipelineError per bad entry, naming the claim, the comparison and the fix) and resolved against the experiment
+(a planned n given as a params key becomes the length of that seed list)."""
 
 from __future__ import annotations
 
@@ -147,13 +140,8 @@ def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, i
 
 
 def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, ClaimPlan]:
-    """paper/plan.yaml, checked and resolved: claim id -> its plan.
-
-    Args:
-        paper_dir: the folder of claims.yaml and plan.yaml.
-        sizes: the params keys a planned n may name, with the length of their seed lists, e.g.
-            {'seeds': 5, 'filter_study.seeds': 4, 'ci_alpha.seeds': 3}.
-    """
+    """paper/plan.yaml, checked and resolved: claim id -> its plan. `sizes` maps the params keys a planned n may name
+    to the length of their seed lists, e.g. {'seeds': 5, 'ci_alpha.seeds': 3}."""
     path = Path(paper_dir) / PLAN
     if not path.is_file():
         raise PipelineError(f"{path}: not found; it is the analysis plan the claims are judged by")

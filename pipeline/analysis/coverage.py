@@ -1,13 +1,9 @@
-"""paper/coverage.yaml, the coverage matrix: every table and figure of [NeurIPS], [SIA] and [CI] (paper.md section 2)
--> the stages and profiles that regenerate it, or why none does -> its claims -> their verdicts at this run.
+"""paper/coverage.yaml, the coverage matrix: every table and figure of [NeurIPS], [SIA] and [CI] -> the stages and
+profiles that regenerate it, or why none does -> its claims -> their verdicts at this run.
 
-Each entry: id (unique, kebab-case), paper (NeurIPS | SIA | CI), item (the name paper.md section 2 gives it:
-'Table 1', 'Fig. 4', '(a)' for [SIA]'s tables labelled by content, '§2.4' for a table that has no number), title,
-status, stages, profiles, claims, note. `status` is one of STATUSES: a row with a stage names the stages of
-dvc.yaml and the profiles (profiles/, or the default params.yaml's `cpu`) that run it; a row without one
-("no stage yet", "not reproducible here") says why in its note. tests/test_coverage.py keeps the file complete
-against paper.md and its stages, profiles and claims existing. A verdict is shown only where this run's profile is
-one of the row's profiles (the report's claims.json); everywhere else the row says "not run".
+An entry's keys: id, paper, item, title, status (one of STATUSES), stages, profiles, claims, note.
+tests/test_coverage.py keeps the file complete. A verdict is shown only where this run's profile is one of the
+row's; elsewhere the row says "not run".
 """
 
 from __future__ import annotations

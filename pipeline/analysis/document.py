@@ -1,10 +1,5 @@
-"""The report as a list of blocks, rendered twice: to Markdown here and to PDF by `pipeline.analysis.pdf`.
-
-Building the content once and rendering it twice keeps report.md and report.pdf saying the same thing. Inline
-markup is the small subset both renderers share: ``**bold**`` only (fpdf2's markdown mode reads it too; the PDF
-renderer escapes its ``__`` and ``--`` markers, so they print as written), and commands go into `Code` blocks,
-which are not parsed).
-"""
+"""The report as a list of blocks, rendered twice (Markdown here, PDF in `pdf`), so report.md and report.pdf say the
+same thing. Inline markup is ``**bold**`` only, which both renderers read; commands go into `Code` blocks."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""The analysis plan's history, read from the repository's git history: every change to paper/plan.yaml and to a
-seed list of params.yaml or a profile, dated, beside the date of the first result it could have been read from.
+"""The analysis plan's history from git: every change to paper/plan.yaml and to a seed list of params.yaml or a
+profile, dated, beside the first result it could have been read from.
 
-A plan fixed before its results were read is what makes a verdict confirmatory; a change made after is labelled
-post hoc. "The first result" of a claim is the first commit whose README.md shows a verdict for it (supported,
-contradicted or inconclusive: what a reader of the repository could have seen), and, for the run being reported,
-the commit its runs record (a change committed after the revision a run was trained at may have seen its results).
-A change counts against the claims it touches: the claim entries of plan.yaml that differ (a change of `defaults`
-touches every claim), and for a seed list, the claims whose planned n the plan reads from that key. It is post hoc
-when a verdict may depend on it (a comparison, direction, margin, family, α, interval, planned n or required
-value; a seed list changed, not set for the first time) and a touched claim had a result recorded before it;
-changes of power assumptions, notes and labelled secondary analyses, and of comments, are listed as such. Git is
-asked read-only (`git log`, `git show`); without it the history says so.
+A plan fixed before its results were read makes a verdict confirmatory; a later change that a verdict may depend
+on (a comparison, margin, family, α, planned n or required value; a seed list changed) is labelled post hoc for
+the claims it touches when one of them had a result already: a verdict in a committed README.md, or the commit
+the reported runs record. Git is asked read-only; without it the history says so.
 """
 
 from __future__ import annotations
@@ -170,8 +164,8 @@ def _seed_lists(data: Mapping) -> dict[str, list]:
 
 
 def seed_changes(root: Path, readers: Mapping[str, tuple]) -> list[Change]:
-    """Every change to a seed list of params.yaml (the CPU default) or a profile, with the claims whose planned n
-    reads that key (`readers`: params key -> claims)."""
+    """Every change to a seed list of params.yaml or a profile, with the claims whose planned n reads that key
+    (`readers`: params key -> claims)."""
     out = []
     for commit, date in commits(root, "params.yaml", "profiles"):
         files = (git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", commit)
@@ -204,9 +198,8 @@ def seeds_used(root: Path, before: str | None = None) -> set[int]:
 
 
 def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
-    """claim -> (ISO date, commit) of the first README.md that shows a result of it: a table row naming the claim
-    with a verdict, or, for `grid_claims` (those reading the grid's seeds), any table row with an interval (the
-    README's first tables were the CPU default's grid, before it listed claims)."""
+    """claim -> (ISO date, commit) of the first README.md that shows a result of it (for `grid_claims`, any table row
+    with an interval: the README's first tables predate its claims)."""
     ids, grid = set(claims), set(grid_claims)
     row = re.compile(r"^\|\s*(\w+)\s*\|(.*)$")
     out: dict[str, tuple[str, str]] = {}
@@ -222,8 +215,8 @@ def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] 
 
 
 def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], run_revs: Iterable[str] = ()) -> dict:
-    """The plan's history as claims.json holds it: changes (oldest first, each with the first recorded result of
-    its claims before it), the first results per claim, this run's revision and date, and whether git answered."""
+    """The plan's history as claims.json holds it: changes (oldest first, each with its claims' first results), the
+    first results per claim, this run's revision and date, and whether git answered."""
     root = Path(root)
     if git(root, "rev-parse", "--git-dir") is None:
         return {"available": False, "note": "no git history here (a copy without .git): the plan's history cannot"
@@ -256,8 +249,8 @@ def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], r
 
 def confirmatory_status(root: str | Path, seeds: Iterable[int], profile: str, run_profile: str,
                         run_seed_lists: Mapping[str, Iterable[int]]) -> dict:
-    """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no
-    version of params.yaml or a profile listed any of those seeds before the plan named them."""
+    """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no earlier
+    version of params.yaml or a profile listed those seeds."""
     root, seeds = Path(root), sorted(seeds)
     named = next((date for commit, date in commits(root, PLAN_FILE)
                   if "confirmatory" in _load(show(root, commit, PLAN_FILE))), None)

@@ -1,10 +1,6 @@
-"""The papers' published numbers (paper/*.csv) and claims (paper/claims.yaml) as data.
-
-paper/ transcribes every number of ../shared/paper.md sections 2 and 4 that the report compares against: one CSV
-per table, values in percent as published, each row with its source tag, paper version and status
-(paper/sources.yaml). A cell no reachable source gives is a row with an empty value and status ``n/p``; it is
-loaded as NaN and shown as "n/p", never filled in.
-"""
+"""The papers' published numbers (paper/*.csv) and claims (paper/claims.yaml) as data: one CSV per table, values in
+percent as published, each row with its source and status (paper/sources.yaml). A value no source gives has
+status ``n/p`` and loads as NaN, never filled in."""
 
 from __future__ import annotations
 
