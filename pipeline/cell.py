@@ -51,7 +51,6 @@ def preflight(resources) -> None:
 
 
 def provenance(config: dict) -> dict:
-    """What metrics.json records of how the cell was started: its configuration's digest and its SLURM job."""
     return {"config_digest": digest(config), "slurm": launch.slurm_job()}
 
 
@@ -69,7 +68,6 @@ def start(module: str, config: dict, resources, root: str, relaunch: list[str]) 
 
 
 def read_runtime() -> tuple[SimpleNamespace, str]:
-    """(resources, data root) as the configs stage wrote them from params.yaml."""
     if not RUNTIME.is_file():
         raise PipelineError(f"{RUNTIME}: missing; run `dvc repro configs` (or `python -m pipeline.resolve`) first")
     runtime = json.loads(RUNTIME.read_text())

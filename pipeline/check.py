@@ -46,13 +46,11 @@ PAPER = Path(__file__).resolve().parent.parent / "paper"
 
 
 def train_runs(params: Params) -> list[str]:
-    """Run ids `<dataset>-<variant>-<arm>-<seed>` of every ViT training cell, as the train@ stages name them."""
     return [f"{d}-{v}-{a}-{s}" for d in params.datasets for v in params.variants for a in params.arms
             for s in params.seeds]
 
 
 def run_device(params: Params) -> str:
-    """The device the training runs will use here: the first visible GPU's name, or 'cpu'."""
     if params.resources.device == "cpu" or not visible_devices() or not torch.cuda.is_available():
         return "cpu"
     return torch.cuda.get_device_name(0)
@@ -72,7 +70,6 @@ def throughput_key(m: ModelConfig | SimpleVitConfig) -> tuple[str, int, int | No
 
 
 def throughput(m: ModelConfig | SimpleVitConfig, table: list[dict], device: str) -> dict | None:
-    """The entry of bench/throughput.yaml for this model (name, image size, width) on `device`, if any."""
     for row in table:
         if (row["model"], row["img_size"], row["embed_dim"]) == throughput_key(m) and on_device(row, device):
             return row
@@ -85,7 +82,6 @@ EVAL_COST = 1 / 3
 
 
 def evaluated_epochs(recipe: TrainConfig) -> int:
-    """Epochs whose end evaluates (every `train.eval_every`-th and the last, `engine.evaluates`)."""
     return len([e for e in range(recipe.epochs) if (e + 1) % recipe.eval_every == 0 or e == recipe.epochs - 1])
 
 
@@ -158,7 +154,6 @@ def slurm_lines(params: Params, cells: list) -> list[str]:
 
 
 def estimate_lines(params: Params, device: str | None = None) -> list[str]:
-    """The compute estimate of every grid on `device` (default: the one the runs will use here)."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
     device, lines, cells = device or run_device(params), [], []
     grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
@@ -187,7 +182,6 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
 
 
 def weight_selection_estimate(params: Params, table: list[dict], device: str, cells: list | None = None) -> list[str]:
-    """The weight-selection block's compute: each teacher on its pretraining set, then the student's cells."""
     ws, lines = params.weight_selection, []
     row = throughput(ws.teacher, table, device)
     for name, t in ws.teachers.items():
@@ -234,7 +228,6 @@ def keyed(key: str) -> Iterator[None]:
 
 def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset: str, img_size: int,
                  in_chans: int, train_images: int | None) -> None:
-    """The recipe's optimizer, schedule and transforms for `model` (on the meta device), and its batch size."""
     with keyed(key):
         try:
             optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay)
@@ -256,7 +249,6 @@ def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset:
 
 
 def train_images(params: Params, dataset: str) -> int | None:
-    """Training images a run sees: data.train_subset, capped by the split (None when unknown before fetching)."""
     size = DATASETS[dataset].train_size
     return min(s for s in (size, params.data.train_subset) if s) if (size or params.data.train_subset) else None
 
@@ -361,7 +353,6 @@ def check_weight_selection(params: Params) -> int:
 
 
 def weight_selection_lines(params: Params) -> list[str]:
-    """What the weight-selection block plans: teachers, fine-tune and scratch cells."""
     ws = params.weight_selection
     n_ft = len(ws.datasets) * len(ws.teachers) * len(ws.seeds)
     n_sc = len(ws.datasets) * len(ws.scratch) * len(ws.seeds)
@@ -405,7 +396,6 @@ def validate(params: Params, devices: bool = True) -> int:
 
 
 def cell_counts(params: Params) -> list[str]:
-    """One line per stage of training cells: how many cells params plans, over which axes."""
     lines = []
     for stage in stages():
         cells = stage.cells(params)

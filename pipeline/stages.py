@@ -82,12 +82,10 @@ PLOTS = [
 
 
 def code_deps(module: str) -> list[str]:
-    """The files of pipeline/ that importing `module` loads, relative to the repository root."""
     return sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
 
 
 def item(template: str, axes) -> str:
-    """`{axis}` placeholders as dvc.yaml's `${item.axis}`."""
     return re.sub(r"(?<!\$)\{(\w+)\}", lambda m: f"${{item.{m[1]}}}" if m[1] in axes else m[0], template)
 
 

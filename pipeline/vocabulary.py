@@ -51,7 +51,6 @@ class SiaCell:
 
 
 def parse_sia_base(arch: object, key: str = "sia.bases") -> SiaCell:
-    """The base cell of architecture `arch` (an entry of params `sia.bases`)."""
     if arch not in SIA_ARCHS:
         raise PipelineError(f"{key}: {arch!r} is not a [SIA] architecture; use {' or '.join(SIA_ARCHS)}")
     return SiaCell(f"base_{arch}", arch)
@@ -70,7 +69,6 @@ def parse_sia_fit(name: object, key: str = "sia.fits") -> SiaCell:
 
 
 def parse_sia_cell(name: str) -> SiaCell:
-    """A [SIA] cell from its results-folder name, `base_<arch>` or `fit_<fit>`."""
     if name.startswith("base_"):
         return parse_sia_base(name.removeprefix("base_"))
     return parse_sia_fit(name.removeprefix("fit_"))

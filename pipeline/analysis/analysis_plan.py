@@ -51,11 +51,9 @@ class Rule:
 
     @property
     def planned(self) -> int | tuple[int, int]:
-        """n as `stats.detectable_effect` takes it."""
         return self.n if self.interval == WELCH else self.n[0]
 
     def row(self) -> dict:
-        """The method section's row for this comparison."""
         n = " / ".join(map(str, self.n))
         return {"claim": self.claim, "comparison": self.name, "a": self.a, "b": self.b,
                 "needs": f"{self.a} − {self.b} {self.criterion.need}", "effect": self.effect, "family": self.family,
@@ -187,7 +185,6 @@ class Confirmatory:
     seeds: tuple
 
     def holds(self, profile: str, seed_lists: Mapping[str, Sequence[int]]) -> bool:
-        """Whether a run of `profile` with these seed lists (params key -> seeds) is the confirmatory one."""
         used = [list(s) for s in seed_lists.values() if s]
         return profile == self.profile and bool(used) and all(sorted(s) == sorted(self.seeds) for s in used)
 
@@ -206,7 +203,6 @@ def load_confirmatory(paper_dir: str | Path) -> Confirmatory | None:
 
 
 def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
-    """A claim's plan; a PipelineError when plan.yaml has no entry for it."""
     if claim not in plans:
         raise PipelineError(f"paper/{PLAN} has no entry for claim {claim!r}: add one under `claims` (the format is"
                             " at the top of the file)")
@@ -214,7 +210,6 @@ def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
 
 
 def threshold(plan: ClaimPlan, key: str) -> float:
-    """A structural claim's threshold, as a number."""
     value = plan.thresholds.get(key)
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise PipelineError(f"paper/{PLAN}: claim {plan.claim!r} needs thresholds.{key} (a number)")

@@ -51,12 +51,10 @@ ATTENTION_DIR = Path("results") / "attention"
 
 
 def mixing_depth(model: torch.nn.Module) -> int:
-    """How many token-mixing blocks the model has (Swin: across all stages), as `attention_maps` counts them."""
     return len(blocks(model, family(model)))
 
 
 def resolve_layers(depth: int, layers: list[int]) -> list[int]:
-    """Layer 0 and `layers` (negative indices count from the end, as in Python), sorted, without repeats."""
     resolved = {0}
     for layer in layers:
         if not isinstance(layer, int) or not -depth <= layer < depth:
@@ -118,7 +116,6 @@ def model_label(m: ModelConfig) -> str:
 
 def model_record(params: Params, model: torch.nn.Module, seed: int,
                  images: torch.Tensor | None) -> tuple[dict[str, np.ndarray], dict]:
-    """`attention_record` of the layers of `report.attention_layers` with the offsets of params `impulse`."""
     layers = resolve_layers(mixing_depth(model), params.report.attention_layers)
     offsets = intended_offsets(model, params.impulse.kernel_size, params.impulse.offsets, seed)
     return attention_record(model, layers, offsets, params.impulse.kernel_size, images)
@@ -135,12 +132,10 @@ def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int
 
 
 def grid_model(params: Params, variant: str, arm: str, meta, seed: int) -> torch.nn.Module:
-    """Model variant `variant` of the grid initialized by `arm` and seeded by `seed`, as its train@ cell builds it."""
     return builders.initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
 
 
 def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
-    """`val_batch` at the model's own input size and channels (ViT/Swin `patch_embed`, Mixer `stem`)."""
     embed = getattr(model, "patch_embed", None) or model.stem
     return val_batch(params, dataset, img_size=embed.img_size[0], in_chans=embed.proj.in_channels, n=n)
 
@@ -153,7 +148,6 @@ def write_attention(out: Path, maps: dict[str, np.ndarray], record: dict) -> Non
 
 
 def read_attention(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None:
-    """`(maps, record)` written by `write_attention`, or None when the folder lacks either file."""
     if not (directory / "maps.npz").is_file() or not (directory / "measures.json").is_file():
         return None
     with np.load(directory / "maps.npz") as npz:

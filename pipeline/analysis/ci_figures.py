@@ -50,14 +50,12 @@ def head_maps(model: SimpleViT, layer: int, head: int) -> dict[str, np.ndarray]:
 
 
 def cell_folder(results: Path, dataset: str, arm: str, seed: int, alpha: float) -> Path | None:
-    """results/ci_alpha/<dataset>/alpha*/<arm>/seed<k>/ of the run that records this α, if finished."""
     found = match_recorded((results / "ci_alpha").glob(f"{dataset}/alpha*/{arm}/seed{seed}/metrics.json"), "alpha",
                            [alpha])
     return found[alpha][0].parent if alpha in found else None
 
 
 def cell_config(params: Params, dataset: str, arm: str, seed: int) -> dict:
-    """The resolved configuration of the alpha grid's cell (dataset, FIG_ALPHA, arm, seed), as its run read it."""
     cell = {"dataset": dataset, "alpha": str(FIG_ALPHA), "arm": arm, "seed": str(seed)}
     return by_name("ci_alpha").resolve(params, cell)
 
@@ -99,7 +97,6 @@ def maps_figure(kind: str, found: dict[str, dict], layers: list[int], head: int)
 
 
 def curves(ci, arms: list[str]) -> Figure | None:
-    """Validation top-1 per epoch of each arm at FIG_ALPHA on the first dataset: mean line, min-max band."""
     cells = ci[np.isclose(ci["alpha"].astype(float), FIG_ALPHA)] if len(ci) else ci
     if not len(cells):
         return None
@@ -124,7 +121,6 @@ def curves(ci, arms: list[str]) -> Figure | None:
 
 
 def families(paper: Path, dataset: str, seeds: list[int], layers: list[int], head: int) -> list[dict]:
-    """The families' manifest entries, each caption beside the published figure's description."""
     published = {e.id: e for e in load_coverage(paper)}
 
     def beside(name: str) -> str:

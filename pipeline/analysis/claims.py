@@ -92,7 +92,6 @@ class Check:
 
     @cached_property
     def new_seeds(self) -> int | None:
-        """Seeds per arm a new experiment needs at the plan's effect of interest (inconclusive only)."""
         if self.verdict != INCONCLUSIVE:
             return None
         return seeds_for(self.estimate, self.criterion, self.rule.effect, self.rule.alpha, self.rule.power)
@@ -122,7 +121,6 @@ class Check:
                 f"n = {' / '.join(map(str, ran))} of the planned {planned}")
 
     def power_text(self) -> str:
-        """The minimal detectable effect, and for an inconclusive comparison what a new experiment would need."""
         r, e = self.rule, self.estimate
         if not e.enough:
             return "no variance estimate: at least 2 runs per arm are needed for one"
@@ -172,7 +170,6 @@ def judge(checks: Sequence[Check]) -> None:
 
 
 class Finding(NamedTuple):
-    """What a claim check found: its comparisons, notes, and (structural claims) a verdict and its one line."""
 
     checks: list[Check]
     notes: list[str]
@@ -182,7 +179,6 @@ class Finding(NamedTuple):
 
 @dataclass(frozen=True)
 class VariantFacts:
-    """What the runs of one model variant record about their model."""
 
     name: str
     model: str
@@ -235,7 +231,6 @@ class Evidence:
                              per_seed_scores(self.runs, arm=b, **where), (a, b))
 
     def pair_filters(self, rule: Rule, a: str, b: str) -> Estimate:
-        """a − b (filter-study variants) in points."""
         return self.estimate(rule, per_seed_scores(self.filters, variant=a), per_seed_scores(self.filters, variant=b),
                              (a, b))
 
@@ -243,7 +238,6 @@ class Evidence:
         return set(arms) <= set(self.arms)
 
     def facts(self) -> dict[str, VariantFacts]:
-        """variant -> what its runs record, in the experiment's order (variants without runs are absent)."""
         out = {}
         for variant, rows in self.runs.groupby("variant", sort=False):
             first = rows.iloc[0]
@@ -315,14 +309,12 @@ def summary_line(verdict: str, checks: list[Check], notes: list[str], power: dic
 # --- the claims --------------------------------------------------------------------------------------------------
 
 def _no_runs_of_three(ev: Evidence, where: str) -> str:
-    """Why a claim about impulse, mimetic and default is not tested: the arms are not configured, or not run."""
     if not ev.has_arms(*THREE):
         return f"needs the arms {', '.join(THREE)}; this experiment has {', '.join(ev.arms)}"
     return f"no runs of {', '.join(THREE)} of a ViT-family variant {where}"
 
 
 def _margin_notes(plan: ClaimPlan) -> list[str]:
-    """The plan's reasons for its margins and effects, one line each."""
     return [f"plan, {r.name}: {r.a} − {r.b} {r.criterion.need}; {r.note}" for r in plan.rules.values() if r.note]
 
 
@@ -437,7 +429,6 @@ def claim_5a(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def _gaussian_cells(filters: pd.DataFrame) -> dict[tuple[float, int], str]:
-    """(σ, heads) -> variant name of the Gaussian-grid runs."""
     g = filters[filters["variant"].str.startswith("gaussian") & filters["sigma"].notna() & filters["heads"].notna()]
     return {(float(s), int(h)): v for s, h, v in zip(g["sigma"], g["heads"], g["variant"])}
 
@@ -509,7 +500,6 @@ def _mean(values: list[float]) -> float:
 
 
 def _structure(ev: Evidence, plan: ClaimPlan, variant: str, records: dict) -> tuple[bool, list[str]]:
-    """Claim 7's thresholds on one variant's maps at init: (met, evidence lines)."""
     peak_min, flat_factor = threshold(plan, "peak_min"), threshold(plan, "flat_factor")
     m = {a: _layer0(records[a]) for a in THREE}
     uniform = _uniform(records["default"], ev.kernel_size)
@@ -675,7 +665,6 @@ def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def _sia_checks(ev: Evidence, plan: ClaimPlan, names: Sequence[str], off: str) -> Finding:
-    """The plan's comparisons `names` of [SIA] cells (a, b are cell names), per dataset with both cells' runs."""
     sia = ev.sia
     if sia is None or sia.empty:
         return Finding([], [f"no runs of [SIA]'s ablations ({off})"])

@@ -28,7 +28,6 @@ NOT_RUN = "not run"
 
 @dataclass(frozen=True)
 class CoverageEntry:
-    """One row of the coverage matrix."""
 
     id: str
     paper: str
@@ -56,7 +55,6 @@ def _text(entry: dict, key: str, where: str, choices: tuple[str, ...] = ()) -> s
 
 
 def parse_entry(entry, index: int, where: str) -> CoverageEntry:
-    """One entry, checked key by key."""
     if not isinstance(entry, dict):
         raise PipelineError(f"{where}, entry {index + 1}: expected a mapping of {', '.join(KEYS)}")
     name = entry.get("id")
@@ -106,7 +104,6 @@ def load_coverage(paper_dir: str | Path) -> list[CoverageEntry]:
 
 
 def run_verdicts(claims: dict) -> dict[str, str]:
-    """claim id -> verdict, from a run's results/tables/claims.json (parsed)."""
     return {str(c["id"]): c["verdict"] for c in claims.get("claims", []) if "id" in c and "verdict" in c}
 
 
@@ -120,7 +117,6 @@ def verdict(entry: CoverageEntry, profile: str | None, verdicts: dict[str, str])
 
 
 def coverage_table(entries: list[CoverageEntry], profile: str | None, verdicts: dict[str, str]) -> TableBlock:
-    """The matrix, one row per entry; verdicts from the run of `profile` (None: no run)."""
     counts = {s: sum(e.status == s for e in entries) for s in STATUSES}
     run = (f"this run's profile, {profile} (results/tables/claims.json)" if profile else
            "no run: results/tables/claims.json was not found")

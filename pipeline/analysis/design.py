@@ -124,7 +124,6 @@ class Design:
         return self.frames(rows)
 
     def frames(self, rows: dict[str, list]) -> dict[str, pd.DataFrame]:
-        """The frames from rows per kind (a kind without rows: an empty frame with the columns the claims read)."""
         return {k: pd.DataFrame(rows.get(k) or [], columns=[*KEYS[k], *RUN_COLUMNS]) for k in KINDS}
 
     def evidence(self, frames: dict[str, pd.DataFrame]) -> Evidence:

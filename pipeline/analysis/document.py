@@ -50,13 +50,11 @@ def _cell(text: str) -> str:
 
 
 def table_markdown(columns: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table."""
     lines = ["| " + " | ".join(map(_cell, columns)) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(map(_cell, r)) + " |" for r in rows])
 
 
 def block_markdown(block: Block) -> str:
-    """One block as Markdown."""
     if isinstance(block, Heading):
         return "#" * (block.level + 1) + " " + block.text
     if isinstance(block, Paragraph):
@@ -75,5 +73,4 @@ def block_markdown(block: Block) -> str:
 
 
 def to_markdown(title: str, blocks: list[Block]) -> str:
-    """The whole report as one Markdown document."""
     return "\n\n".join([f"# {title}", *map(block_markdown, blocks)]) + "\n"

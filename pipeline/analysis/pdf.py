@@ -18,7 +18,6 @@ HEADING_PT = {0: 16, 1: 13, 2: 11}
 
 
 def dejavu(name: str) -> Path:
-    """Path of one of matplotlib's bundled DejaVu TTF files."""
     return Path(matplotlib.get_data_path()) / "fonts" / "ttf" / name
 
 
@@ -60,7 +59,6 @@ def _escape(text: str) -> str:
 
 
 def _text(pdf: ReportPDF, text: str, size: float = BODY_PT, style: str = "") -> None:
-    """A left-aligned paragraph; ``**bold**`` is honoured, Markdown code backticks are dropped."""
     pdf.set_font(FONT, style, size)
     pdf.multi_cell(0, size * 0.5, _escape(text.replace("`", "")), markdown=True, align="L", new_x="LMARGIN",
                    new_y="NEXT")
@@ -87,7 +85,6 @@ MIN_PPI = 150  #: a figure is printed at no fewer pixels per inch than this (leg
 
 
 def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float], list[float]]:
-    """Per column at this font size: (longest unbreakable word, longest cell capped at 70 mm), in mm."""
     pdf.set_font(FONT, "B", size)
     words, cells = [], []
     for j, head in enumerate(block.columns):

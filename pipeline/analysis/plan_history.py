@@ -34,7 +34,6 @@ VERDICT_KIND, POWER_KIND, COMMENT_KIND, DESIGN_KIND = "verdict", "power or notes
 
 @dataclass(frozen=True)
 class Change:
-    """One change of the plan or of a seed list, as git records it."""
 
     commit: str
     date: str  #: the commit's date (ISO 8601)
@@ -71,7 +70,6 @@ def _load(text: str | None) -> dict:
 
 
 def _sections(text: str | None) -> dict[str, str]:
-    """claim id -> the raw lines of its entry in plan.yaml (comments included), and 'defaults'."""
     out: dict[str, list[str]] = {}
     current, in_claims = None, False
     for line in (text or "").splitlines():
@@ -122,7 +120,6 @@ def _kind(keys) -> str:
 
 
 def _entry_diff(a: dict, b: dict) -> tuple[str, list[str]]:
-    """What differs between two versions of one claim's entry, and the keys that differ."""
     parts, keys = [], []
     ca, cb = a.get("comparisons") or {}, b.get("comparisons") or {}
     added, removed = [k for k in cb if k not in ca], [k for k in ca if k not in cb]
@@ -145,7 +142,6 @@ def _entry_diff(a: dict, b: dict) -> tuple[str, list[str]]:
 
 
 def _comment_words(a: str | None, b: str | None) -> str:
-    """The added comment text of a section, shortened."""
     old = set((a or "").splitlines())
     added = [line.split("#", 1)[1].strip() for line in (b or "").splitlines() if line not in old and "#" in line]
     text = " ".join(added)

@@ -45,17 +45,14 @@ class Planned:
     kind: str = "paired"
 
     def image_se(self, n: int) -> float:
-        """The test images' standard error at n seeds (points)."""
         if not self.images:
             return 0.0
         return math.sqrt((self.image_sd ** 2 + self.interaction_sd ** 2 / n) / self.images)
 
     def at(self, n: int) -> Planned:
-        """The same comparison with n seeds per arm."""
         return replace(self, n=(n, n) if self.kind == WELCH else n)
 
     def scaled(self, factor: float) -> Planned:
-        """The same comparison with every seed sd multiplied by `factor`."""
         return replace(self, seed_sds=tuple(s * factor for s in self.seed_sds))
 
 
@@ -138,7 +135,6 @@ def claim_power(comparisons: Sequence[Planned], deltas: Sequence[float], draws: 
 
 
 def mc_error(p: float, draws: int = MC_DRAWS) -> float:
-    """The Monte-Carlo standard error of a probability from `draws` draws."""
     return math.sqrt(max(p * (1 - p), 0.0) / draws) if math.isfinite(p) else math.nan
 
 
@@ -226,7 +222,6 @@ def summary(planned: Sequence[Planned], rules: Sequence[Rule], source: str) -> d
 
 
 def describe(s: dict) -> str:
-    """One sentence of a claim's power (`summary`)."""
     k, target = s["comparisons"], 100 * s["target"]
     every = f"all {k} comparisons supported" if k > 1 else "its comparison supported"
     text = (f"claim power ({s['source']}): P({every}) = {100 * s['power']:.0f}% ± {100 * s['mc_error']:.0f} at the"

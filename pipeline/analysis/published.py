@@ -46,7 +46,6 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_published(paper_dir: str | Path) -> pd.DataFrame:
-    """All paper/*.csv rows in one frame (a `file` column names the CSV; absent key columns are empty)."""
     paths = sorted(Path(paper_dir).glob("*.csv"))
     if not paths:
         raise PipelineError(f"{paper_dir}: no published-number CSVs found; the aggregate stage reads paper/*.csv"
@@ -71,7 +70,6 @@ def load_claims(paper_dir: str | Path) -> list[dict]:
 
 
 def select(published: pd.DataFrame, file: str, **keys) -> pd.DataFrame:
-    """Rows of one paper/ file whose columns equal `keys` (a key the file lacks matches nothing)."""
     rows = published[published["file"] == file]
     for key, value in keys.items():
         if key not in rows.columns:

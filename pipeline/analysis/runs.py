@@ -41,7 +41,6 @@ SCORED = ("val_top1", "correct", "images")
 
 
 def read_metrics(path: Path) -> dict:
-    """One run's metrics.json; a corrupt file is a PipelineError naming it."""
     try:
         return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -49,7 +48,6 @@ def read_metrics(path: Path) -> dict:
 
 
 def family_of(model: str) -> str:
-    """'vit' | 'swin' | 'mixer' from a timm model name (its first word), '' when unknown."""
     return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
 
 

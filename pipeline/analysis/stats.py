@@ -146,7 +146,6 @@ def _check_confidence(confidence: float) -> None:
 
 
 def _matrix(per_seed: Sequence[Scores]) -> np.ndarray | None:
-    """Seeds × images in points when every seed has per-image correctness on the same number of images."""
     arrays = [s for s in per_seed if isinstance(s, np.ndarray) and s.ndim == 1 and s.size > 1]
     if not per_seed or len(arrays) != len(per_seed) or len({a.size for a in arrays}) != 1:
         return None
@@ -154,7 +153,6 @@ def _matrix(per_seed: Sequence[Scores]) -> np.ndarray | None:
 
 
 def _value(score: Scores) -> float:
-    """A run's accuracy in points (the mean of its per-image correctness, when it has one)."""
     return 100.0 * float(np.mean(score)) if isinstance(score, np.ndarray) else float(score)
 
 
@@ -254,7 +252,6 @@ class Criterion:
 
     @property
     def boundary(self) -> str:
-        """The boundary in words: '0', '-2', '+0.5' or '±2'."""
         m = f"{self.margin:g}"
         if self.direction == "equivalent":
             return f"±{m}"
@@ -269,12 +266,10 @@ class Criterion:
 
     @property
     def upward(self) -> bool:
-        """Whether the claimed side lies above the boundary (greater, not_worse)."""
         return self.direction in ("greater", "not_worse")
 
     @property
     def need(self) -> str:
-        """The condition on the interval in words, e.g. '> -2' or 'inside ±2'."""
         m = f"{self.margin:g}"
         return DIRECTIONS[self.direction].replace("+m", f"+{m}" if self.margin else "0").replace(
             "-m", f"-{m}" if self.margin else "0").replace("±m", f"±{m}")

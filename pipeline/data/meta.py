@@ -15,7 +15,6 @@ FIELDS = ("num_classes", "channels", "image_size")
 
 @dataclass(frozen=True)
 class DatasetMeta:
-    """The facts about a dataset that a model is built with."""
 
     name: str
     num_classes: int  #: classifier outputs
@@ -24,7 +23,6 @@ class DatasetMeta:
 
 
 def meta_from_manifest(manifest: dict, name: str) -> DatasetMeta:
-    """The DatasetMeta a manifest records, or a PipelineError when it predates these fields."""
     missing = [key for key in FIELDS if key not in manifest]
     if missing:
         raise PipelineError(f"dataset {name!r} was fetched by an older version of the pipeline (its manifest lacks "

@@ -15,14 +15,12 @@ MANIFEST = "manifest.json"
 
 
 def save_split(path: Path, images: torch.Tensor, labels: torch.Tensor) -> None:
-    """Write one split in the compact `tensors` format (uint8 images N x C x H x W, int64 labels)."""
     if images.dtype != torch.uint8 or images.ndim != 4 or labels.shape != (images.shape[0],):
         raise ValueError(f"expected uint8 N x C x H x W images and N labels, got {images.shape} {labels.shape}")
     torch.save({"images": images.contiguous(), "labels": labels.to(torch.int64).contiguous()}, path)
 
 
 def load_split(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """Memory-map one `tensors` split: (uint8 images N x C x H x W, int64 labels N)."""
     data = torch.load(path, mmap=True, weights_only=True)
     return data["images"], data["labels"]
 
@@ -33,7 +31,6 @@ def write_manifest(directory: Path, manifest: dict) -> None:
 
 
 def read_manifest(directory: Path, name: str) -> dict:
-    """The manifest of a fetched dataset, or a `PipelineError` saying how to fetch it."""
     path = Path(directory) / MANIFEST
     if not path.is_file():
         raise PipelineError(

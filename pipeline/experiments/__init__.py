@@ -57,7 +57,6 @@ class CellStage:
         return "-".join(cell[axis] for axis in self.axes)
 
     def resolve(self, params, cell: dict) -> dict:
-        """The cell's resolved configuration, as configs/<stage>/<cell>.json holds it."""
         return {"stage": self.name, "cell": self.cell_id(cell), "results": self.outs.format(**cell)} | self.config(
             params, cell)
 
@@ -76,7 +75,6 @@ class CellStage:
 
 
 def lookup(data: dict, path: str) -> Any:
-    """The value at `a.b[0]` of a nested mapping."""
     node = data
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         node = node[int(part[1:-1])] if part.startswith("[") else node[part]
@@ -89,7 +87,6 @@ def scalar(value: Any) -> str:
 
 
 def axis_values(data: dict, spec: Any) -> list[str]:
-    """The values one axis runs over in params `data`."""
     if isinstance(spec, list):
         return [scalar(lookup(data, REFERENCE.match(s)[1])) for s in spec]
     value = lookup(data, REFERENCE.match(spec)[1])
@@ -97,7 +94,6 @@ def axis_values(data: dict, spec: Any) -> list[str]:
 
 
 def stages() -> list[CellStage]:
-    """Every declared stage of training cells, in dvc.yaml's order."""
     from pipeline.experiments import ci, filter_study, grid, sia, weight_selection
 
     return [*filter_study.STAGES, *grid.STAGES, *weight_selection.STAGES, *ci.STAGES, *sia.STAGES]

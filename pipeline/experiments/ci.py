@@ -29,7 +29,6 @@ def alpha_cell(params, cell: dict) -> dict:
 
 
 def model3_attention(qk: str, value: str) -> dict:
-    """Model III's Simple ViT arguments for Q/K `qk` (trained | frozen) and values `value` (value | novalue)."""
     return {"attention": "model3", "value": value == "value", "trainable_qk": qk == "trained"}
 
 
@@ -47,7 +46,6 @@ def model3_cell(params, cell: dict) -> dict:
 
 
 def table1_attention(form: str, value: str) -> dict:
-    """The Simple ViT's arguments for Table 1's column `form` with values `value`."""
     return FORMS[form] | {"value": value == "value"}
 
 

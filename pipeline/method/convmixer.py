@@ -28,7 +28,6 @@ class SharedFilters(nn.Module):
         self.register_buffer("choice", choice.long())
 
     def per_channel(self) -> Tensor:
-        """The (C, ...) weights each channel applies."""
         return self.weight[self.choice]
 
 
@@ -94,12 +93,10 @@ class ConvMixer(TimmConvMixer):
                     _pytorch_default_init(module, generator)
 
     def spatial_layers(self) -> list[nn.Module]:
-        """The spatial-mixing layer of each block."""
         return [block[0].fn[0] for block in self.blocks]
 
 
 def _pytorch_default_init(layer: nn.Conv2d | nn.Linear, generator: torch.Generator) -> None:
-    """PyTorch's `reset_parameters` for Linear/Conv, drawn from `generator`."""
     nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
     if layer.bias is not None:
         bound = 1 / math.sqrt(layer.weight[0].numel())

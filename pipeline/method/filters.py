@@ -114,7 +114,6 @@ def make_fullperm(num_tokens: int, generator: torch.Generator) -> Tensor:
 
 
 def make_token_mixer(family: str | FilterFamily, num_tokens: int, generator: torch.Generator) -> Tensor:
-    """One N x N matrix of a linear-format family (`perm` or `fullperm`)."""
     fam = parse_filter(family) if isinstance(family, str) else family
     makers = {"perm": make_perm, "fullperm": make_fullperm}
     if fam.kind not in makers:
@@ -136,7 +135,6 @@ def head_assignment(channels: int, heads: int, generator: torch.Generator) -> Te
 
 
 def check_heads(channels: int, heads: int) -> None:
-    """Raise a PipelineError unless 1 <= heads <= channels."""
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= channels:
         raise PipelineError(
             f"heads = {heads!r}: the number of distinct filters must be an integer between 1 and the "

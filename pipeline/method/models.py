@@ -61,7 +61,6 @@ def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init
 
 
 def _build(name: str, kwargs: dict, weight_init: str) -> nn.Module:
-    """create_model, falling back to the model class for Mixer's fixed arguments and missing weight_init."""
     try:
         return timm.create_model(name, pretrained=False, weight_init=weight_init, **kwargs)
     except TypeError as exc:
@@ -81,7 +80,6 @@ def _build(name: str, kwargs: dict, weight_init: str) -> nn.Module:
 
 
 def _build_mixer(name: str, kwargs: dict, exc: TypeError) -> nn.Module:
-    """Build a plain MLP-Mixer whose entrypoint fixes an overridden argument (e.g. patch_size)."""
     with torch.device("meta"):
         reference = timm.create_model(name, pretrained=False)
     if type(reference) is not MlpMixer or type(reference.blocks[0]) is not MixerBlock:
@@ -114,7 +112,6 @@ def _check_family(name: str, model: nn.Module) -> None:
 
 
 def _keyword_error(name: str, exc: TypeError) -> Exception:
-    """Turn timm's 'unexpected keyword argument' TypeError into a PipelineError naming the keyword."""
     found = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if not found:
         return exc
@@ -130,7 +127,6 @@ def _keyword_error(name: str, exc: TypeError) -> Exception:
 
 
 def _keywords_of(name: str, cls_name: str) -> list[str]:
-    """The constructor keywords of the timm class `cls_name` behind `name` (following **kwargs to bases)."""
     module = sys.modules[timm.models.model_entrypoint(name).__module__]
     cls = getattr(module, cls_name, None)
     names: set[str] = set()
@@ -142,7 +138,6 @@ def _keywords_of(name: str, cls_name: str) -> list[str]:
 
 
 def _combination_error(name: str, kwargs: dict, exc: AssertionError) -> PipelineError:
-    """Turn timm's assertion about an impossible shape combination into a PipelineError."""
     shown = {k: kwargs[k] for k in ("embed_dim", "num_heads", "depths", "window_size") if k in kwargs}
     fix = "choose values timm accepts"
     if "divisible by num_heads" in str(exc):

@@ -36,7 +36,6 @@ CONVMIXER_BLOCKS: tuple[str, ...] = get_args(ConvMixerBlock)
 
 
 def check_convmixer_block(block: object, key: str = "block") -> str:
-    """`block` if it is one of `CONVMIXER_BLOCKS`; else a PipelineError naming `key` and what each form is."""
     if block not in CONVMIXER_BLOCKS:
         raise PipelineError(
             f"{key} = {block!r}: use 'ci' (code-2401, [CI]: spatial conv -> BatchNorm, no GELU) or 'sia' (code-2404"
@@ -46,7 +45,6 @@ def check_convmixer_block(block: object, key: str = "block") -> str:
 
 
 def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
-    """`kernel_size` if it is an odd positive integer; else a PipelineError naming `key`."""
     is_int = isinstance(kernel_size, int) and not isinstance(kernel_size, bool)
     if not is_int or kernel_size < 1 or kernel_size % 2 == 0:
         raise PipelineError(
@@ -96,17 +94,14 @@ class FilterFamily:
 
     @property
     def linear_format(self) -> bool:
-        """True for families that are N x N token-mixing matrices rather than k x k filters."""
         return self.kind in LINEAR_FAMILIES
 
     @property
     def softmax_taps(self) -> bool:
-        """True when the layer applies a softmax over each filter's k*k stored taps in every forward pass."""
         return self.kind == "softmax"
 
     @property
     def beyond_paper(self) -> bool:
-        """True for arms code-2401 never swept (`BEYOND_PAPER`)."""
         return self.kind in BEYOND_PAPER
 
 
@@ -153,7 +148,6 @@ class StudyVariant:
 
 
 def parse_study_variant(variant: str, kernel_size: int | None = None) -> StudyVariant:
-    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen); PipelineError else."""
     if not isinstance(variant, str):
         raise PipelineError(f"filter-study variant {variant!r}: not a string; write 'learned', 'learned-<family>'"
                             " or a frozen family")

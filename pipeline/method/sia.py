@@ -32,7 +32,6 @@ from pipeline.method.options import SIA_FIT
 
 
 def token_grid(model: VisionTransformer) -> tuple[int, int]:
-    """The patch grid (rows, columns) of a timm ViT."""
     return tuple(int(s) for s in model.patch_embed.grid_size)
 
 

@@ -39,7 +39,6 @@ ATTENTION_FORMS = ("mixed", "model3")
 
 
 def split_heads(t: Tensor, heads: int, head_dim: int) -> Tensor:
-    """(B, N, heads * head_dim) -> (B, heads, N, head_dim)."""
     return t.unflatten(-1, (heads, head_dim)).transpose(-3, -2)
 
 
@@ -67,13 +66,11 @@ class MixedAttention(nn.Module):
         return split_heads(t, self.heads, self.head_dim)
 
     def maps(self, h: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for the layer-normed input `h`."""
         z = self.alpha * h + (1.0 - self.alpha) * pe.to(h.dtype)
         q, k = map(self.split, self.to_qk(z).chunk(2, dim=-1))
         return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
 
     def attention(self, x: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for block input `x` (before the layer's LN)."""
         return self.maps(self.norm(x), pe)
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
@@ -99,11 +96,9 @@ class FixedAttention(nn.Module):
         self.to_out = nn.Linear(inner, dim, bias=False)
 
     def maps(self) -> Tensor:
-        """(heads, N, N) attention maps, the same for every input."""
         return (self.q @ self.k * self.scale).softmax(dim=-1)
 
     def attention(self, x: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for block input `x` (which they do not read)."""
         return self.maps().expand(x.shape[0], -1, -1, -1)
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:

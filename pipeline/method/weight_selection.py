@@ -31,7 +31,6 @@ def uniform_indices(teacher: int, student: int) -> Tensor:
 
 
 def select_tensor(weight: Tensor, shape: Sequence[int]) -> Tensor:
-    """`weight` reduced to `shape` by uniform element selection along every dimension."""
     if weight.dim() != len(shape):
         raise PipelineError(f"weight selection: a {weight.dim()}-d teacher tensor cannot fill a {len(shape)}-d one")
     out = weight
@@ -76,7 +75,6 @@ def select_weights(teacher: Mapping[str, Tensor], student: Mapping[str, Tensor],
 
 def apply_weight_selection(student: nn.Module, teacher: nn.Module,
                            head_prefixes: Sequence[str] = ("head.",)) -> nn.Module:
-    """Load `select_weights(teacher, student)` into `student` in place; returns it."""
     state = select_weights(teacher.state_dict(), student.state_dict(), head_prefixes)
     student.load_state_dict(state)
     return student

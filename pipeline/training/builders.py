@@ -39,7 +39,6 @@ def initialized(model_cfg, arm: str, options: dict, meta: DatasetMeta, seed: int
 
 
 def model_facts(variant: str, model_cfg, model: nn.Module) -> dict:
-    """What a ViT-family run records about its model: variant, timm name, family and (first-stage) heads."""
     kind = family(model)
     layers = attention_layers(model, kind)
     return {"variant": variant, "model": model_cfg.name, "family": kind,

@@ -145,7 +145,6 @@ def amp_dtype(amp: str, device: torch.device) -> tuple[torch.dtype | None, str]:
 
 
 def autocast_context(dtype: torch.dtype | None, device: torch.device) -> Callable:
-    """A factory of the autocast context for `dtype` on this device (a no-op context when None)."""
     if dtype is None:
         return nullcontext
     return lambda: torch.autocast(device.type, dtype=dtype)
@@ -188,7 +187,6 @@ def compile_probe(device: str) -> str:
 
 @dataclass
 class Parts:
-    """What `fit` builds around the model from the recipe."""
 
     model: torch.nn.Module  #: the bare model (EMA, checkpoints, evaluation)
     wrapped: torch.nn.Module  #: what the training step calls: the model, DDP-wrapped and/or compiled
@@ -380,7 +378,6 @@ def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt
 
 
 def read_checkpoint(path: Path, attempt: str) -> dict | None:
-    """This rank's checkpoint of this `attempt` (on the CPU), or None when it has none."""
     if not path.exists():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
@@ -524,7 +521,6 @@ def evaluates(epoch: int, recipe) -> bool:
 
 
 def progress_bar(total: int, d: Dist, desc: str):
-    """A tqdm bar on rank 0 when stderr is a terminal; a no-op callable otherwise."""
     if not d.master or not sys.stderr.isatty():
         return None, (lambda n: None)
     from tqdm import tqdm
@@ -602,7 +598,6 @@ def train_epochs(parts: Parts, loaders, recipe, seed: int, d: Dist, checkpoint: 
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:
-    """The run's headline numbers from its per-epoch history (best-of over the evaluated epochs)."""
     last, evaluated = history[-1], [r for r in history if "val_top1" in r]
     best = max(evaluated, key=lambda r: r["val_top1"])
     return {

@@ -15,12 +15,10 @@ from pipeline.training.run import Run
 
 
 def model_input(model: dict, meta: DatasetMeta) -> tuple[int, int]:
-    """(image side, channels) the filter study's ConvMixer takes: its img_size, else the data's stored side."""
     return model["img_size"] or meta.image_size, meta.channels
 
 
 def build_model(model: dict, variant: str, heads: int | None, meta: DatasetMeta, seed: int) -> ConvMixer:
-    """The filter study's ConvMixer for this dataset (learned or frozen `variant` filters), seeded by `seed`."""
     torch.manual_seed(seed)
     return build_convmixer(variant, dim=model["dim"], depth=model["depth"], kernel_size=model["kernel_size"],
                            patch_size=model["patch_size"], in_chans=meta.channels, num_classes=meta.num_classes,

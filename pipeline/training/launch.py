@@ -48,7 +48,6 @@ def visible_devices() -> list[str]:
 
 
 def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> tuple[int, int] | None:
-    """The NVIDIA kernel driver's (major, minor) version, or None where there is none."""
     try:
         found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+)\.(\d+)", path.read_text())
     except OSError:
@@ -118,7 +117,6 @@ def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: l
 
 
 def run_kernel(index: int) -> str:
-    """Run one small kernel on CUDA device `index` and wait for it: '' when it ran, else what torch said."""
     import torch
 
     try:
@@ -189,21 +187,18 @@ def slurm_batch_nodes() -> int:
 
 
 def first_node() -> str:
-    """The first host of this SLURM allocation (node 0 of the rendezvous)."""
     hosts = subprocess.run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]], capture_output=True,
                            text=True, check=True).stdout.split()
     return hosts[0]
 
 
 def srun_torchrun_command(resources, argv: list[str]) -> list[str]:
-    """torchrun once per node of this allocation through srun, rendezvous on its first node."""
     endpoint = resources.rdzv_endpoint or f"{first_node()}:{20000 + int(os.environ['SLURM_JOB_ID']) % 20000}"
     return ["srun", f"--nodes={resources.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
             *torchrun_command(resources.nproc, resources.nnodes, endpoint, resources.rdzv_id, argv)]
 
 
 def slurm_job() -> dict | None:
-    """The SLURM job this process runs in, as its metrics.json records it (None outside SLURM)."""
     if "SLURM_JOB_ID" not in os.environ:
         return None
     return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
@@ -212,7 +207,6 @@ def slurm_job() -> dict | None:
 
 
 def needs_launch(resources) -> bool:
-    """Whether this command must re-run itself under torchrun: several processes or nodes."""
     return not under_torchrun() and (resources.nproc > 1 or resources.nnodes > 1)
 
 

@@ -134,7 +134,6 @@ def write_outputs(out: Path, summary: dict, config: dict, model: nn.Module, reco
 
 
 def remove_checkpoint(path: Path) -> None:
-    """Delete a finished run's checkpoint and the scratch folders it leaves empty."""
     path.unlink(missing_ok=True)
     for parent in path.parents:
         if parent == SCRATCH.parent or not parent.is_dir() or any(parent.iterdir()):
@@ -143,7 +142,6 @@ def remove_checkpoint(path: Path) -> None:
 
 
 def where(resources, d: Dist, loaders: Loaders, recipe) -> dict:
-    """What a run records of where and how fast it went: its resources and what they resolved to."""
     dtype = amp_dtype(recipe.amp, d.device)[0]
     return {"resources": dict(vars(resources)), "device": d.device.type,
             "amp_dtype": str(dtype).removeprefix("torch.") if dtype else "float32", "data_path": loaders.backend}

@@ -17,7 +17,6 @@ from pipeline.training.run import Run
 
 
 def build(config: dict, meta: DatasetMeta, device: torch.device | str = "cpu") -> tuple[nn.Module, list]:
-    """The cell's initialised model (seeded by its seed) and, for a fit cell, the fit's records."""
     generator = torch.Generator().manual_seed(config["seed"])
     torch.manual_seed(config["seed"])
     model = builders.timm_model(SimpleNamespace(**config["model"]), meta)

@@ -13,7 +13,6 @@ from pipeline.training.run import Run
 
 
 def input_size(model: dict, meta: DatasetMeta) -> tuple[int, int]:
-    """(image side, channels) the model takes: the config's, channels null = the dataset's."""
     return model["image_size"], model["channels"] or meta.channels
 
 
@@ -25,7 +24,6 @@ def simple_vit(model: dict, meta: DatasetMeta, **attention) -> SimpleViT:
 
 
 def initialized(config: dict, meta: DatasetMeta, device: torch.device | str = "cpu") -> tuple[SimpleViT, list[dict]]:
-    """The cell's model, seeded by its seed, and its impulse-fit records (`pipeline.method.ci_2401.init_arm`)."""
     torch.manual_seed(config["seed"])
     model = simple_vit(config["model"], meta, **config["attention"])
     records = init_arm(model, config["arm"], torch.Generator().manual_seed(config["seed"]), device=device,

@@ -36,14 +36,12 @@ MEMORY_SHARE = 0.25
 
 
 def tensor_images(dataset) -> TensorImages | None:
-    """The uint8 tensors under a split (itself or the dataset of its subset), or None for a split of files."""
     dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = dataset.dataset if isinstance(dataset, Subset) else dataset
     return base if isinstance(base, TensorImages) else None
 
 
 def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """(uint8 images N x C x H x W, int64 labels) of a split held as tensors, after its subset."""
     dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = tensor_images(dataset)
     if not isinstance(dataset, Subset):
@@ -53,7 +51,6 @@ def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def unsupported(augment: Augment) -> str:
-    """Why this augmentation cannot run on the device ('' when it can)."""
     if augment.color_jitter and not augment.aa:
         return "train.color_jitter (without RandAugment) has no device implementation"
     if augment.aa and not augment.aa.startswith("rand"):
@@ -241,7 +238,6 @@ class RandAugment(nn.Module):
         return np.stack([*rows, np.argsort(perm)]).astype(np.float64), slices
 
     def apply(self, x: torch.Tensor, draws: torch.Tensor, slices: list[list[tuple[int, int, int]]]) -> torch.Tensor:
-        """The planned ops on images in [0, 1]; `draws` are `plan`'s rows, on the images' device."""
         fill = self.fill if self.fill.shape[1] == x.shape[1] else self.fill.mean(1, keepdim=True)
         for layer, ops in enumerate(slices):
             first = 8 * layer
@@ -280,7 +276,6 @@ class Erasing:
         return boxes
 
     def apply(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
-        """Erase `boxes` (`draw`'s rows, on the images' device) in normalised images."""
         top, left, h, w = boxes[:, :, None]
         rows, cols = torch.arange(x.shape[2], device=x.device), torch.arange(x.shape[3], device=x.device)
         mask = (((rows >= top) & (rows < top + h))[:, None, :, None]
@@ -326,7 +321,6 @@ class DeviceAugment(nn.Module):
 
 
 class EvalOnDevice:
-    """Evaluation batches on the device: `transforms.eval_crop`, then normalisation."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):

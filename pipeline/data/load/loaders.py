@@ -89,7 +89,6 @@ class EmulatedRanks(Sampler[int]):
         return self.steps * self.rank_batch * len(self.samplers)
 
     def placed(self):
-        """(index, place in the epoch's global order) of each image in this process's order."""
         shards = [list(sampler) for sampler in self.samplers]
         for step in range(self.steps):
             for rank, shard in zip(self.ranks, shards):
@@ -150,7 +149,6 @@ class TensorImages(Dataset):
 
 @dataclass
 class Loaders:
-    """What `build_loaders` returns."""
 
     train: DataLoader
     val: DataLoader
@@ -196,7 +194,6 @@ class SeededRepeatAugSampler(RepeatAugSampler):
 
 
 def train_sampler(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: float) -> Sampler:
-    """The train split's sampler: shuffled per (seed, epoch), sharded over ranks, with `set_epoch`."""
     if aug_repeats > 0:
         return SeededRepeatAugSampler(dataset, seed=seed, num_replicas=world_size, rank=rank,
                                       num_repeats=aug_repeats)
@@ -218,7 +215,6 @@ def stratified_order(labels: torch.Tensor, seed: int = SUBSET_SEED) -> torch.Ten
 
 
 def dataset_labels(dataset) -> torch.Tensor:
-    """Labels of a split without loading images (our tensors, ImageFolder, torchvision's file datasets)."""
     for attr in ("labels", "targets", "_labels"):
         if hasattr(dataset, attr):
             return torch.as_tensor(getattr(dataset, attr), dtype=torch.int64)
@@ -233,7 +229,6 @@ def take_subset(dataset, n: int, seed: int = SUBSET_SEED):
 
 
 def open_split(manifest: dict, directory: Path, split: str, transform=None):
-    """The dataset of one split of a fetched dataset, as its manifest describes it."""
     fmt, expected = manifest["format"], manifest["splits"][split]["images"]
     if fmt == "tensors":
         dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)

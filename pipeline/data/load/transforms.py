@@ -60,7 +60,6 @@ class Augment:
 
     @classmethod
     def from_train(cls, train, **overrides) -> Augment:
-        """The augmentation of a params `train` section (any object with the same-named attributes)."""
         values = {f.name: getattr(train, f.name) for f in fields(cls) if hasattr(train, f.name)}
         return cls(**{**values, **overrides})
 
@@ -83,7 +82,6 @@ def channel_stats(mean: tuple, std: tuple, in_chans: int) -> tuple[tuple, tuple]
 
 
 def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_size: int) -> str:
-    """Which back-end builds the batches: `augment.backend`, or for 'auto' the fastest exact one."""
     if augment.backend not in BACKENDS:
         raise ValueError(f"augment backend {augment.backend!r}: allowed are {', '.join(BACKENDS)}")
     if augment.backend == "tensor" and not (in_memory and augment.light):
@@ -95,7 +93,6 @@ def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_
 
 
 class ConvertMode:
-    """PIL image -> `mode` ('L' or 'RGB'): the channel handling of the pil back-end."""
 
     def __init__(self, mode: str):
         self.mode = mode
@@ -119,7 +116,6 @@ def posterize_any_bits(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
 
 def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
                   augment: Augment) -> Compose:
-    """timm's train or eval transform (PIL image in, normalised tensor out), after the channel conversion."""
     if training:
         tf = create_transform(
             img_size, is_training=True, scale=augment.scale, ratio=augment.ratio, hflip=augment.hflip,
@@ -138,7 +134,6 @@ def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, trai
 
 
 def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
-    """Gray into a 3-channel model is replicated; RGB into a 1-channel one takes ITU-R 601-2 luma (PIL's 'L')."""
     if x.shape[1] == in_chans:
         return x
     if x.shape[1] == 1:
@@ -192,7 +187,6 @@ def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -
 
 
 def random_resized_crops(x: torch.Tensor, size: int, augment: Augment) -> torch.Tensor:
-    """The recipe's random-resized crop and horizontal flip of a float batch, on its own device."""
     boxes = sample_crops(x.shape[0], x.shape[2], x.shape[3], augment.scale, augment.ratio, device=x.device)
     return resized_crops(x, boxes, torch.rand(x.shape[0], device=x.device) < augment.hflip, size)
 

@@ -50,12 +50,10 @@ def blocks(model: nn.Module, kind: str) -> list[nn.Module]:
 
 
 def attention_layers(model: nn.Module, kind: str) -> list[nn.Module]:
-    """Every attention module (ViT `Attention`, Swin `WindowAttention`); none for a Mixer."""
     return [] if kind == MIXER else [b.attn for b in blocks(model, kind)]
 
 
 def token_grid(model: nn.Module, kind: str) -> tuple[int, int]:
-    """(rows, cols) of the patch-token grid the first block sees."""
     embed = model.stem if kind == MIXER else model.patch_embed
     return tuple(int(g) for g in embed.grid_size)
 
@@ -77,7 +75,6 @@ def patch_pos_embed(model: nn.Module) -> torch.Tensor | None:
 
 
 def check_fused_qkv(attn: nn.Module, where: str) -> None:
-    """The methods write per-head rows of a fused qkv and a square proj: insist on that layout."""
     dim = attn.qkv.in_features
     head_dim = attn.qkv.out_features // (3 * attn.num_heads)
     if head_dim * attn.num_heads != dim or attn.proj.weight.shape != (dim, dim):

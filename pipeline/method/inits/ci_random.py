@@ -22,7 +22,6 @@ from pipeline.method.inits.rng import uniform
 
 
 def random_qk_(attn: nn.Module, generator: torch.Generator) -> None:
-    """code-2401's random512_64 Q/K of one attention layer, in place."""
     dim, heads = attn.qkv.in_features, attn.num_heads
     head_dim, bound = dim // heads, dim**-0.5
     q = uniform((heads, dim, head_dim), bound, generator)

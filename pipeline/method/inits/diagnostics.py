@@ -32,7 +32,6 @@ def unit_nonlinearity(pre: torch.Tensor, act: nn.Module) -> torch.Tensor:
 
 
 def linear_fraction(pre: torch.Tensor, act: nn.Module, tol: float = LINEAR_TOL) -> float:
-    """The fraction of units whose nonlinearity (`unit_nonlinearity`) is at most `tol`."""
     return (unit_nonlinearity(pre, act) <= tol).double().mean().item()
 
 
@@ -73,17 +72,14 @@ def rms(t: torch.Tensor) -> float:
 
 
 def branch_ratios(signals: dict) -> list[float]:
-    """Per block, RMS(mixing branch output) / RMS(block input), from `trace`."""
     return [rms(b) / max(rms(i), 1e-300) for i, b in zip(signals["input"], signals["branch"])]
 
 
 def trunk_rms(signals: dict) -> float:
-    """RMS of the last block's output (the residual stream before the final norm), from `trace`."""
     return rms(signals["output"][-1])
 
 
 def linear_fractions(model: nn.Module, signals: dict, tol: float = LINEAR_TOL) -> list[float] | None:
-    """Mixer: per block, the fraction of token-MLP units in a linear regime on the traced input; None otherwise."""
     if family(model) != MIXER:
         return None
     return [linear_fraction(pre.reshape(-1, pre.shape[-1]), block.mlp_tokens.act, tol)

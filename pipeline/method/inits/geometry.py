@@ -7,7 +7,6 @@ import torch
 
 
 def grid_coords(grid: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column of every token, each a (N,) long tensor."""
     rows, cols = grid
     index = torch.arange(rows * cols)
     return index // cols, index % cols
@@ -22,7 +21,6 @@ def shifted_index(grid: tuple[int, int], offset: tuple[int, int]) -> torch.Tenso
 
 
 def neighbourhood_mask(grid: tuple[int, int], kernel_size: int) -> torch.Tensor:
-    """(N, N) bool: key j lies in the kernel_size x kernel_size neighbourhood centred on query i."""
     r, c = grid_coords(grid)
     half = kernel_size // 2
     return ((r[:, None] - r[None, :]).abs() <= half) & ((c[:, None] - c[None, :]).abs() <= half)

@@ -70,7 +70,6 @@ class PseudoInverse(NamedTuple):
 
 
 def pseudo_inverse(pe: torch.Tensor, head_dim: int) -> PseudoInverse:
-    """SVD of the layer-normed pseudo-input (N x D), truncated at min(head_dim, #{s >= s_max * RANK_RTOL})."""
     p = F.layer_norm(pe.detach().to("cpu", torch.float64), [pe.shape[-1]])  # all construction runs on the CPU
     u, s, vh = torch.linalg.svd(p, full_matrices=False)
     rank = min(head_dim, int((s > s[0] * RANK_RTOL).sum()))

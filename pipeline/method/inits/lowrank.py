@@ -50,7 +50,6 @@ def one_blas_thread() -> contextlib.AbstractContextManager:
 
 
 def scipy_linalg():
-    """scipy.linalg, or None where scipy is not installed."""
     try:
         import scipy.linalg
     except ImportError:
@@ -59,7 +58,6 @@ def scipy_linalg():
 
 
 def using_official_route() -> bool:
-    """Whether `official_route()` is active."""
     return _OFFICIAL.get()
 
 
@@ -120,14 +118,12 @@ def balanced_factors(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def top_factors(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, R), L (..., n, rank) and R (..., rank, n), of the top `rank` triplets of square float64 `a`."""
     if using_official_route():
         return svd_factors(a, rank)
     return from_right_vectors(a, right_vectors(a, rank))
 
 
 def write_rows_(weight: torch.Tensor, start: int, rows: torch.Tensor) -> None:
-    """Copy `rows` (float64, any device) into weight[start : start + len(rows)]."""
     with torch.no_grad():
         weight[start : start + rows.shape[0]] = rows.to(weight.device, weight.dtype)
 

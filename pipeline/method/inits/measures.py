@@ -57,7 +57,6 @@ def token_mixing_maps(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def capture_inputs(model: nn.Module, modules: list[nn.Module], x: torch.Tensor) -> dict[int, tuple]:
-    """Run model.forward_features(x) until every module has been called; {id(module): (input, mask)}."""
     seen: dict[int, tuple] = {}
 
     def hook(module, args, kwargs):
@@ -121,7 +120,6 @@ def attention_maps(
 
 
 def patch_queries(maps: torch.Tensor, grid: tuple[int, int]) -> tuple[torch.Tensor, int]:
-    """The rows of the grid's queries as (batch, heads, N, N_keys), and the number of prefix tokens."""
     tokens = grid[0] * grid[1]
     prefix = maps.shape[-1] - tokens
     if maps.dim() < 3 or maps.shape[-2] != maps.shape[-1] or prefix < 0:

@@ -49,7 +49,6 @@ def mimetic_attention_(
     beta_vo: float,
     form: str = MIMETIC.form,
 ) -> None:
-    """Mimetic Q/K (per head) and V/proj of one timm Attention or WindowAttention, in place."""
     dim, heads = attn.qkv.in_features, attn.num_heads
     law = FORMS[form]
     targets = ortho_like_target(dim, alpha_qk, beta_qk, +1, generator, count=heads, law=law)

@@ -46,13 +46,11 @@ WRITERS = ("default_gain", "exact")
 
 
 def check_token_mlp(mlp: nn.Module, where: str) -> None:
-    """A plain fc1 -> act -> fc2 token MLP, as timm's MixerBlock builds it."""
     if not all(hasattr(mlp, n) for n in ("fc1", "act", "fc2")) or not isinstance(mlp.norm, nn.Identity):
         raise PipelineError(f"{where}: the token MLP is not timm's plain Mlp (fc1, act, fc2); unsupported")
 
 
 def check_odd_part(act: nn.Module, where: str) -> None:
-    """Pairs need act(z) - act(-z) == z."""
     z = torch.linspace(-4, 4, 17, dtype=torch.float64)
     with torch.no_grad():
         odd = act(z) - act(-z)

@@ -29,7 +29,6 @@ def as_generator(generator: torch.Generator | int | None) -> torch.Generator:
 
 
 def cuda_devices(model: nn.Module) -> list[int]:
-    """Indices of the CUDA devices holding the model's parameters; PipelineError for other accelerators."""
     kinds = {p.device.type for p in model.parameters()} - {"cpu", "cuda"}
     if kinds:
         raise PipelineError(
@@ -60,7 +59,6 @@ def uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) ->
 
 
 def normal(shape: tuple[int, ...], std: float, generator: torch.Generator) -> torch.Tensor:
-    """N(0, std^2) entries, float64."""
     return torch.randn(shape, generator=generator, dtype=torch.float64) * std
 
 

@@ -28,7 +28,6 @@ MIN_PEAK = 0.5
 
 
 def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
-    """An odd kernel that fits in the grid, or PipelineError."""
     check_kernel_size(kernel_size, "impulse.kernel_size")
     if kernel_size > min(grid):
         raise PipelineError(
@@ -113,7 +112,6 @@ def hit_rate(mixing: torch.Tensor, grid: tuple[int, int], offset: tuple[int, int
 
 
 def check_peaks(peaks: torch.Tensor, width: str, grid: tuple[int, int], fix: str) -> None:
-    """PipelineError when some head cannot express its impulse (see MIN_PEAK)."""
     if peaks.min() < MIN_PEAK:
         raise PipelineError(
             f"{width} is below the rank the impulse needs on the {grid[0]}x{grid[1]} grid: without noise only "
