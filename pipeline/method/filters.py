@@ -1,21 +1,11 @@
 """ConvMixer spatial-filter families of [CI] (paper.md section 1.3) and the rank check of Proposition 1.
 
-Each family is a pure function of a `torch.Generator`; `convmixer.build_convmixer` makes them layers.
-
-| name             | weights (before scaling)                             | scaling ([CI])            |
-|------------------|------------------------------------------------------|---------------------------|
-| `random`         | U(-1/k, 1/k)                                         | none                      |
-| `softmax` (rand*)| U(-1/k, 1/k) stored; softmax over the taps each pass | none (each sums to 1)     |
-| `impulse`        | one-hot at a uniformly random tap                    | x sqrt(1/3)               |
-| `box-<n>`        | n distinct random taps set to 1                      | x sqrt(1/(3n))            |
-| `gaussian-<s>`   | exp(-d^2 / (2 s)) around a random integer tap        | mean ||w||^2 * 3 = 1      |
-| `perm`           | N x N, one 1 per row at a random column              | x sqrt(1/3)               |
-| `fullperm`       | N x N random permutation matrix                      | x sqrt(1/3)               |
-
 Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init`,
-`SpatialConv2d.forward`, `SpatialConv2d_Linear_init`), with [CI]'s constant 3 ([SIA]'s code-2404 puts k there).
-[CI] Fig. 4's rand* is `softmax` (inferred from `convmixer.sh`'s sweep). `perm` and `fullperm` were never swept:
-arms beyond the paper.
+`SpatialConv2d.forward`, `SpatialConv2d_Linear_init`). Each family is a pure function of a torch.Generator, scaled
+by [CI]'s constant 3 (`CI_GAIN`; [SIA]'s code-2404 puts k there): `random` U(-1/k, 1/k); `softmax` ([CI] Fig. 4's
+rand*, inferred from `convmixer.sh`) the same taps through a softmax in every forward; `impulse` one random tap;
+`box-<n>` n random taps; `gaussian-<s>` around a random tap; and the N x N token-mixing matrices `perm` and
+`fullperm`, never swept: arms beyond the paper.
 
 Deliberate differences from code-2401:
 - `gaussian-<s>`: `s` is a variance, as in the code, though [CI]'s text says standard deviation (paper.md

@@ -1,18 +1,15 @@
-"""The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device.
-
-DeiT's split on timm's blocks (`create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, `ModelEmaV3`,
-`NativeScaler`); every training cell runs it. Launch lines (`pipeline.cell` builds the torchrun ones):
+"""The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device,
+DeiT's split on timm's blocks (`create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, `ModelEmaV3`). Launch
+lines (`pipeline.cell` builds the torchrun ones):
 
     python -m pipeline train fashion_mnist vit impulse 0                  # one process
     python -m pipeline --set resources.nproc=8 train cifar10 vit impulse 0   # torchrun --standalone, 8 processes
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \
         --rdzv_id=job42 -m pipeline.cell pipeline.training.train configs/train/imagenet-vit-impulse-0.json  # each node
 
-Epochs end with a checkpoint in an undeclared scratch directory (a `persist` DVC out would leave the run-cache);
-each epoch reseeds every random source from (seed, epoch, rank), so a resumed run ends with the same metrics as an
-uninterrupted one. The step never waits on the host: losses stay on the device and are read every
-`resources.sync_every` steps. The recipe (what the numbers are) and the resources (where, how fast) are apart:
-only the recipe enters a checkpoint's attempt key.
+Each epoch reseeds every random source from (seed, epoch, rank) and ends with a checkpoint in undeclared scratch
+(a `persist` DVC out would leave the run-cache), so a resumed run ends with an uninterrupted one's metrics. Only
+the recipe, not the resources, enters a checkpoint's attempt key.
 """
 
 from __future__ import annotations

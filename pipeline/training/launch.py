@@ -1,19 +1,15 @@
 """From a stage command to processes: torchrun for several processes or nodes (srun across a SLURM allocation).
 
-With `resources.nproc: 1` and `resources.nnodes: 1` a cell runs in its own process; otherwise the command
-re-executes itself under torchrun (nanoGPT's launch lines):
+With `resources.nproc` or `resources.nnodes` above 1 a cell re-executes itself under torchrun:
 
     single node:  torchrun --standalone --nproc_per_node=<nproc> -m pipeline.cell <runtime> <config>
     multi-node:   torchrun --nnodes=<nnodes> --nproc_per_node=<nproc> --rdzv_backend=c10d
                            --rdzv_endpoint=<resources.rdzv_endpoint> --rdzv_id=<resources.rdzv_id>
                            -m pipeline.cell <runtime> <config>
 
-By hand, start the same command on every node with `resources.rdzv_endpoint` set to node 0's host:port. Inside a
-SLURM batch allocation the command runs `srun --nodes=<nnodes> --ntasks-per-node=1 torchrun ...` itself, with the
-rendezvous on the first node. A cell uses the GPUs it sees (CUDA_VISIBLE_DEVICES, or `PIPELINE_DEVICES`).
-
-`resources.device: cuda` never falls back to the CPU: `require_cuda` runs a kernel and, where it cannot, says why
-and which lock to install instead (`make env CUDA=12`).
+By hand, start the command on every node with `resources.rdzv_endpoint` at node 0; inside a SLURM allocation it
+runs srun itself. `resources.device: cuda` never falls back to the CPU: `require_cuda` says why not and what to
+install (`make env CUDA=12`).
 """
 
 from __future__ import annotations
@@ -74,17 +70,9 @@ def has_kernels(sm: int, arch_list: list[str]) -> bool:
 
 def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: list[tuple[str, tuple[int, int]]],
                  arch_list: list[str], needed: int, torch_error: str = "") -> str:
-    """Why this torch cannot train on CUDA here ('' when it can). torch decides, by starting CUDA and running a kernel;
-    the build, the driver and the GPUs' architectures only explain a failure and name what to install.
-
-    Args:
-        cuda_build: torch.version.cuda (None for a CPU-only build).
-        driver: the NVIDIA driver's version, or None where its file is absent.
-        gpus: (name, compute capability) of each GPU torch initialised.
-        arch_list: torch.cuda.get_arch_list().
-        needed: GPUs the run needs (resources.nproc).
-        torch_error: what torch said when it could not start CUDA or run a kernel ('' when it did).
-    """
+    """Why this torch cannot train on CUDA here ('' when it can), from the build (`torch.version.cuda`, its arch list),
+    the driver, the GPUs torch initialised and `torch_error`, what torch said when it could not start CUDA or run a
+    kernel. torch decides; the rest only explains a failure and names what to install."""
     if not cuda_build:
         return "this torch is a CPU-only build; reinstall the environment from requirements.lock (make env)"
     major = int(cuda_build.split(".")[0])

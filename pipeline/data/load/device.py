@@ -1,16 +1,11 @@
 """The device-resident data path: a uint8 tensor dataset held on the GPU and augmented there in whole batches.
 
-Why: per-image PIL augmentation with the paper's recipe (paper.md section 3.1) on CPU workers feeds fewer images
-per second than a small ViT consumes on one GPU (`make bench-gpu` measures both). Every batch is built on the
-device with per-image random parameters: the random-resized crop and flip of `transforms`; timm's RandAugment,
-drawn per image as timm draws it and applied with PIL's ops written in torch (torch and torchvision have no
-per-image-argument versions); normalisation; timm's RandomErasing, boxes drawn as timm draws them. All host-side
-draws reach the device in one pinned copy, so the host never waits. Batches follow the DataLoader path's sampler
-order, and the draws come from the RNGs the engine reseeds per (seed, epoch, rank).
-
-Deliberate differences from timm's PIL path, each within one image's rounding or interpolation: images stay float
-between ops, and crops and affine ops are bilinear without antialiasing. Batch-level RandAugments (kornia's,
-torchvision's) draw one set of ops per batch, which is not timm's policy.
+Why: per-image PIL augmentation of the paper's recipe on CPU workers feeds a small ViT on one GPU too slowly
+(`make bench-gpu`). Each batch gets timm's random-resized crop, flip, RandAugment and RandomErasing with
+per-image draws made as timm makes them, reaching the device in one pinned copy; PIL's ops are written in torch
+because torch and torchvision have none with per-image arguments (kornia's apply one draw per batch, not timm's
+policy). Deliberate differences from timm's PIL path, each within an image's rounding: images stay float
+between ops, and crops and affine ops are bilinear without antialiasing.
 """
 
 from __future__ import annotations

@@ -6,16 +6,10 @@
     for epoch in range(epochs):
         loaders.train.sampler.set_epoch(epoch)   # always present, also with one process
 
-Contract with the trainer:
-- `batch_size` is per process; the train loader drops its last partial batch (timm's Mixup needs even batches).
-  The order of epoch e depends only on (seed, e), and each image's augmentation is seeded by (seed, epoch, its
-  place) (`SeededOrder`), so the result depends neither on `resources.workers` nor on a resume.
-- The train sampler is torch's `DistributedSampler` (timm's `RepeatAugSampler` with `aug_repeats`), given rank and
-  world size explicitly; `sampler_ranks` > 1 deals that many ranks' batches in one process (`EmulatedRanks`).
-- The eval loader shards without padding, so correct counts summed over ranks count every image once.
-- `train_subset` takes the first n of a class-stratified shuffle seeded by the run seed, the same for every arm of
-  a seed; `val_subset` takes the first n of a fixed shuffle (`SUBSET_SEED`).
-- `test` is the whole eval split, sharded like val (`pipeline.training.engine.score`).
+`batch_size` is per process; the train loader drops its last partial batch (timm's Mixup needs even batches).
+Epoch e's order and each image's augmentation depend only on (seed, e, its place) (`SeededOrder`), not on
+`resources.workers` or a resume. The eval loader shards without padding, so summed counts see each image once.
+`train_subset` is a class-stratified draw per run seed, the same for every arm of a seed.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The recipe's augmentations: timm's `create_transform` (PIL, per image) or a batched tensor equivalent.
-
-- `pil`: timm's `create_transform` exactly as timm's train.py builds it. Any recipe, any dataset.
-- `tensor`: the light recipe (random-resized crop, flip, optional RandomErasing) on uint8 tensor datasets:
-  crop boxes by torchvision's `RandomResizedCrop.get_params` algorithm, vectorised on the device, and one
-  `grid_sample` for the batch. Deliberate difference from timm: bilinear without antialiasing, identical when the
-  crop is enlarged (every recipe of paper.md section 3), so `auto` picks it only when img_size >= the native
-  size. Evaluation is timm's eval transform batched (`eval_crop`), within one 8-bit level of the pil back-end.
-
-Grayscale into a 3-channel model is replicated; RGB into 1 channel takes ITU-R 601-2 luma, as PIL's
-`convert('L')`.
-"""
+"""The recipe's augmentations: timm's `create_transform` (`pil`, per image) or a batched `tensor` equivalent for the
+light recipe (crop, flip, RandomErasing) on uint8 tensor datasets, one `grid_sample` per batch on the device.
+Deliberate difference from timm: bilinear without antialiasing, identical when the crop is enlarged (every recipe
+of paper.md section 3), so `auto` picks it only when img_size >= the native size. Evaluation is timm's eval
+transform batched (`eval_crop`), within one 8-bit level. Grayscale into a 3-channel model is replicated; RGB
+into 1 channel takes ITU-R 601-2 luma, as PIL's `convert('L')`."""
 
 from __future__ import annotations
 

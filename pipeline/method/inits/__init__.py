@@ -3,15 +3,10 @@
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, weight_init="skip")
     apply_init(model, "impulse", generator=torch.Generator().manual_seed(0), kernel_size=3)
 
-Methods (paper.md sections 1 and 4; each module has its sources and deliberate differences): `default` and `timm`
-(`default.py`), `mimetic` (`mimetic.py`), [CI]'s `random` (`ci_random.py`) and the paper's `impulse`
-(`impulse.py`; Swin and Mixer get our equivalents in `swin.py`, `mixer.py`). `measures.py` and `diagnostics.py`
-check the result.
-
-`apply_init` sets every initial value the method depends on, whatever the constructor did (timm's
-`weight_init='skip'` leaves pos_embed and cls_token uninitialised). It is pure: all randomness comes from
-`generator` and every global RNG state is left as it was; one seed gives one model bit for bit per thread count
-(see `rng`).
+Each method's module has its sources and deliberate differences (paper.md sections 1 and 4): `default.py`,
+`mimetic.py`, `ci_random.py`, `impulse.py` (with our Swin and Mixer equivalents, `swin.py`, `mixer.py`).
+`apply_init` sets every value the method depends on, whatever the constructor did; it is pure, and one seed
+gives one model bit for bit per thread count (`rng`).
 """
 
 from __future__ import annotations

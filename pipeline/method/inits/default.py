@@ -1,15 +1,10 @@
-"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`).
+"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`), paper.md section 4, item 1.
 
-`default` is what code-2505 trains as "Default" (paper.md section 1.1 and section 4, item 1): PyTorch's
-kaiming_uniform(a=sqrt 5) Linears and patch conv, LayerNorms (1, 0), `pos_embed ~ N(0, 0.02^2)`, `cls_token = 0`,
-then `post_init_weights('default<p>_<q>_<v>')`'s optional norm_p / norm_q / norm_v multipliers.
-`pytorch_default_` sets these itself rather than trust the constructor: timm's `weight_init='skip'` leaves
-pos_embed and cls_token uninitialised. Register and distillation tokens start at 0 like the class token.
-
-`timm` is timm's own `init_weights('')` (paper.md section 4, item 1): trunc-normal std 0.02 linears, zero biases.
-
-A frozen position embedding (e.g. [SIA]'s sin-cos) is architecture, not init: every arm keeps its values.
-Library code that draws from the global RNG runs inside `rng.seeded_global_rng`.
+`default` is code-2505's "Default" (section 1.1): PyTorch's Linear and conv init, LayerNorms (1, 0),
+`pos_embed ~ N(0, 0.02^2)`, `cls_token = 0` (and any other prefix token), then the optional norm_p / norm_q /
+norm_v multipliers of `post_init_weights('default<p>_<q>_<v>')`. We set these ourselves: timm's
+`weight_init='skip'` leaves pos_embed and cls_token uninitialised. `timm` is timm's `init_weights('')`. A frozen
+position embedding is architecture, not init: every arm keeps it.
 """
 
 from __future__ import annotations
@@ -71,16 +66,8 @@ def default_init(
     norm_q: float = DEFAULT.norm_q,
     norm_v: float = DEFAULT.norm_v,
 ) -> list[torch.Tensor]:
-    """The `default` arm: PyTorch's init, then code-2505's optional norm rescaling (ViT/Swin attention only).
-
-    Args:
-        norm_p: multiplies the ViT position embedding.
-        norm_q: multiplies the q and k rows of every qkv weight.
-        norm_v: multiplies the v rows of every qkv weight and every attention proj weight.
-
-    Returns:
-        The parameters it rescaled (the only values that could overflow).
-    """
+    """The `default` arm: PyTorch's init, then code-2505's optional norm_p / norm_q / norm_v multipliers (ViT/Swin
+    attention only); returns the parameters it rescaled (the only values that could overflow)."""
     pytorch_default_(model, kind, generator)
     written = []
     if kind == VIT and model.pos_embed is not None and norm_p != 1:

@@ -1,23 +1,18 @@
 """Impulse initialization (Zheng, Li, Saratchandran, Lucey, NeurIPS 2025), as code-2505 builds it for a ViT.
 
-paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`), per model:
-
+paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`):
 1. `pos_embed *= norm_p`; the pseudo-input P is LayerNorm(pe) of the patch rows, without affine.
-2. Head i gets the offset `impulse_offsets(...)[i]` (see `targets`).
-3. Per layer and head, the target M_h = scale * H_h + 3 T (.) [H_h == 0] (`targets.impulse_targets`).
-4. A_h = P_inv M_h P_inv^T with P_inv = (P^T P)^+_r P^T, r = head_dim; A_h's SVD gives Q_h = U_r sqrt(S_r) and
-   K_h = (V_r sqrt(S_r))^T, each of Frobenius norm 1, times norm_q (timm then scales by head_dim^-0.5).
-5. V/proj: get_ortho_like(D, 0.4, 0.4, -1), times norm_v (`lowrank.ortho_like_value_proj_`); all else default.
-
-Route: with the thin SVD of P, A_h = V_r B_h V_r^T for an r x r B_h, so one N x D SVD per model and one r x r
-factorisation per head give the factors the official D x D eigen-solve and SVD give, to rounding
-(`impulse_qk`; `official_route()` runs code-2505's).
+2. Per layer and head, the target M_h (`targets.impulse_targets`) at the head's offset.
+3. A_h = P_inv M_h P_inv^T, P_inv = (P^T P)^+_r P^T, r = head_dim; its SVD gives Q_h = U_r sqrt(S_r) and
+   K_h = (V_r sqrt(S_r))^T, each of Frobenius norm 1, times norm_q.
+4. V/proj: get_ortho_like(D, 0.4, 0.4, -1) times norm_v; everything else keeps PyTorch's default.
+With the thin SVD of P, one N x D SVD per model and an r x r factorisation per head give the official D x D
+route's factors to rounding (`impulse_qk`; `official_route()` runs code-2505's).
 
 Where we deliberately differ from code-2505:
-- Singular values of P below s_max * RANK_RTOL are not inverted (code-2505 inverts the top head_dim, whatever
-  they are). A learned embedding never has such values; a sin-cos one does, and inverting them flattens every
-  map. Heads whose rank-r logits cannot peak at their offset for half the queries raise PipelineError
-  (`projected_peaks`) rather than be written.
+- Singular values of P below s_max * RANK_RTOL are not inverted (code-2505 inverts the top head_dim): a sin-cos
+  embedding has such values, and inverting them flattens every map. Heads that cannot peak at their offset for
+  half the queries raise PipelineError (`projected_peaks`).
 - Offsets for kernel_size > 3 and `offsets='random'`: see `targets`.
 - Draws come from a torch.Generator (code-2505: the global RNGs): values differ, laws do not.
 """
@@ -158,17 +153,12 @@ def impulse_init(
     offsets: str = IMPULSE.offsets,
     mixer: str = IMPULSE.mixer,
 ) -> list[torch.Tensor]:
-    """The `impulse` arm on a ViT, Swin or Mixer (the latter two: `swin.py`, `mixer.py`).
+    """The `impulse` arm on a ViT, Swin or Mixer (the latter two: `swin.py`, `mixer.py`); returns the parameters it
+    wrote beyond PyTorch's defaults.
 
     Args:
-        norm_p: ViT pos_embed multiplier. norm_q: Frobenius norm of each ViT head's Q and K.
-        norm_v: V/proj multiplier (ViT, Swin).
-        scale, noise_std: the target's impulse weight and noise (`targets.impulse_targets`).
-        offsets: 'official' or 'random' (`targets.impulse_offsets`).
-        mixer: the Mixer construction, 'filter' or 'shift' (`mixer.py`).
-
-    Returns:
-        The parameters it wrote beyond PyTorch's defaults.
+        norm_p, norm_q, norm_v: pos_embed multiplier, each head's Q and K norm, V/proj multiplier.
+        scale, noise_std, offsets: the targets (`targets`). mixer: the Mixer construction (`mixer.py`).
     """
     if mixer not in CONSTRUCTIONS:
         raise PipelineError(f"impulse.mixer = {mixer!r}: allowed are {', '.join(CONSTRUCTIONS)}")

@@ -1,14 +1,10 @@
 """Balanced low-rank factors L = U_r sqrt(S_r), R = sqrt(S_r) V_r^T of a target, and the writers of a layer.
 
 Every structured init ends this way (paper.md sections 1.1-1.2; code-2505 `get_ortho_like`, code-2401
-`mimetic512_64`). The official code takes a full SVD (gesdd) per target; we differ in route, not result:
-`balanced_factors` uses eigh of A^T A and `top_factors` a partial eigensolver (scipy's syevr; torch's eigh where
-scipy is absent), each about half an SVD's work or less (`bench/bench_inits.py`). Both fix each pair's sign by
-`canonical_signs`, so every product and layer output equals the SVD route's to rounding
-(`tests/test_inits_lowrank.py`); `official_route()` switches back to full SVDs. Only code-2505's mimetic V/proj
-keeps LAPACK's own signs, since its law depends on them.
-
-scipy's LAPACK runs on one thread (`one_blas_thread`), so the eigensolves do not depend on torch's thread count.
+`mimetic512_64`). The official code takes a full SVD per target; we differ in route, not result: eigh of A^T A
+(`balanced_factors`) or a partial eigensolver (`top_factors`, scipy's syevr on one thread), about half the work
+(`bench/bench_inits.py`), with each pair's sign fixed by `canonical_signs`, so every layer output equals the SVD
+route's to rounding (`official_route()` switches back). code-2505's mimetic V/proj keeps LAPACK's own signs.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Mimetic initialization (Trockman & Kolter, ICML 2023): code-2505's `mimetic` arm, or the paper's own form.
 
-`form='official'` (the default; paper.md section 1.1, code-2505 `get_ortho_like`, `post_init_weights('mimetic')`):
-A = alpha Z + sign beta I with Z_ij ~ U(+-sqrt(3/D)), split as L = U sqrt(S), R = sqrt(S) V^T.
-- Q/K, per layer and head, a fresh draw with (alpha_qk, beta_qk, +1): q rows = L[:, :d]^T, k rows = R[:d, :],
-  the rank-head_dim truncation of 0.7 Z + 0.7 I.
-- V/proj, per layer, one draw with (alpha_vo, beta_vo, -1): v rows = L, proj = R, so value-then-proj is
-  x -> x (R L)^T, not x A (paper.md section 4, item 4). R L depends on the SVD's signs, so this step keeps
-  LAPACK's gesdd signs, as the official code does.
+`form='official'` (default; paper.md section 1.1, code-2505 `get_ortho_like`, `post_init_weights('mimetic')`):
+A = alpha Z + sign beta I, Z_ij ~ U(+-sqrt(3/D)), split as L = U sqrt(S), R = sqrt(S) V^T. Q/K per head: a fresh
+draw of 0.7 Z + 0.7 I, q rows = L[:, :d]^T, k rows = R[:d, :]. V/proj per layer: v rows = L, proj = R, so
+value-then-proj is x (R L)^T, not x A (paper.md section 4, item 4); R L depends on the SVD's signs, so this step
+keeps LAPACK's, as the official code does. `form='paper'` (their section 3): Z ~ N(0, 1/D), and value-then-proj
+exactly alpha_vo Z - beta_vo I.
 
-`form='paper'` (Trockman & Kolter, section 3): Z ~ N(0, 1/D), the same Q/K split, and value-then-proj exactly
-x -> x (alpha_vo Z - beta_vo I) (v rows = L^T, proj = R^T, as the impulse arm).
-
-Everything else keeps PyTorch's default; pos_embed is not scaled. Swin's relative-position bias keeps its
-default. MlpMixer has no attention: each block's token map becomes alpha_qk Z + beta_qk I, written by
-`mixer.write_default_gain_` (`mixer='default_gain'`, default) or exactly (`mixer='exact'`); ours, no official code.
-[CI]'s `mimetic512_64` differs in its constants (see `ci_random`).
+Everything else keeps PyTorch's default. A Mixer's token map becomes alpha_qk Z + beta_qk I (ours, no official
+code; `mixer.py`). [CI]'s `mimetic512_64` differs in its constants (`ci_random`).
 """
 
 from __future__ import annotations
@@ -74,17 +68,8 @@ def mimetic_init(
     form: str = "official",
     mixer: str = MIMETIC.mixer,
 ) -> list[torch.Tensor]:
-    """The `mimetic` arm: PyTorch defaults, then the mimetic attention (or token-mixing) weights.
-
-    Args:
-        alpha_qk, beta_qk: W_q W_k^T ~ alpha_qk Z + beta_qk I (per head, rank head_dim).
-        alpha_vo, beta_vo: value/proj ~ alpha_vo Z - beta_vo I (in code-2505's R L convention for 'official').
-        form: 'official' or 'paper' (module docstring).
-        mixer: MlpMixer only, 'default_gain' or 'exact'.
-
-    Returns:
-        The parameters it wrote beyond PyTorch's defaults.
-    """
+    """The `mimetic` arm: PyTorch defaults, then W_q W_k^T ~ alpha_qk Z + beta_qk I per head and value/proj from
+    (alpha_vo, beta_vo) as `form` says; `mixer`: a Mixer's writer. Returns the parameters it wrote."""
     if form not in FORMS:
         raise PipelineError(f"mimetic.form = {form!r}: allowed are {', '.join(FORMS)}")
     if mixer not in WRITERS:

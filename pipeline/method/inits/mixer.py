@@ -1,21 +1,14 @@
 """Impulse (and mimetic) token mixing for timm's MlpMixer: our design, no official code (paper.md 2.5, Table 3).
 
-A MixerBlock mixes tokens with one MLP shared by all channels, so its Jacobian is one N x N map per block: one
-"head". The option `impulse.mixer` picks the construction:
-
-- 'filter' (default): block b's token map is the convolution with its own random f x f filter k_b ~ N(0, 1),
-  written at PyTorch's default gain (`write_default_gain_`: ||fc2 fc1||_F = sqrt(N) / 3, E|fc1 row|^2 = 1/3),
-  so GELU stays nonlinear and the block's Jacobian at 0 is half the map, as default's is. One filter spans all
-  f^2 offsets (per-channel filters are not expressible in a shared token MLP).
-- 'shift': block b is an impulse at the b-th offset of `targets.layer_offsets` (the ViT target at unit gain),
-  written exactly by `write_token_mixing_`: the top directions as pairs of units (w, -w) with outputs (a, -a),
-  exact since act(z) - act(-z) = z for GELU/SiLU/ReLU, the rest as single units biased into GELU's linear
-  regime. It leaves the token branch mostly linear and above the residual (`diagnostics.py`), hence an option.
-  A 3x3 neighbourhood then only arises by composing blocks, and a Mixer with fewer than 9 blocks misses offsets.
-
-Mimetic's Mixer arm (`mimetic.mixer`) writes alpha Z + beta I with the same two writers. Where tokens_dim is so small
-that fewer than half the queries peak at the offset, PipelineError. The channel MLP keeps PyTorch's
-default; norm_p/norm_q/norm_v do not apply.
+A MixerBlock's token MLP is shared by all channels, so each block has one N x N map, one "head".
+`impulse.mixer` picks the construction:
+- 'filter' (default): the convolution with a random f x f filter per block, written at PyTorch's default gain
+  (`write_default_gain_`), so GELU stays nonlinear and the Jacobian at 0 is half the map, as default's is.
+- 'shift': block b an impulse at the b-th offset of `targets.layer_offsets`, written exactly
+  (`write_token_mixing_`: unit pairs (w, -w) exact since act(z) - act(-z) = z, the rest biased into GELU's
+  linear regime). Its token branch starts mostly linear and above the residual (`diagnostics`), hence an option.
+Mimetic's Mixer arm writes alpha Z + beta I with the same two writers. A tokens_dim too small for the map to peak
+at its offset raises PipelineError. The channel MLP keeps PyTorch's default.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Impulse initialization for timm's SwinTransformer: our design, code-2505 covers ViT only (paper.md 2.5).
 
-Swin has no absolute position embedding; its positional path is the per-head relative-position bias
-B_h[i, j] = table[rel(i, j), h], already a convolution-shaped logit. So the impulse goes there directly:
-
-    table[delta, h] = c * M_h(delta),   M_h = scale * [delta == o_h] + 3 T (.) [delta != o_h],   c = ln(scale) / scale
-
-so that, before content logits, the attention at the offset is `scale` times that elsewhere, the ViT target's
-ratio. Q/K keep PyTorch's default (norm_p, norm_q do not apply); V/proj as the ViT impulse arm, times norm_v.
-Heads take `targets.layer_offsets`. An offset outside the window sees only noise (the window's zero padding).
-The first stage's window must hold the kernel (else PipelineError); smaller later windows keep only the offsets
-their bias table can represent.
+Swin's positional path is its per-head relative-position bias, already a convolution-shaped logit, so the
+impulse goes there: table[delta, h] = c * M_h(delta) with M_h the ViT target at offset o_h and c = ln(scale) /
+scale, so that before content logits the attention at the offset is `scale` times that elsewhere. Q/K keep
+PyTorch's default; V/proj as the ViT arm. An offset outside a window sees only noise (zero padding). The first
+stage's window must hold the kernel (else PipelineError); smaller later windows keep the offsets they can hold.
 """
 
 from __future__ import annotations
