@@ -2,11 +2,9 @@
 
     python -m pipeline.cell pipeline.training.train configs/train/fashion_mnist-vit-impulse-0.json
 
-dvc.yaml's training stages run this. It only starts the run (torchrun for several processes or nodes, the CUDA
-preflight, the checkpoint's attempt key) and reads configs/runtime.json (where and how fast), so it is never a
-dep of a cell. The attempt key digests the configuration, the runtime module's import closure, the library
-versions and the run's other inputs: a killed run resumes only into the same code and inputs, across any change
-of `resources`.
+dvc.yaml's training stages run this. It only starts the run (torchrun, the CUDA preflight, the checkpoint's
+attempt key) and reads configs/runtime.json, so it is no dep of a cell. The attempt key digests the
+configuration, the runtime's import closure, the library versions and the run's other inputs.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """`python -m pipeline check`: validate params.yaml, build every planned run on the meta device, and print what
 `dvc repro` would train, roughly what it costs, and what the design can decide.
 
-What only the libraries can judge (a timm name or keyword, a patch size, an optimizer or scheduler, a RandAugment
-string, a batch larger than the training set) is checked by building each planned model once on PyTorch's meta
-device with its optimizer, schedule and transforms: seconds, and a message naming the params key. The estimate
-multiplies the images each run processes by bench/throughput.yaml's entry for the model and device (each entry
-names its source), and says where a cell would outlast `repro --executor slurm`'s time limit. Last, each claim's
-power at paper/plan.yaml's effects of interest (`pipeline.analysis.design`, `pipeline.analysis.power`).
+What only the libraries can judge (a timm name or keyword, a patch size, an optimizer, a RandAugment string) is
+checked in seconds by building each model with its recipe on PyTorch's meta device. Costs come from
+bench/throughput.yaml (each entry names its source); the power of each claim from `pipeline.analysis.design`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The claims of paper.md section 2.10 (paper/claims.yaml), each with this run's evidence and a verdict.
 
-Verdicts follow the analysis plan, paper/plan.yaml (`analysis_plan`). A claim needs one or more comparisons, each
-a difference a − b in points with its interval (`stats`: paired by seed over seeds and test images, or Welch)
-and a one-sided test at the plan's α. A comparison is supported when the test of its claimed side rejects
-(equivalence: both of TOST's), contradicted when Holm's step-down over its family's reverse p-values rejects
-(the family is the claim unless the plan says otherwise), inconclusive otherwise. A claim is supported when
-every comparison is (intersection–union), contradicted when any is, not tested when the experiment lacks what
-it is about, and inconclusive otherwise, with each comparison's detectable effect and the seeds a new
-experiment would need. Claim 7 is structural: seed 0's maps against the plan's thresholds. Arms beyond the paper
-and the plan's secondary analyses are shown on their own lines, never deciding. Each `claim_N` says what it
-compares; the margins and effects of interest are the plan's (the papers state none).
+Verdicts follow paper/plan.yaml (`analysis_plan`). Each comparison a claim needs is a − b in points with its
+interval (`stats`) and a one-sided test at the plan's α: supported when its claimed side rejects (equivalence:
+both of TOST's), contradicted when Holm's step-down over its family's reverse p-values rejects, else
+inconclusive. A claim is supported when every comparison is (intersection–union), contradicted when any is, not
+tested when the experiment lacks what it is about, else inconclusive, with what a new experiment would need.
+Arms beyond the paper and the plan's secondary analyses are shown, never deciding. Each `claim_N` says what it
+compares.
 """
 
 from __future__ import annotations

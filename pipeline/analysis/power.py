@@ -1,13 +1,10 @@
 """The power of a claim: the probability that every comparison it needs is supported, not one comparison's.
 
-Comparisons that share a run group (impulse − mimetic and mimetic − default share mimetic's runs) are
-correlated, so the product of their powers is not it. The model is the intervals' (`stats`): comparison k's
-per-seed differences D_ks = δ_k + Σ_u w_ku e_us with independent normal e_us per seed and run group (weights from
-`Estimate.terms`, scaled to the comparison's seed sd), plus a test-image term drawn once; each comparison is
-tested as `stats.Criterion` tests it. The probability is a Monte-Carlo mean over fixed draws (common random
-numbers: reproducible and monotone in the effect, so bisection finds the detectable effect), to about ±0.01 at
-`MC_DRAWS`. A Welch comparison stands alone (noncentral t). bench/bench_verdicts.py checks these figures against
-simulated experiments.
+Comparisons that share a run group (impulse − mimetic and mimetic − default) are correlated, so the product of
+their powers is not it. Under the intervals' model (`stats`), each run group's seed effects are drawn normal and
+shared by the comparisons that contrast it (`Estimate.terms`), and each comparison is tested as
+`stats.Criterion` tests it: a Monte-Carlo mean over fixed draws (reproducible, and monotone in the effect, so
+bisection finds the detectable effect), to about ±0.01. bench/bench_verdicts.py checks it by simulation.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Estimates, tests and power for the verdicts: one comparison over seeds and test images.
 
-Arms a and b are scored on the same N test images; δ is the mean of c_a − c_b over both sources of sampling, the
-seeds and the test images, estimated by D in points. Paired arms (`crossed`): Var(D) ≈ var_s(d_s)/n +
-var_i(z_i)/N, the crossed seeds × images decomposition with the interaction counted twice (conservative), and
-the seeds' n − 1 degrees of freedom, the image term being treated as known (Welch–Satterthwaite's undercover at
-3 seeds: bench/bench_verdicts.py). Without per-image scores this is scipy's paired t (`ttest_rel`). Unpaired
-arms use every run of each, with Welch's degrees of freedom for the seed terms (Welch 1947).
+D, the mean over seeds and test images of c_a − c_b in points, estimates δ over both sources of sampling. Paired
+arms (`crossed`): Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N (the crossed decomposition with the interaction counted
+twice, conservative) on the seeds' n − 1 degrees of freedom; Welch–Satterthwaite's undercover at 3 seeds
+(bench/bench_verdicts.py). Without per-image scores: scipy's paired t. Unpaired arms: Welch (1947).
 
-`Criterion`: a comparison claims a − b lies on one side of a boundary; one-sided tests at α, read from the
-printed 1 − 2α interval; equivalence is TOST (Schuirmann 1987). The reverse hypothesis gets its own p-value,
-which the claims correct by `holm`. Power as a plan (`detectable_effect`, `seeds_for`) is statsmodels'
-noncentral-t power from this run's variance components, never from the observed difference.
+`Criterion`: one-sided tests at α read from the printed 1 − 2α interval; equivalence is TOST (Schuirmann 1987);
+the reverse hypothesis gets its own p-value for `holm`. Power (`detectable_effect`, `seeds_for`) is statsmodels'
+noncentral t at this run's variance components, never at the observed difference.
 """
 
 from __future__ import annotations

@@ -24,17 +24,13 @@ REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.\[\]]+)\}$")
 
 @dataclass(frozen=True)
 class CellStage:
-    """A dvc.yaml stage whose every matrix cell trains one model.
+    """A dvc.yaml stage whose every matrix cell trains one model: `<name>@<axis values joined by '-'>`.
 
     Attributes:
-        name: the stage name; a cell is `<name>@<its axis values joined by '-'>`.
         runtime: the module whose `build_run(config)` trains a cell (its import closure is the cell's code deps).
-        axes: axis -> the list it runs over, as dvc.yaml's matrix writes it: '${params.path}' (a list, or a mapping
-            whose keys are the values) or a list of '${params.path}' scalars (repeats run once).
-        outs: the cell's results folder, with `{axis}` placeholders.
-        config: (params, cell's axis values) -> the cell's resolved configuration: every value it reads, after
-            defaults.
-        inputs: its other deps, with `{axis}` placeholders.
+        axes: axis -> the list it runs over, as dvc.yaml's matrix writes it ('${params.path}', or a list of them).
+        outs, inputs: the cell's results folder and other deps, with `{axis}` placeholders.
+        config: (params, the cell's axis values) -> its resolved configuration, every value it reads.
         command: `python -m pipeline <command> <axis values>` runs one cell.
     """
 

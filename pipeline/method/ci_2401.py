@@ -98,14 +98,8 @@ def write_qk(attn: MixedAttention | FixedAttention, q: Tensor, k: Tensor) -> Non
 def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: int = CI_FIT.steps,
              lr: float = CI_FIT.lr, sigma: float = CI_FIT.sigma, renorm_every: int = CI_FIT.renorm_every,
              window: int = CI_FIT.window, device: torch.device | str = "cpu") -> list[dict]:
-    """Initialise every attention layer of `model` by `arm`, in place over PyTorch's default.
-
-    Args:
-        steps, lr, sigma, renorm_every, window: the impulse arm's fit (code-2401's: `FIT`, `MODEL3_SIGMA`).
-
-    Returns:
-        Per layer of the impulse arm, {layer, mse, target_mass, peak, offsets}; [] for the other arms.
-    """
+    """Initialise every attention layer of `model` by `arm` over PyTorch's default (the impulse fit: code-2401's `FIT`,
+    `MODEL3_SIGMA`); returns per layer of the impulse arm {layer, mse, target_mass, peak, offsets}, else []."""
     if arm not in CI_ARMS:
         raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
     if arm == "impulse" and window > model.grid * 2 - 1:

@@ -68,15 +68,10 @@ class SpatialLinear(SharedFilters):
 
 
 class ConvMixer(TimmConvMixer):
-    """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer.
-
-    The GELU after the spatial mixing follows [SIA] (code-2404) and timm; [CI]'s conv-format block omits it, which
-    its own code comment calls a bug (paper.md sections 1.3 and 4.16): `spatial_gelu=False` gives [CI]'s block.
-
-    Args:
-        spatial: called once per block to make its spatial-mixing layer; None keeps timm's learned depthwise conv.
-        generator: if given, the other layers draw PyTorch's default init from it, leaving the global RNG.
-    """
+    """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer (`spatial`, called once
+    per block; None keeps timm's learned depthwise conv). The GELU after the spatial mixing is [SIA]'s (code-2404) and
+    timm's; [CI]'s conv-format block omits it, which its own code comment calls a bug (paper.md sections 1.3 and
+    4.16): `spatial_gelu=False` gives [CI]'s block."""
 
     def __init__(self, dim: int, depth: int, kernel_size: int, patch_size: int, in_chans: int, num_classes: int,
                  spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None,
@@ -117,19 +112,11 @@ def build_convmixer(
     block: str = "ci",
     generator: torch.Generator | None = None,
 ) -> ConvMixer:
-    """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`).
-
-    Args:
-        variant: 'learned' (trainable U(-1/k, 1/k) filters: code-2401's `random`, and PyTorch's default),
-            'learned-<family>' (trainable, drawn from that family), or a frozen family (`filters`).
-        dim, depth, kernel_size, patch_size: the ConvMixer (paper: 512, 6, 5, 2).
-        img_size: sets the token grid of `perm` / `fullperm`.
-        heads: distinct filters shared over the dim channels; None = one per channel.
-        block: 'ci' (code-2401: conv format without the spatial GELU) or 'sia' (code-2404 and timm: with it).
-        generator: the only source of randomness (None: seed 0).
-
-    Each block draws its own filters; spatial biases are drawn as in code-2401 and frozen with the filters.
-    """
+    """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`; paper: dim 512, depth 6,
+    kernel 5, patch 2). `variant` is 'learned' (trainable U(-1/k, 1/k) filters, code-2401's `random`),
+    'learned-<family>' or a frozen family (`filters`); `heads` distinct filters are shared over the channels (None: one
+    per channel); `block` is 'ci' (no spatial GELU) or 'sia'. Each block draws its own filters; the spatial biases are
+    drawn as in code-2401 and frozen with them."""
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     _check_sizes(dim=dim, depth=depth, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
                  img_size=img_size)

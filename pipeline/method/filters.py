@@ -68,12 +68,8 @@ def softmax_taps(weight: Tensor) -> Tensor:
 def make_filters(
     family: str | FilterFamily, heads: int, kernel_size: int, generator: torch.Generator
 ) -> Tensor:
-    """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401; (heads, k, k) float32.
-    For `softmax` these are the stored taps.
-
-    Raises:
-        PipelineError: bad family or value, even kernel, heads < 1, or a linear-format family.
-    """
+    """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401; (heads, k, k) float32 (for
+    `softmax`, the stored taps). PipelineError for a bad family or value, an even kernel or a linear-format family."""
     check_kernel_size(kernel_size)
     fam = parse_filter(family, kernel_size) if isinstance(family, str) else family
     if fam.linear_format:

@@ -25,19 +25,10 @@ SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)
 
 def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip",
                       **overrides) -> nn.Module:
-    """Build a timm ViT/DeiT, Swin or MLP-Mixer from scratch: `timm.create_model(name, pretrained=False, ...)`.
-
-    Args:
-        weight_init: timm's init mode; 'skip' (the official code's, paper.md section 1.1) leaves PyTorch's
-            defaults, and leaves a ViT's pos_embed and cls_token uninitialised: apply an init before running it.
-            MLP-Mixer takes no weight_init; we emulate it.
-        **overrides: any other create_model keyword; None values are dropped, so a params.yaml `null` keeps
-            timm's value. Where a Mixer entrypoint fixes an overridden one, timm's `MlpMixer` is built directly.
-
-    Raises:
-        PipelineError: an unknown name or keyword (with close matches), an impossible shape, or a model outside
-            the supported families.
-    """
+    """`timm.create_model(name, pretrained=False, ...)` for a ViT/DeiT, Swin or MLP-Mixer, with PipelineErrors that name
+    a bad name or keyword (and close matches) or an impossible shape. weight_init 'skip' (the official code's, paper.md
+    section 1.1) leaves PyTorch's defaults and an uninitialised pos_embed: apply an init before running it. Overrides
+    that are None are dropped, so a params.yaml `null` keeps timm's value."""
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models('vit_*')"

@@ -81,12 +81,8 @@ _VALID_FORMS = (
 
 @dataclass(frozen=True)
 class FilterFamily:
-    """A parsed filter-family name, e.g. `box-9` -> FilterFamily('box-9', 'box', 9).
-
-    Attributes:
-        name: canonical spelling (`gaussian-0.10` becomes `gaussian-0.1`); use it in run ids.
-        param: n of `box-<n>` or sigma (a variance) of `gaussian-<sigma>`; None for the other kinds.
-    """
+    """A parsed filter-family name, e.g. `box-9` -> FilterFamily('box-9', 'box', 9): `name` canonical (use it in run
+    ids), `param` the n of `box-<n>` or the variance of `gaussian-<sigma>`."""
 
     name: str
     kind: str

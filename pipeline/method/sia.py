@@ -75,16 +75,9 @@ def sia_fit(model: VisionTransformer, first: str, later: str, *, shared: bool = 
             kernel_size: int = SIA_FIT.kernel_size, steps: int = SIA_FIT.steps, lr: float = SIA_FIT.lr,
             renorm_every: int = SIA_FIT.renorm_every, generator: torch.Generator,
             device: torch.device | str = "cpu") -> list[dict]:
-    """[SIA]'s impulse fit of every attention layer's Q, K, in place (module docstring).
-
-    Args:
-        first, later: the pseudo-input kinds of layer 0 and of the later layers (P, U, G, A, B).
-        shared: code-2404's `init_once`.
-        kernel_size, steps, lr, renorm_every: the fit (code-2404: 3, 10000, 1e-4, 100).
-
-    Returns:
-        One record per fit: {layers, pseudo_input, mse, target_mass, peak, offsets}.
-    """
+    """[SIA]'s impulse fit of every attention layer's Q, K, in place (module docstring; code-2404's defaults: kernel 3,
+    10000 steps, lr 1e-4, renorm every 100). Returns one record per fit: {layers, pseudo_input, mse, target_mass,
+    peak, offsets}."""
     _check(model)
     grid = token_grid(model)
     pe = model.pos_embed.detach()[0].to(device)

@@ -125,14 +125,8 @@ class Block(nn.Module):
 
 
 class SimpleViT(nn.Module):
-    """code-2401's Simple ViT with M'_I or Model III in every block (module docstring).
-
-    Args:
-        alpha: the weight of content in M'_I's attention input, in [0, 1] (0: positions only).
-        attention: 'mixed' (M'_I) or 'model3' (input-independent maps).
-        input_pe: the tokens carry the PE and attention reads LN(x) alone ([CI] Table 1's Simple ViT).
-        value: values LN(x) W_v (else LN(x)); trainable_qk: Model III's Q, K trained (else frozen).
-    """
+    """code-2401's Simple ViT with M'_I (`attention='mixed'`, content weight `alpha`) or Model III (`'model3'`) in every
+    block; `input_pe`: the tokens carry the PE ([CI] Table 1's Simple ViT); `value`: values LN(x) W_v, else LN(x)."""
 
     def __init__(self, *, image_size: int, patch_size: int, num_classes: int, dim: int, depth: int, heads: int,
                  head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5, attention: str = "mixed",

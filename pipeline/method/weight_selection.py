@@ -41,12 +41,8 @@ def select_tensor(weight: Tensor, shape: Sequence[int]) -> Tensor:
 
 def select_weights(teacher: Mapping[str, Tensor], student: Mapping[str, Tensor],
                    head_prefixes: Sequence[str] = ("head.",)) -> dict[str, Tensor]:
-    """The student's state dict filled from the teacher's by layer then element selection.
-
-    Raises:
-        PipelineError: the student has more blocks than the teacher, or a tensor the teacher lacks or cannot
-            fill (a larger dimension, another rank, another patch size).
-    """
+    """The student's state dict filled from the teacher's by layer then element selection; PipelineError where the
+    student has more blocks or a tensor the teacher lacks or cannot fill."""
     depth = {int(m.group(2)) for k in teacher if (m := BLOCK.match(k))}
     out = {}
     for key, value in student.items():

@@ -528,14 +528,9 @@ def progress_bar(total: int, d: Dist, desc: str):
 
 def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
         live_dir: Path | None = None, name: str = "run", resources) -> dict:
-    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
-
-    `attempt` is the caller's digest of what produced the checkpoint (`pipeline.training.run`); a checkpoint of
-    another attempt is overwritten. `resources` are not part of it: a run resumes across a change of them.
-
-    Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history;
-    with `loaders.test`, `test_top1`, `test_size` and per-image `test_correct` (`score`).
-    """
+    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt` (the
+    caller's digest of what produced it; `resources` are not part of it). Returns a summary: final and best top-1/5,
+    losses, epochs, wall time, images/s, the per-epoch history and, with `loaders.test`, per-image `test_correct`."""
     steps = len(loaders.train)
     if steps == 0:
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"

@@ -38,15 +38,9 @@ LIBRARIES = ("torch", "torchvision", "timm", "numpy")
 
 @dataclass
 class Run:
-    """One training cell: its resolved configuration and how to build its model.
-
-    Attributes:
-        config: the cell's resolved configuration (configs/<stage>/<cell>.json), written to config.json.
-        build: the initialised model for the dataset's facts.
-        input_size: (image side, channels) the model takes, for the dataset's facts.
-        facts: metrics.json fields known before training (e.g. variant, family, heads).
-        measure: metrics.json fields measured after training (e.g. the filter study's rank check).
-    """
+    """One training cell: its resolved configuration (configs/<stage>/<cell>.json), `build`, its initialised model for
+    the dataset's facts, the (image side, channels) it takes, and the metrics.json fields known before (`facts`) and
+    measured after training (`measure`)."""
 
     config: dict
     build: Callable[[DatasetMeta, torch.device], nn.Module]

@@ -51,17 +51,9 @@ def method_options(method: str) -> dict:
 def apply_init(
     model: nn.Module, method: str, *, generator: torch.Generator | int | None = None, **options
 ) -> nn.Module:
-    """Initialise `model` in place with `method` and return it.
-
-    Args:
-        model: a timm VisionTransformer/DeiT, SwinTransformer or MlpMixer (best built with weight_init='skip').
-        method: one of METHODS.
-        generator: a torch.Generator, an integer seed, or None (seed 0).
-        **options: the method's options (`method_options(method)`).
-
-    Raises:
-        PipelineError: an unknown option, or a non-finite value among those the method wrote.
-    """
+    """Initialise `model` (a timm ViT/DeiT, Swin or MLP-Mixer, best built with weight_init='skip') in place with
+    `method` and return it. `generator`: a torch.Generator, an integer seed or None (seed 0); `options`: the
+    method's (`method_options`). PipelineError for an unknown option or a non-finite value written."""
     allowed = method_options(method)
     unknown = sorted(set(options) - set(allowed))
     if unknown:

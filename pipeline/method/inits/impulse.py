@@ -153,13 +153,9 @@ def impulse_init(
     offsets: str = IMPULSE.offsets,
     mixer: str = IMPULSE.mixer,
 ) -> list[torch.Tensor]:
-    """The `impulse` arm on a ViT, Swin or Mixer (the latter two: `swin.py`, `mixer.py`); returns the parameters it
-    wrote beyond PyTorch's defaults.
-
-    Args:
-        norm_p, norm_q, norm_v: pos_embed multiplier, each head's Q and K norm, V/proj multiplier.
-        scale, noise_std, offsets: the targets (`targets`). mixer: the Mixer construction (`mixer.py`).
-    """
+    """The `impulse` arm on a ViT, Swin or Mixer (`swin.py`, `mixer.py`): norm_p, norm_q, norm_v as in the module
+    docstring, scale, noise_std and offsets as in `targets`, `mixer` as in `mixer.py`. Returns the parameters
+    written."""
     if mixer not in CONSTRUCTIONS:
         raise PipelineError(f"impulse.mixer = {mixer!r}: allowed are {', '.join(CONSTRUCTIONS)}")
     if scale <= 0 or noise_std < 0:

@@ -91,12 +91,8 @@ def pseudo_input(model: nn.Module, kind: str, block: nn.Module) -> torch.Tensor:
 def attention_maps(
     model: nn.Module, x: torch.Tensor | None = None, layers: tuple[int, ...] = (0,)
 ) -> dict[int, torch.Tensor]:
-    """Mixing maps of the given blocks, keyed by the layer indices as given.
-
-    Args:
-        x: images (B, C, H, W), or None for the positional pseudo-input.
-        layers: block indices (negative from the end; Swin counts across stages).
-    """
+    """Mixing maps of the blocks `layers` (negative from the end; Swin counts across stages), keyed as given, on images
+    `x` (B, C, H, W) or, for None, the positional pseudo-input."""
     kind = family(model)
     chosen = blocks(model, kind)
     depth = len(chosen)
@@ -132,13 +128,8 @@ def patch_queries(maps: torch.Tensor, grid: tuple[int, int]) -> tuple[torch.Tens
 
 
 def peak_agreement(maps: torch.Tensor, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
-    """Per head (heads,), the fraction of queries whose largest mixing weight is at the head's offset.
-
-    Args:
-        maps: (batch, heads, N, N) or (heads, N, N) mixing maps from `attention_maps`.
-        offsets: each head's intended (dy, dx) (`targets.layer_offsets(model)[layer]`).
-        grid: (rows, cols) of the maps' token grid (`arch.mixing_grid`).
-    """
+    """Per head (heads,), the fraction of queries whose largest weight in `maps` ((batch,) heads, N, N) is at the
+    head's offset (`targets.layer_offsets`) on the (rows, cols) `grid` (`arch.mixing_grid`)."""
     rows, prefix = patch_queries(maps, grid)
     if len(offsets) != rows.shape[1]:
         raise PipelineError(f"{len(offsets)} offsets for maps with {rows.shape[1]} heads: give one per head")

@@ -73,10 +73,8 @@ def linear_regime(act: nn.Module, norms: torch.Tensor, where: str) -> tuple[torc
 
 
 def write_token_mixing_(mlp: nn.Module, mixing: torch.Tensor, where: str) -> torch.Tensor:
-    """Make the token MLP compute x -> mixing_r x exactly (pairs and linear-regime units, module docstring).
-
-    Returns mixing_r (N x N float64), the rank-min(N, tokens_dim) truncated SVD of `mixing`.
-    """
+    """Make the token MLP compute x -> mixing_r x exactly (module docstring); returns mixing_r (N x N float64), the
+    rank-min(N, tokens_dim) truncated SVD of `mixing`."""
     check_token_mlp(mlp, where)
     hidden, tokens = mlp.fc1.out_features, mixing.shape[0]
     rank = min(hidden, tokens)
@@ -138,10 +136,8 @@ def random_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
 
 
 def write_default_gain_(mlp: nn.Module, mixing: torch.Tensor, generator: torch.Generator, where: str) -> torch.Tensor:
-    """fc1 = a O V_r^T, fc2 = U_r S_r O^T / a (O random orthogonal), zero biases, at PyTorch's default gain.
-
-    Returns the written fc2 fc1 (N x N float64), of Frobenius norm sqrt(N) / 3.
-    """
+    """fc1 = a O V_r^T, fc2 = U_r S_r O^T / a (O random orthogonal), zero biases, at PyTorch's default gain; returns the
+    written fc2 fc1 (N x N float64), of Frobenius norm sqrt(N) / 3."""
     check_token_mlp(mlp, where)
     hidden, tokens = mlp.fc1.out_features, mixing.shape[0]
     rank = min(hidden, tokens)

@@ -47,13 +47,8 @@ def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
 def impulse_offsets(
     num_heads: int, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
 ) -> list[tuple[int, int]]:
-    """The (dy, dx) impulse offset of each head (or, for a Mixer, block).
-
-    Args:
-        kernel_size: odd f; offsets range over [-f//2, f//2]^2.
-        order: 'official' (code-2505's order, cycling after f^2 heads) or 'random' (uniform with replacement).
-        generator: source of the 'random' draws (None = seed 0).
-    """
+    """The (dy, dx) impulse offset of each head (or Mixer block) for an odd `kernel_size`: 'official' order
+    (code-2505's, cycling after f^2 heads) or 'random' (uniform with replacement, from `generator`)."""
     check_kernel(kernel_size, (kernel_size, kernel_size), "kernel")
     base = kernel_offsets(kernel_size)
     if order == "official":
