@@ -5,8 +5,9 @@ interval (`stats`) and a one-sided test at the plan's α: supported when its cla
 both of TOST's), contradicted when Holm's step-down over its family's reverse p-values rejects, else
 inconclusive. A claim is supported when every comparison is (intersection–union), contradicted when any is, not
 tested when the experiment lacks what it is about, else inconclusive, with what a new experiment would need.
-Arms beyond the paper and the plan's secondary analyses are shown, never deciding. Each `claim_N` says what it
-compares.
+Arms beyond the paper and the plan's secondary analyses are shown, never deciding. Claim 7 is structural (seed
+0's maps against the plan's thresholds) and judges ViT-family maps only: Swin's windowed maps and a Mixer's
+Jacobians have no flat-default yardstick of the same meaning. Each `claim_N` says what it compares.
 """
 
 from __future__ import annotations

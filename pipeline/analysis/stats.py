@@ -3,7 +3,8 @@
 D, the mean over seeds and test images of c_a − c_b in points, estimates δ over both sources of sampling. Paired
 arms (`crossed`): Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N (the crossed decomposition with the interaction counted
 twice, conservative) on the seeds' n − 1 degrees of freedom; Welch–Satterthwaite's undercover at 3 seeds
-(bench/bench_verdicts.py). Without per-image scores: scipy's paired t. Unpaired arms: Welch (1947).
+(bench/bench_verdicts.py). Without per-image scores: scipy's paired t. Unpaired arms: Welch's degrees of
+freedom for the seed terms (Welch 1947).
 
 `Criterion`: one-sided tests at α read from the printed 1 − 2α interval; equivalence is TOST (Schuirmann 1987);
 the reverse hypothesis gets its own p-value for `holm`. Power (`detectable_effect`, `seeds_for`) is statsmodels'

@@ -61,7 +61,7 @@ def apply_init(
             f"init {method!r}: unknown option(s) {', '.join(unknown)}; allowed are {', '.join(allowed) or 'none'}"
         )
     kind = family(model)
-    with one_blas_thread():  # scipy's LAPACK on one thread: see lowrank, Threads
+    with one_blas_thread():  # scipy's LAPACK on one thread (lowrank.one_blas_thread)
         written = {id(p) for p in ARMS[method](model, kind, as_generator(generator), **options)}
     bad = [name for name, p in model.named_parameters() if id(p) in written and not torch.isfinite(p).all()]
     if bad:

@@ -113,7 +113,7 @@ def vit_impulse_(
     scale: float,
     noise_std: float,
 ) -> list[torch.Tensor]:
-    """Steps 1-5 of the module docstring on a ViT holding PyTorch's defaults; returns the parameters written."""
+    """Steps 1-4 of the module docstring on a ViT holding PyTorch's defaults; returns the parameters written."""
     grid = token_grid(model, VIT)
     check_kernel(kernel_size, grid, "token grid")
     if model.pos_embed is None:
