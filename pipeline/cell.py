@@ -2,15 +2,9 @@
 
     python -m pipeline.cell pipeline.training.train configs/train/fashion_mnist-vit-impulse-0.json
 
-dvc.yaml's training stages run this command; the `configs` stage (`python -m pipeline.resolve`) writes every cell's
-configuration file and configs/runtime.json (params `resources` and `data.root`: where and how fast, read here, never
-a dep of a cell). A cell's deps are its configuration file, its data and the import closure of its runtime module
-(`pipeline.closure`), never this file: it only starts the run (torchrun for several processes or nodes, the CUDA
-preflight, the checkpoint's attempt key) and passes the configuration on unchanged.
-
-The attempt key digests the configuration, the files of that closure, the library versions and what the run read
-besides (`Run.inputs`), so a killed run resumes only into the same code and inputs, and `resources` (workers,
-compile, processes, ...) can change across a resume.
+dvc.yaml's training stages run this. It only starts the run (torchrun, the CUDA preflight, the checkpoint's
+attempt key) and reads configs/runtime.json, so it is no dep of a cell. The attempt key digests the
+configuration, the runtime's import closure, the library versions and the run's other inputs.
 """
 
 from __future__ import annotations
@@ -43,8 +37,8 @@ def code_digest(module: str) -> str:
 
 
 def preflight(resources) -> None:
-    """`resources.device: cuda` never trains on the CPU: stop, saying why CUDA cannot run; 'auto' on a machine with
-    a GPU this torch cannot use says it trains on the CPU."""
+    """`resources.device: cuda` never trains on the CPU: stop, saying why CUDA cannot run; 'auto' says so when it falls
+    back."""
     needed = int(os.environ.get("LOCAL_RANK", 0)) + 1
     if resources.device == "cuda":
         launch.require_cuda(needed)
@@ -55,13 +49,11 @@ def preflight(resources) -> None:
 
 
 def provenance(config: dict) -> dict:
-    """What metrics.json records of how the cell was started: its configuration's digest and its SLURM job."""
     return {"config_digest": digest(config), "slurm": launch.slurm_job()}
 
 
 def start(module: str, config: dict, resources, root: str, relaunch: list[str]) -> int:
-    """Run the cell of `config` with runtime module `module` here, or re-run `python <relaunch>` under torchrun when
-    the resources ask for several processes or nodes."""
+    """Run the cell of `config` with runtime module `module` here, or re-run `python <relaunch>` under torchrun."""
     if launch.needs_launch(resources):
         return launch.launch(resources, relaunch)
     preflight(resources)
@@ -74,7 +66,6 @@ def start(module: str, config: dict, resources, root: str, relaunch: list[str]) 
 
 
 def read_runtime() -> tuple[SimpleNamespace, str]:
-    """(resources, data root) as the configs stage wrote them from params.yaml."""
     if not RUNTIME.is_file():
         raise PipelineError(f"{RUNTIME}: missing; run `dvc repro configs` (or `python -m pipeline.resolve`) first")
     runtime = json.loads(RUNTIME.read_text())
@@ -82,8 +73,7 @@ def read_runtime() -> tuple[SimpleNamespace, str]:
 
 
 def run_planned(params, stage: str, values: list[str], relaunch: list[str]) -> int:
-    """`python -m pipeline <command> <axis values>`: the cell of declared stage `stage` with those values, from params
-    (the same configuration the configs stage writes for it)."""
+    """`python -m pipeline <command> <axis values>`: the cell of declared stage `stage`, from params."""
     from pipeline.experiments import by_name
 
     declared = by_name(stage)

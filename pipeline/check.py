@@ -1,23 +1,9 @@
 """`python -m pipeline check`: validate params.yaml, build every planned run on the meta device, and print what
-`dvc repro` would train and roughly what it costs.
+`dvc repro` would train, roughly what it costs, and what the design can decide.
 
-Loading the params already validated them (`pipeline.config`). What only the libraries can judge is checked by
-building each planned model once on PyTorch's meta device (no weights allocated) with the dataset's classes and
-channels, with its optimizer, schedule and transforms: an unknown timm name, a keyword the model does not take, a
-patch size that does not divide the image, an unknown optimizer or scheduler, a bad RandAugment string or a batch
-larger than the training set stop here, in seconds, with the params key and the fix.
-
-The estimate multiplies the images each run processes (train split x epochs, capped by data.train_subset, and the
-images it evaluates at a third of a training image's cost) by the throughput of the entry of bench/throughput.yaml
-for the model and for the device the runs will use (this machine's first GPU, or its CPU; measured with
-bench/gpu_check.py or bench/bench_train.py, or derived from the paper's stated hours; each entry names its source),
-and says where a cell would outlast what `repro --executor slurm` lets it run (slurm.time x (slurm.requeues + 1)).
-`make repro` runs this before it reproduces anything, so a GPU profile (`resources.device: cuda`) on a machine where
-CUDA cannot run stops here, in seconds, saying why.
-
-Last, before any run, it says claim by claim what the design can decide: each claim's power at paper/plan.yaml's
-effects of interest and assumed seed sds, all its comparisons at once (`pipeline.analysis.design`,
-`pipeline.analysis.power`), and, where it falls short, the seeds or the seed sd that would reach the plan's power.
+What only the libraries can judge (a timm name or keyword, a patch size, an optimizer, a RandAugment string) is
+checked in seconds by building each model with its recipe on PyTorch's meta device. Costs come from
+bench/throughput.yaml (each entry names its source); the power of each claim from `pipeline.analysis.design`.
 """
 
 from __future__ import annotations
@@ -54,34 +40,30 @@ PAPER = Path(__file__).resolve().parent.parent / "paper"
 
 
 def train_runs(params: Params) -> list[str]:
-    """Run ids `<dataset>-<variant>-<arm>-<seed>` of every ViT training cell, as the train@ stages name them."""
     return [f"{d}-{v}-{a}-{s}" for d in params.datasets for v in params.variants for a in params.arms
             for s in params.seeds]
 
 
 def run_device(params: Params) -> str:
-    """The device the training runs will use here: the first visible GPU's name, or 'cpu'."""
     if params.resources.device == "cpu" or not visible_devices() or not torch.cuda.is_available():
         return "cpu"
     return torch.cuda.get_device_name(0)
 
 
 def on_device(row: dict, device: str) -> bool:
-    """Whether a throughput row was measured on `device` (its short name, e.g. 'V100', within the GPU's name;
-    'cpu...' rows for the CPU)."""
+    """Whether a throughput row was measured on `device` (its short name within the GPU's name; 'cpu...' rows for the
+    CPU)."""
     return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
 
 
 def throughput_key(m: ModelConfig | SimpleVitConfig) -> tuple[str, int, int | None]:
-    """(model name, image size, width) as bench/throughput.yaml names a model: a timm model, or [CI]'s Simple ViT
-    ('simple_vit')."""
+    """(model name, image size, width) as bench/throughput.yaml names a model (timm's, or 'simple_vit')."""
     if isinstance(m, SimpleVitConfig):
         return "simple_vit", m.image_size, m.dim
     return m.name, m.img_size or 224, m.embed_dim
 
 
 def throughput(m: ModelConfig | SimpleVitConfig, table: list[dict], device: str) -> dict | None:
-    """The entry of bench/throughput.yaml for this model (name, image size, width) on `device`, if any."""
     for row in table:
         if (row["model"], row["img_size"], row["embed_dim"]) == throughput_key(m) and on_device(row, device):
             return row
@@ -94,22 +76,20 @@ EVAL_COST = 1 / 3
 
 
 def evaluated_epochs(recipe: TrainConfig) -> int:
-    """Epochs whose end evaluates (every `train.eval_every`-th and the last, `engine.evaluates`)."""
     return len([e for e in range(recipe.epochs) if (e + 1) % recipe.eval_every == 0 or e == recipe.epochs - 1])
 
 
 def epoch_images(n: int, recipe: TrainConfig, processes: int) -> int:
-    """Images one epoch of `n` trains: each rank's shard (padded to a multiple of the ranks, as DistributedSampler
-    pads) in whole batches of its share (timm's loader drops the last partial one), over the ranks: the processes,
-    or train.sampler_ranks emulated ones."""
+    """Images one epoch of `n` trains: each rank's padded shard in whole batches, over the ranks (processes or
+    train.sampler_ranks emulated ones), as the loaders deal them."""
     ranks = recipe.sampler_ranks if recipe.sampler_ranks > 1 else processes
     share = recipe.batch_size // ranks
     return math.ceil(n / ranks) // share * share * ranks
 
 
 def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None:
-    """Images one run evaluates: the validation set (data.val_subset, capped by the split) at every evaluated epoch,
-    then the whole test split once (None when unknown before fetching)."""
+    """Images one run evaluates: the validation set at every evaluated epoch, then the test split once (None when
+    unknown before fetching)."""
     size = DATASETS[dataset].eval_size
     if not size:
         return None
@@ -120,8 +100,8 @@ def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None
 def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: list[str], runs: int, epochs: int,
                   params: Params, table: list[dict], device: str, recipe: TrainConfig | None = None,
                   cells: list | None = None) -> list[str]:
-    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, their evaluation
-    (`recipe`'s cadence, at EVAL_COST per image) included; each run's hours go to `cells` as (hours, where)."""
+    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, evaluation included
+    (EVAL_COST per image); each run's hours go to `cells` as (hours, where)."""
     row = throughput(model, table, device)
     if row is None:
         name, size, _ = throughput_key(model)
@@ -152,8 +132,7 @@ def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: li
 
 
 def slurm_lines(params: Params, cells: list) -> list[str]:
-    """Where a cell's estimated time exceeds what `repro --executor slurm` lets it run (slurm.time minutes per job,
-    requeued slurm.requeues times): what to set."""
+    """Where a cell's estimated time exceeds slurm.time x (slurm.requeues + 1): what to set."""
     if not cells:
         return []
     hours, where, device = max(cells)
@@ -169,8 +148,6 @@ def slurm_lines(params: Params, cells: list) -> list[str]:
 
 
 def estimate_lines(params: Params, device: str | None = None) -> list[str]:
-    """The compute estimate of every grid (each model variant of the ViT grid, and [CI]'s alpha grid) on `device`
-    (default: the one the runs will use here)."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
     device, lines, cells = device or run_device(params), [], []
     grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
@@ -199,8 +176,6 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
 
 
 def weight_selection_estimate(params: Params, table: list[dict], device: str, cells: list | None = None) -> list[str]:
-    """The weight-selection block's compute: each teacher on its own pretraining-set size, then the student's
-    fine-tune and scratch cells."""
     ws, lines = params.weight_selection, []
     row = throughput(ws.teacher, table, device)
     for name, t in ws.teachers.items():
@@ -230,8 +205,7 @@ def check_devices(params: Params) -> None:
 
 
 def planned_meta(params: Params, dataset: str) -> DatasetMeta:
-    """The dataset's facts before any stage runs: as fetched when it is, else what fetching it will record (the
-    registry's, or a scan of the user's folder for `folder` / `imagenet`)."""
+    """The dataset's facts before any stage runs: as fetched, else what fetching will record."""
     if (Path(params.data.root) / dataset / MANIFEST).is_file():
         return dataset_meta(params.data.root, dataset)
     return source_meta(dataset, imagenet_path=params.data.imagenet_path, folder_path=params.data.folder_path)
@@ -248,7 +222,6 @@ def keyed(key: str) -> Iterator[None]:
 
 def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset: str, img_size: int,
                  in_chans: int, train_images: int | None) -> None:
-    """The recipe's optimizer, schedule and transforms for `model` (on the meta device), and its batch size."""
     with keyed(key):
         try:
             optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay)
@@ -270,7 +243,6 @@ def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset:
 
 
 def train_images(params: Params, dataset: str) -> int | None:
-    """Training images a run sees: data.train_subset, capped by the split (None when unknown before fetching)."""
     size = DATASETS[dataset].train_size
     return min(s for s in (size, params.data.train_subset) if s) if (size or params.data.train_subset) else None
 
@@ -322,9 +294,8 @@ def check_builds(params: Params) -> int:
 
 
 def check_sia(params: Params) -> int:
-    """Build each architecture [SIA]'s cells use (sia.variant with a cls token and learned PE, or average pooling
-    and the sin-cos PE) on the meta device with the `train` recipe, per dataset; the variant must be a ViT.
-    Returns how many were built."""
+    """Build each architecture of [SIA]'s cells on the meta device with the `train` recipe, per dataset; returns how
+    many were built."""
     sia, built = params.sia, 0
     if not sia.enabled:
         return 0
@@ -346,9 +317,8 @@ def check_sia(params: Params) -> int:
 
 
 def check_weight_selection(params: Params) -> int:
-    """Build each teacher and the student on the meta device with their recipes, and select the teacher into the
-    student for every fine-tune dataset (a teacher too small or of another patch size stops here); returns how many
-    models were built."""
+    """Build each teacher and the student on the meta device with their recipes and select each teacher into the
+    student (a teacher too small or of another patch size stops here); returns how many models were built."""
     ws, built = params.weight_selection, 0
     if not ws.teachers and not ws.datasets:
         return 0
@@ -377,7 +347,6 @@ def check_weight_selection(params: Params) -> int:
 
 
 def weight_selection_lines(params: Params) -> list[str]:
-    """What the weight-selection block plans: teachers, fine-tune and scratch cells."""
     ws = params.weight_selection
     n_ft = len(ws.datasets) * len(ws.teachers) * len(ws.seeds)
     n_sc = len(ws.datasets) * len(ws.scratch) * len(ws.seeds)
@@ -391,9 +360,8 @@ def weight_selection_lines(params: Params) -> list[str]:
 
 
 def decide_lines(params: Params, paper: Path = PAPER) -> list[str]:
-    """Before any run: what this design can decide, claim by claim, at paper/plan.yaml's effects of interest and
-    assumed variance components (a claim's power is that of all its comparisons at once, `pipeline.analysis.power`).
-    The analysis stack (pandas, statsmodels) is imported here only, so `check` validates on a stock PyTorch image."""
+    """Before any run: what this design can decide, claim by claim (`pipeline.analysis.power`). The analysis stack
+    is imported here only, so `check` validates on a stock PyTorch image."""
     from pipeline.analysis.design import CLAIM_FRAMES, Design, plan_power
     from pipeline.analysis.power import describe
     from pipeline.analysis.published import load_claims
@@ -420,15 +388,13 @@ def add_arguments(parser) -> None:
 
 
 def validate(params: Params, devices: bool = True) -> int:
-    """Everything `check` checks before any stage runs (the devices unless `devices` is False, every planned model
-    and recipe on the meta device); returns how many models were built."""
+    """Everything `check` checks before any stage runs; returns how many models were built."""
     if devices:
         check_devices(params)
     return check_builds(params)
 
 
 def cell_counts(params: Params) -> list[str]:
-    """One line per stage of training cells: how many cells params plans, over which axes."""
     lines = []
     for stage in stages():
         cells = stage.cells(params)

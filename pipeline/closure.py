@@ -1,10 +1,6 @@
-"""The files of `pipeline/` a module loads: its static import closure, read from the source.
-
-One fact, two users: a stage's code deps in dvc.yaml (tests/test_stage_deps.py keeps them equal to the closure of
-the stage's command module) and the code part of a training checkpoint's key (`pipeline.training.run`). Every
-`import` statement counts, including those inside functions, and importing `a.b.c` loads the packages `a` and
-`a.b` first.
-"""
+"""The files of `pipeline/` a module loads: its static import closure, read from the source (every `import`,
+inside functions too). One fact for two users: a stage's code deps in dvc.yaml and the code part of a
+checkpoint's key."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def module_file(name: str) -> Path | None:
-    """The source file of module `name` (a package's `__init__.py`), or None outside this checkout."""
     path = ROOT.joinpath(*name.split("."))
     if (path / "__init__.py").is_file():
         return path / "__init__.py"
@@ -24,7 +19,6 @@ def module_file(name: str) -> Path | None:
 
 
 def module_name(path: Path) -> str:
-    """The dotted name of a source file of this checkout."""
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -51,13 +45,11 @@ def _with_packages(name: str) -> set[Path]:
 
 
 def pipeline_imports(path: Path) -> set[Path]:
-    """The files of `pipeline/` that importing `path` loads directly (each named module and its packages)."""
     return {f for name in imported_names(path) if name.split(".")[0] == "pipeline" for f in _with_packages(name)}
 
 
 @cache
 def closure(*modules: str) -> frozenset[Path]:
-    """The files of `pipeline/` loaded by importing `modules` (with their packages), transitively."""
     todo = [f for m in modules for f in _with_packages(m)]
     seen: set[Path] = set()
     while todo:

@@ -1,9 +1,5 @@
-"""The one exception a user's mistake raises.
-
-Every error a user can cause (a bad parameter, a missing dataset, a corrupted archive, an unsupported model)
-is a `PipelineError` whose message names the bad value and the fix. The CLI prints it as one line and exits
-with status 2, without a traceback; anything else is a bug and keeps its traceback.
-"""
+"""The one exception a user's mistake raises: `PipelineError`, whose message names the bad value and the fix. The
+CLI prints it as one line and exits with status 2; anything else is a bug and keeps its traceback."""
 
 
 class PipelineError(Exception):

@@ -1,11 +1,9 @@
-"""`python -m pipeline resolve` (dvc.yaml's first stage, `configs`): validate params.yaml as `check` does, then write
-every training cell's resolved configuration, configs/<stage>/<cell>.json, and configs/runtime.json.
+"""`python -m pipeline resolve` (dvc.yaml's first stage, `configs`): validate params.yaml as `check` does, then
+write each training cell's resolved configuration, configs/<stage>/<cell>.json, and configs/runtime.json.
 
-A cell depends on its own file (every value it reads, after defaults: `pipeline.experiments`), never on params.yaml or
-on this code: a change that leaves a cell's file byte for byte the same (a comment, a message, a section another
-experiment reads, a new experiment) leaves the cell up to date, and one that changes it re-runs exactly the cells it
-reaches. runtime.json holds params `resources` and `data.root` (where and how fast), which `pipeline.cell` reads and
-no cell depends on. So `dvc repro` and `dvc exp run` validate params before any cell trains.
+A cell depends on its own file, never on params.yaml or this code: a change that leaves the file byte for byte
+the same leaves the cell up to date. runtime.json (params `resources`, `data.root`) is read by `pipeline.cell`
+and no cell's dep.
 """
 
 from __future__ import annotations

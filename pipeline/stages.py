@@ -1,10 +1,8 @@
 """dvc.yaml, written from the declarations: `python -m pipeline dvc-yaml` (`--check`: exit 1 when the file is stale).
 
-The training cells' stages come from `pipeline.experiments` (their matrix, command, config file, inputs, outs); the
-others (fetch, the configs stage, attention maps, figures, aggregate, report) are declared in `STAGES` below. Every
-stage's code deps are the import closure of the module it runs (`pipeline.closure`): a training cell's is its runtime
-module's, which reaches no config parsing, CLI, registry or download code. dvc.yaml stays a plain, committed file
-that `dvc repro` and `dvc exp run -S ...` read; tests/test_stages.py keeps it equal to what this module writes.
+Training stages come from `pipeline.experiments`; the others are declared in `STAGES` below. Every stage's code
+deps are the import closure of the module it runs (`pipeline.closure`). dvc.yaml stays a plain, committed file;
+tests/test_stages.py keeps it equal to what this module writes.
 """
 
 from __future__ import annotations
@@ -84,12 +82,10 @@ PLOTS = [
 
 
 def code_deps(module: str) -> list[str]:
-    """The files of pipeline/ that importing `module` loads, relative to the repository root."""
     return sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
 
 
 def item(template: str, axes) -> str:
-    """`{axis}` placeholders as dvc.yaml's `${item.axis}`."""
     return re.sub(r"(?<!\$)\{(\w+)\}", lambda m: f"${{item.{m[1]}}}" if m[1] in axes else m[0], template)
 
 
@@ -115,7 +111,6 @@ class Dumper(yaml.SafeDumper):
 
 
 def render() -> str:
-    """dvc.yaml's text."""
     stages_ = {name: static_stage(module, spec) for name, module, spec in STATIC}
     stages_ |= {stage.name: cell_stage(stage) for stage in stages()}
     stages_ |= {name: static_stage(module, spec) for name, module, spec in ANALYSIS}

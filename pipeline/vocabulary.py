@@ -1,7 +1,5 @@
 """The names params.yaml gives to grid cells that the method library does not know: [CI]'s Model III and Table 1
-axes, [SIA]'s cells. `pipeline.config` validates them and the resolved configuration carries what they mean, so no
-training cell imports this module. The method's own names are `pipeline.method.names`.
-"""
+axes, [SIA]'s cells. The method's own names are `pipeline.method.names`."""
 
 from __future__ import annotations
 
@@ -23,10 +21,8 @@ CI_QK: tuple[str, ...] = get_args(CiQk)
 CiValue = Literal["value", "novalue"]
 CI_VALUE: tuple[str, ...] = get_args(CiValue)
 
-#: [CI] Table 1's other columns, forms of its Simple ViT (`pipeline.method.simple_vit`): the Simple ViT with the PE
-#: added to its tokens (`simple`) and with no PE at all (`simple_nope`, the table's "without input PE"), Model I (PE
-#: only inside attention, alpha 0.5) and Model II (positions only, alpha 0). Model III (RT) is ci_model3's random /
-#: trained cell.
+#: [CI] Table 1's other columns: the Simple ViT with its PE on the tokens and with none ("without input PE"),
+#: Model I (alpha 0.5) and Model II (alpha 0); Model III (RT) is ci_model3's random / trained cell.
 CiForm = Literal["simple", "simple_nope", "model1", "model2"]
 CI_FORMS: tuple[str, ...] = get_args(CiForm)
 
@@ -40,8 +36,8 @@ _SIA_FIT = re.compile(r"^(?P<first>[PUGAB])(?P<later>[PUGAB])(?P<layer>_layer)?$
 @dataclass(frozen=True)
 class SiaCell:
     """A [SIA] cell: `base_<arch>` (the baseline arm on architecture `arch`) or `fit_<first><later>[_layer]`
-    ([SIA]'s impulse fit on its own architecture, pseudo-inputs `first` for layer 0 and `later` for the rest, Q/K
-    shared by the later layers unless `_layer`)."""
+    ([SIA]'s fit, pseudo-inputs `first` for layer 0 and `later` for the rest, shared by the later layers unless
+    `_layer`)."""
 
     name: str
     arch: str
@@ -55,7 +51,6 @@ class SiaCell:
 
 
 def parse_sia_base(arch: object, key: str = "sia.bases") -> SiaCell:
-    """The base cell of architecture `arch` (an entry of params `sia.bases`)."""
     if arch not in SIA_ARCHS:
         raise PipelineError(f"{key}: {arch!r} is not a [SIA] architecture; use {' or '.join(SIA_ARCHS)}")
     return SiaCell(f"base_{arch}", arch)
@@ -74,7 +69,6 @@ def parse_sia_fit(name: object, key: str = "sia.fits") -> SiaCell:
 
 
 def parse_sia_cell(name: str) -> SiaCell:
-    """A [SIA] cell from its results-folder name, `base_<arch>` or `fit_<fit>`."""
     if name.startswith("base_"):
         return parse_sia_base(name.removeprefix("base_"))
     return parse_sia_fit(name.removeprefix("fit_"))

@@ -1,13 +1,6 @@
-"""paper/plan.yaml, the analysis plan: each claim's comparisons, margins, effects of interest, families, α, the
-interval kind and the planned n (the format is documented at the top of that file).
-
-The plan is read once, checked (one PipelineError per bad entry, naming the claim, the comparison and the fix)
-and resolved against the experiment: a planned n given as a params key (``seeds``) becomes the length of that
-seed list. Besides the tests it holds the planning assumptions (`seed_sd`, `image_sd`: what `check` states each
-claim's power from before any run), each claim's labelled secondary analyses and required params values, and the
-confirmatory seeds (`load_confirmatory`). The claims (`pipeline.analysis.claims`) take their tests from it and the
-report prints it.
-"""
+"""paper/plan.yaml, the analysis plan (its format is documented at the top of that file): read once, checked (one
+PipelineError per bad entry, naming the claim, the comparison and the fix) and resolved against the experiment
+(a planned n given as a params key becomes the length of that seed list)."""
 
 from __future__ import annotations
 
@@ -58,11 +51,9 @@ class Rule:
 
     @property
     def planned(self) -> int | tuple[int, int]:
-        """n as `stats.detectable_effect` takes it."""
         return self.n if self.interval == WELCH else self.n[0]
 
     def row(self) -> dict:
-        """The method section's row for this comparison."""
         n = " / ".join(map(str, self.n))
         return {"claim": self.claim, "comparison": self.name, "a": self.a, "b": self.b,
                 "needs": f"{self.a} − {self.b} {self.criterion.need}", "effect": self.effect, "family": self.family,
@@ -147,13 +138,8 @@ def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, i
 
 
 def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, ClaimPlan]:
-    """paper/plan.yaml, checked and resolved: claim id -> its plan.
-
-    Args:
-        paper_dir: the folder of claims.yaml and plan.yaml.
-        sizes: the params keys a planned n may name, with the length of their seed lists, e.g.
-            {'seeds': 5, 'filter_study.seeds': 4, 'ci_alpha.seeds': 3}.
-    """
+    """paper/plan.yaml, checked and resolved: claim id -> its plan. `sizes` maps the params keys a planned n may name
+    to the length of their seed lists, e.g. {'seeds': 5, 'ci_alpha.seeds': 3}."""
     path = Path(paper_dir) / PLAN
     if not path.is_file():
         raise PipelineError(f"{path}: not found; it is the analysis plan the claims are judged by")
@@ -199,7 +185,6 @@ class Confirmatory:
     seeds: tuple
 
     def holds(self, profile: str, seed_lists: Mapping[str, Sequence[int]]) -> bool:
-        """Whether a run of `profile` with these seed lists (params key -> seeds) is the confirmatory one."""
         used = [list(s) for s in seed_lists.values() if s]
         return profile == self.profile and bool(used) and all(sorted(s) == sorted(self.seeds) for s in used)
 
@@ -218,7 +203,6 @@ def load_confirmatory(paper_dir: str | Path) -> Confirmatory | None:
 
 
 def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
-    """A claim's plan; a PipelineError when plan.yaml has no entry for it."""
     if claim not in plans:
         raise PipelineError(f"paper/{PLAN} has no entry for claim {claim!r}: add one under `claims` (the format is"
                             " at the top of the file)")
@@ -226,7 +210,6 @@ def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
 
 
 def threshold(plan: ClaimPlan, key: str) -> float:
-    """A structural claim's threshold, as a number."""
     value = plan.thresholds.get(key)
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise PipelineError(f"paper/{PLAN}: claim {plan.claim!r} needs thresholds.{key} (a number)")

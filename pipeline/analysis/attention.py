@@ -1,32 +1,15 @@
 """`python -m pipeline attention <variant> <arm>`: a model's attention maps at initialization, the
-`attention@<variant>-<arm>` stage.
+`attention@<variant>-<arm>` stage ([NeurIPS] Fig. 4; paper.md section 2.5, claim 7).
 
-The paper's Fig. 4 ([NeurIPS] camera-ready; paper.md section 2.5, claim 7 of section 2.10) shows ViT-T attention
-maps at initialization: impulse heads peak at distinct offsets from the diagonal, mimetic heads strengthen the
-diagonal, default maps are flat. This stage builds model variant `variant` of params `models` for `datasets[0]`
-exactly as `train@<dataset>-<variant>-<arm>-0` starts (`pipeline.training.builders`, seed 0; no training step) and
-records, for layer 0 and every layer of `report.attention_layers`, per head:
-
-- the N x N map among the N patch tokens (queries down, keys across; prefix tokens such as the cls token are
-  dropped from the stored map, so a row sums to the mass the query puts on patches), on two inputs:
-  ``pseudo``, the positional pseudo-input (each block's norm1 of the patch position embeddings, what the impulse
-  init is fitted on; paper.md section 1.1), and ``real``, a batch of validation images, averaged over the batch;
-- peak agreement (the fraction of queries whose strongest key sits at the head's intended impulse offset) and
-  locality mass (attention inside the query's f x f neighbourhood), with the mass a uniform map would have;
-- on the image batch, the init diagnostics of `pipeline.method.inits.diagnostics` (issue 20): per block the
-  token-mixing branch / residual RMS ratio and (Mixer) the fraction of token-MLP units in GELU's linear regime,
-  and the trunk's output RMS; with the init options the arm ran with (a Mixer's construction among them).
-
-Maps and measures come from `pipeline.method.inits` (`attention_maps` recomputes the softmax from each block's `qkv`,
-since timm's fused attention never materialises it; Swin maps are per window, Mixer maps are token-mixing
-Jacobians). Peak agreement uses the impulse arm's offsets (params `impulse.kernel_size`, `impulse.offsets`) for
-every arm, one yardstick for all. Outputs, written into a temporary folder and moved into place:
+The model is built as `train@<dataset>-<variant>-<arm>-0` starts (seed 0, no training step). For layer 0 and
+every layer of `report.attention_layers` it records per head the patch-token map (prefix tokens dropped) on the
+positional pseudo-input and, batch-averaged, on validation images; peak agreement against the impulse arm's
+offsets (one yardstick for every arm) and locality mass (`pipeline.method.inits.measures`); and on the images
+the init diagnostics (`pipeline.method.inits.diagnostics`). Outputs, written all or nothing:
 
     results/attention/<variant>/<arm>/maps.npz       ``<input>_L<layer>``: float32 (heads, N, N), batch-mean
-    results/attention/<variant>/<arm>/measures.json  what was run, grids, offsets, per input, layer and head the
-                                                     measures, and the diagnostics
-
-`pipeline.analysis.figures` draws these files, and the same record computed from the trained checkpoints.
+    results/attention/<variant>/<arm>/measures.json  grids, offsets, per input, layer and head the measures,
+                                                     and the diagnostics
 """
 
 from __future__ import annotations
@@ -68,12 +51,10 @@ ATTENTION_DIR = Path("results") / "attention"
 
 
 def mixing_depth(model: torch.nn.Module) -> int:
-    """How many token-mixing blocks the model has (Swin: across all stages), as `attention_maps` counts them."""
     return len(blocks(model, family(model)))
 
 
 def resolve_layers(depth: int, layers: list[int]) -> list[int]:
-    """Layer 0 and `layers` (negative indices count from the end, as in Python), sorted, without repeats."""
     resolved = {0}
     for layer in layers:
         if not isinstance(layer, int) or not -depth <= layer < depth:
@@ -86,21 +67,14 @@ def resolve_layers(depth: int, layers: list[int]) -> list[int]:
 
 
 def intended_offsets(model: torch.nn.Module, kernel_size: int, order: str, seed: int) -> list[list[tuple]]:
-    """Per layer and head, the (dy, dx) offset the impulse init aims at, for seed `seed` (as `grid_model` seeds it).
-
-    Peak agreement of every arm is measured against these offsets, so one yardstick serves all arms: the
-    impulse arm should score near 1, a mimetic head 0 (offset (0, 0), the diagonal) high, default near 1/N.
-    """
+    """Per layer and head, the (dy, dx) offset the impulse init aims at for `seed`: the yardstick of every arm."""
     return layer_offsets(model, kernel_size, order, torch.Generator().manual_seed(seed))
 
 
 def layer_record(maps: torch.Tensor, offsets: list[tuple], grid: tuple[int, int],
                  kernel_size: int) -> tuple[np.ndarray, dict]:
-    """One layer's (batch, heads, N', N') maps -> the batch-mean patch-token maps and the per-head measures.
-
-    The measures see every image's map (peak agreement pools the queries of all images); prefix tokens come
-    first in timm, so the patch block is the last N = rows x cols rows and columns.
-    """
+    """One layer's (batch, heads, N', N') maps -> the batch-mean patch-token maps (the last N rows and columns) and
+    the per-head measures, pooled over every image's map."""
     n = grid[0] * grid[1]
     measures = {"peak_agreement": peak_agreement(maps, offsets, grid).tolist(),
                 "locality_mass": locality_mass(maps, grid, kernel_size).tolist(),
@@ -110,20 +84,12 @@ def layer_record(maps: torch.Tensor, offsets: list[tuple], grid: tuple[int, int]
 
 def attention_record(model: torch.nn.Module, layers: list[int], offsets: list[list[tuple]], kernel_size: int,
                      images: torch.Tensor | None = None) -> tuple[dict[str, np.ndarray], dict]:
-    """Maps and measures of `model` on the pseudo-input and, when `images` are given, on them.
-
-    Args:
-        model: a timm ViT/DeiT, Swin or MLP-Mixer (`pipeline.method.inits` supports these), at init or trained.
-        layers: block indices (from `resolve_layers`).
-        offsets: per layer and head the intended impulse offset (`intended_offsets`).
-        kernel_size: f of the f x f neighbourhood of the locality mass (params `impulse.kernel_size`).
-        images: a normalised image batch, or None for the pseudo-input only.
+    """Maps and measures of `model` on the pseudo-input and, when `images` are given, on them; the model's weights and
+    mode are left as they were.
 
     Returns ``(maps, record)``: maps ``{"<input>_L<layer>": (heads, N, N) float32}`` and the JSON-able record
-    ``{"grids", "heads", "offsets": {layer: ...}, "layers", "kernel_size", "images",
-    "measures": {input: {layer: {"peak_agreement": [per head], "locality_mass": [per head],
-    "uniform_locality_mass"}}}, "diagnostics": `init_diagnostics` on the images, or None}`` with layers as
-    strings. The model's weights and mode are left as they were.
+    ``{"grids", "heads", "offsets", "layers", "kernel_size", "images", "measures": {input: {layer: {
+    "peak_agreement", "locality_mass", "uniform_locality_mass"}}}, "diagnostics"}``, layers as strings.
     """
     grids = {layer: tuple(mixing_grid(model, layer)) for layer in layers}
     inputs = {"pseudo": None} | ({"real": images} if images is not None else {})
@@ -150,17 +116,13 @@ def model_label(m: ModelConfig) -> str:
 
 def model_record(params: Params, model: torch.nn.Module, seed: int,
                  images: torch.Tensor | None) -> tuple[dict[str, np.ndarray], dict]:
-    """`attention_record` of the layers of `report.attention_layers` with the offsets of params `impulse`."""
     layers = resolve_layers(mixing_depth(model), params.report.attention_layers)
     offsets = intended_offsets(model, params.impulse.kernel_size, params.impulse.offsets, seed)
     return attention_record(model, layers, offsets, params.impulse.kernel_size, images)
 
 
 def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int = BATCH_IMAGES) -> torch.Tensor:
-    """The first `n` images of the dataset's validation loader, transformed as the runs evaluate them.
-
-    The loaders the train@ cells evaluate on (`pipeline.data.load.loaders`, one process, seed 0).
-    """
+    """The first `n` images of the dataset's validation loader (one process, seed 0), as the runs evaluate them."""
     loaders = build_loaders(dataset, params.data.root, stats=normalization_stats(dataset, params.data.normalization),
                             img_size=img_size, in_chans=in_chans, batch_size=n, seed=0,
                             augment=Augment.from_train(params.train), train_subset=params.data.train_subset,
@@ -170,12 +132,10 @@ def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int
 
 
 def grid_model(params: Params, variant: str, arm: str, meta, seed: int) -> torch.nn.Module:
-    """Model variant `variant` of the grid initialized by `arm` and seeded by `seed`, as its train@ cell builds it."""
     return builders.initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
 
 
 def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
-    """`val_batch` at the model's own input size and channels (ViT/Swin `patch_embed`, Mixer `stem`)."""
     embed = getattr(model, "patch_embed", None) or model.stem
     return val_batch(params, dataset, img_size=embed.img_size[0], in_chans=embed.proj.in_channels, n=n)
 
@@ -188,7 +148,6 @@ def write_attention(out: Path, maps: dict[str, np.ndarray], record: dict) -> Non
 
 
 def read_attention(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None:
-    """`(maps, record)` written by `write_attention`, or None when the folder lacks either file."""
     if not (directory / "maps.npz").is_file() or not (directory / "measures.json").is_file():
         return None
     with np.load(directory / "maps.npz") as npz:

@@ -1,17 +1,12 @@
 """[CI] 2401.12511 Figs 6-9 from the α grid's own cells (results/ci_alpha), drawn by the figures stage.
 
-- Fig. 6: test-accuracy curves of M′_I at α = 0.2 over the first epochs, impulse / mimetic / random. Here: each
-  cell's validation top-1 per epoch (its metrics.json history, on data.val_subset), mean and min-max band over the
-  grid's seeds.
-- Figs 7-9: for one head ([CI]'s head 3) at layers 1 / 3 / 6 ([CI]'s, 1-based, clipped to the model's depth), the
-  head's QK map (W_q,hᵀ W_k,h, D × D: its bilinear form on the attention input), its PQKᵀPᵀ map (P W_q,hᵀ W_k,h Pᵀ,
-  N × N, with P the raw 2-D sin-cos PE the attention reads) and the softmax of that map at the layer's scale (the
-  attention on positions alone, α = 0's map), each before training (the model rebuilt from the cell's resolved
-  configuration: `pipeline.training.simple_vit.initialized`, the same draws and fit as the run) and after (its
-  model.pt loaded into that model, which keeps the layer's scale: the impulse arm's σ).
+- Fig. 6: each arm's validation top-1 per epoch at α = 0.2, mean and min-max band over the seeds.
+- Figs 7-9: for [CI]'s head 3 at layers 1 / 3 / 6 (clipped to the depth), the head's QK map (D × D), its PQKᵀPᵀ
+  map on the raw sin-cos PE, and that map's softmax at the layer's scale, before training (the model rebuilt
+  from the cell's resolved configuration: the run's draws and fit) and after (its model.pt).
 
-The published figures' descriptions come from paper/coverage.yaml (entries ci-fig-6 to ci-fig-9), printed in each
-family's caption. A cell that is not there (no α 0.2 in the grid, a run not finished) draws nothing.
+Captions carry the published figures' descriptions (paper/coverage.yaml, ci-fig-6 to ci-fig-9). A missing cell
+draws nothing.
 """
 
 from __future__ import annotations
@@ -55,14 +50,12 @@ def head_maps(model: SimpleViT, layer: int, head: int) -> dict[str, np.ndarray]:
 
 
 def cell_folder(results: Path, dataset: str, arm: str, seed: int, alpha: float) -> Path | None:
-    """results/ci_alpha/<dataset>/alpha*/<arm>/seed<k>/ of the run that records this α, if finished."""
     found = match_recorded((results / "ci_alpha").glob(f"{dataset}/alpha*/{arm}/seed{seed}/metrics.json"), "alpha",
                            [alpha])
     return found[alpha][0].parent if alpha in found else None
 
 
 def cell_config(params: Params, dataset: str, arm: str, seed: int) -> dict:
-    """The resolved configuration of the alpha grid's cell (dataset, FIG_ALPHA, arm, seed), as its run read it."""
     cell = {"dataset": dataset, "alpha": str(FIG_ALPHA), "arm": arm, "seed": str(seed)}
     return by_name("ci_alpha").resolve(params, cell)
 
@@ -82,8 +75,8 @@ def cell_maps(params: Params, results: Path, arm: str, layers: list[int], head: 
 
 
 def maps_figure(kind: str, found: dict[str, dict], layers: list[int], head: int) -> Figure:
-    """Rows: each arm before and after training; columns: the layers. A diverging colour scale per panel for QK
-    and PQKᵀPᵀ (signed), 0 to 1 for the softmax."""
+    """Rows: each arm before and after training; columns: the layers. A diverging scale per panel for QK and PQKᵀPᵀ,
+    0 to 1 for the softmax."""
     rows = [(arm, state) for arm in found for state in ("before", "after")]
     fig = Figure(figsize=(2.3 * len(layers) + 0.6, 2.2 * len(rows)), layout="constrained")
     axes = fig.subplots(len(rows), len(layers), squeeze=False)
@@ -104,7 +97,6 @@ def maps_figure(kind: str, found: dict[str, dict], layers: list[int], head: int)
 
 
 def curves(ci, arms: list[str]) -> Figure | None:
-    """Validation top-1 per epoch of each arm at FIG_ALPHA on the first dataset: mean line, min-max band."""
     cells = ci[np.isclose(ci["alpha"].astype(float), FIG_ALPHA)] if len(ci) else ci
     if not len(cells):
         return None
@@ -129,7 +121,6 @@ def curves(ci, arms: list[str]) -> Figure | None:
 
 
 def families(paper: Path, dataset: str, seeds: list[int], layers: list[int], head: int) -> list[dict]:
-    """The families' manifest entries, each caption beside the published figure's description."""
     published = {e.id: e for e in load_coverage(paper)}
 
     def beside(name: str) -> str:
@@ -151,8 +142,7 @@ def families(paper: Path, dataset: str, seeds: list[int], layers: list[int], hea
 
 
 def ci_figures(params: Params, results: Path, out: Path, paper: Path, save) -> tuple[list[dict], list[dict]]:
-    """(families, figures) of [CI] Figs 6-9, drawn with `save(fig, out, name, family, variant, title)` (the figures
-    stage's); nothing when the grid has no α 0.2 cell."""
+    """(families, figures) of [CI] Figs 6-9, drawn with the figures stage's `save`; nothing without an α 0.2 cell."""
     ci = params.ci_alpha
     if not ci.datasets or not any(math.isclose(a, FIG_ALPHA) for a in ci.alphas):
         return [], []

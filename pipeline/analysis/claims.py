@@ -1,74 +1,13 @@
 """The claims of paper.md section 2.10 (paper/claims.yaml), each with this run's evidence and a verdict.
 
-Verdicts follow the analysis plan, paper/plan.yaml (`pipeline.analysis.analysis_plan`): a claim needs one or more
-*comparisons*, each a difference a − b in points with its interval (`pipeline.analysis.stats`: over seeds and
-test images, paired by seed, or Welch for unpaired arms) and a one-sided test at the plan's α (0.025, read from
-the printed 95% interval). A comparison is supported when the test of its claimed side rejects (equivalence: both
-of TOST's tests), contradicted when Holm's step-down over its family's p-values of the reverse hypothesis rejects
-at family-wise α (statsmodels' `multipletests`; the family is the claim unless the plan says otherwise),
-inconclusive otherwise. A claim is
-
-- **supported** when every comparison it needs is supported (intersection–union: no correction needed);
-- **contradicted** when any comparison is contradicted (after Holm);
-- **inconclusive** otherwise; its evidence gives each comparison's minimal detectable effect at the planned n and
-  the seeds per arm a *new* experiment would need at the plan's smallest effect of interest, and the claim's own
-  power (all of its comparisons at once, `pipeline.analysis.power`);
-- **not tested** when the experiment lacks what the claim is about (an arm, ImageNet, several model sizes, a
-  Swin/Mixer variant, [CI]'s α grid).
-
-Claim 7 is structural, not a seed statistic: one initialised model per arm (seed 0), judged supported or
-contradicted against the plan's thresholds.
-
-Claims over the model variants of params `models` (each run records its `family` and `num_heads`):
-
-- 1, 4: every ViT-family variant (family 'vit') on every small dataset run (not ImageNet); every comparison
-  must be supported. 2: the same on ImageNet.
-- 3 (gains grow with heads / size): the ViT-family variants ordered by head count, then parameters; per
-  dataset and baseline, the impulse gain (impulse − baseline) of each variant is shown, and each step to the
-  next larger variant is judged on the paired contrast (impulse − baseline) of the larger minus that of the
-  smaller, seed by seed and image by image. Not tested with fewer than two ViT-family variants of different
-  head counts.
-- 5a: each frozen filter family against the learned ConvMixer, keyed by family in the plan; [CI]'s rand* is
-  `softmax` (paper.md 1.3) and code-2401's `box1` is its impulse. `perm` and `fullperm`, which code-2401 never
-  swept, are arms beyond the paper: the plan's `beyond` entry tests them in their own Holm family and the claim's
-  evidence shows them on their own lines, but they never decide its verdict.
-- 6: the first ViT-family variant of `models` (the one the CPU default and the [NeurIPS] rebuttal's
-  comparison are about) against the learned ConvMixer of the filter study, on the study's dataset: unpaired
-  (Welch), every run of each.
-- 7: every ViT-family variant whose attention stage ran for impulse, mimetic and default: the paper's Fig. 4 is
-  of ViT-T, and Swin's windowed maps and the Mixer's token-mixing Jacobians have no "flat default" yardstick of
-  the same meaning; their maps are in the figures, and noted here, but not judged.
-- 8: the Swin and MLP-Mixer variants (family 'swin' | 'mixer'): impulse − default and mimetic − default
-  ("no gain"), as the plan tests them (the published +1-2 points are shown beside ours, not required), in one Holm
-  family over the whole claim, as the plan had it before any result was read; a variant whose `init_options`
-  change the construction (e.g. the Mixer's 'shift') is labelled as such. A verdict per variant (each its own
-  Holm family) is the plan's labelled secondary analysis: shown, never deciding.
-- 9: [CI]'s α grid (results/ci_alpha): impulse > mimetic and mimetic > random at every α on every dataset; "the
-  best α is 0.1 for the designed inits": for impulse and mimetic, α = 0.1 against every other α (paired by
-  seed). Without α = 0.1 in the grid, or with one α only, that part is not tested and the evidence says so.
-- 10: [CI]'s Model III grid (results/ci_model3), Table 2's NT columns: with Q/K frozen at init, impulse > random
-  and impulse > mimetic, with value and without, on every dataset (paired by seed; one Holm family), at the σ of
-  the impulse fit the plan requires (another σ leaves it not tested). Not tested without frozen Q/K runs of all
-  three arms; the trained (T) columns are shown in the table, not judged; the arm `impulse_sens` (the other
-  reading of σ) gets the same comparisons as a sensitivity line, never deciding.
-- 11: impulse − default under the grid's own `train` and under each named training configuration (params
-  `train_configs`, results/train_config), every ViT-family variant and small dataset (paired by seed; one Holm
-  family). Not tested without a configuration.
-- 12: [NeurIPS] Table 4 (results/weight_selection): the student selected from teacher impulse_small not worse than
-  the one selected from default_large by more than the margin, per fine-tune dataset (paired by fine-tune seed; one
-  teacher per name, so pretraining variance is not sampled). The scratch students are shown, not judged. Not
-  tested without both teachers' runs.
-- 13: [SIA]'s pseudo-input ablation (results/sia, (c)): its impulse fit on the PE (fit_PP) beats the same fit on
-  uniform (fit_UU) and Gaussian (fit_GG) pseudo-inputs, on every dataset (paired by seed; one Holm family). Other fit
-  cells are in the table, not judged.
-- 14: [SIA]'s baseline change ((f)): average pooling + fixed sin-cos PE (base_avg_sincos) beats a cls token + learned
-  PE (base_cls_learned), same init, on every dataset (paired by seed).
-- 15: [CI] Table 1 (results/ci_table1 beside Model III's random / trained cells): Model II (positions only) and
-  Model III (RT, input-independent maps) not worse than the Simple ViT by more than the margin, and the Simple ViT
-  with its PE clearly above the same model without any PE; with value and without, on every dataset (paired by
-  seed; one Holm family).
-
-The margins and effects of interest are the plan's (the papers state none); the report prints them.
+Verdicts follow paper/plan.yaml (`analysis_plan`). Each comparison a claim needs is a − b in points with its
+interval (`stats`) and a one-sided test at the plan's α: supported when its claimed side rejects (equivalence:
+both of TOST's), contradicted when Holm's step-down over its family's reverse p-values rejects, else
+inconclusive. A claim is supported when every comparison is (intersection–union), contradicted when any is, not
+tested when the experiment lacks what it is about, else inconclusive, with what a new experiment would need.
+Arms beyond the paper and the plan's secondary analyses are shown, never deciding. Claim 7 is structural (seed
+0's maps against the plan's thresholds) and judges ViT-family maps only: Swin's windowed maps and a Mixer's
+Jacobians have no flat-default yardstick of the same meaning. Each `claim_N` says what it compares.
 """
 
 from __future__ import annotations
@@ -123,10 +62,8 @@ def _p(value: float) -> str:
 
 @dataclass
 class Check:
-    """One comparison a claim needs: its estimate and the planned rule it is tested by.
-
-    `verdict` and `p_holm` (the Holm-adjusted p-value of the reverse within its family) are set by `judge`.
-    """
+    """One comparison a claim needs: its estimate and the planned rule it is tested by; `judge` sets `verdict` and
+    `p_holm`."""
 
     label: str
     estimate: Estimate
@@ -153,20 +90,17 @@ class Check:
 
     @cached_property
     def new_seeds(self) -> int | None:
-        """Seeds per arm a new experiment needs at the plan's effect of interest (inconclusive only)."""
         if self.verdict != INCONCLUSIVE:
             return None
         return seeds_for(self.estimate, self.criterion, self.rule.effect, self.rule.alpha, self.rule.power)
 
     def short(self) -> str:
-        """'fashion_mnist, vit: impulse − mimetic +10.45 [+7.96, +12.94] (needs > 0)'."""
         e = self.estimate
         if not e.enough:
             return f"{self.label}: {e.a} − {e.b} over {self.count()}, too few for an interval"
         return f"{self.label}: {e.a} − {e.b} {num(e.mean, True)} {interval(e)} (needs {self.criterion.need})"
 
     def count(self) -> str:
-        """'5 seed pair(s)' or 'Welch, 5 and 4 runs'."""
         e = self.estimate
         return f"{e.n} seed pair(s)" if e.kind != WELCH else f"Welch, {e.n} and {e.n_b} runs"
 
@@ -179,14 +113,12 @@ class Check:
         return over + reason
 
     def planned(self) -> str:
-        """'n = 5 planned' or 'n = 4 of the planned 5' (runs per arm)."""
         ran = (self.estimate.n, self.estimate.n_b) if self.rule.interval == WELCH else (self.estimate.n,)
         planned = " / ".join(map(str, self.rule.n))
         return (f"n = {planned} planned" if tuple(ran) == tuple(self.rule.n) else
                 f"n = {' / '.join(map(str, ran))} of the planned {planned}")
 
     def power_text(self) -> str:
-        """The minimal detectable effect, and for an inconclusive comparison what a new experiment would need."""
         r, e = self.rule, self.estimate
         if not e.enough:
             return "no variance estimate: at least 2 runs per arm are needed for one"
@@ -236,7 +168,6 @@ def judge(checks: Sequence[Check]) -> None:
 
 
 class Finding(NamedTuple):
-    """What a claim check found: its comparisons, notes, and (structural claims) a verdict and its one line."""
 
     checks: list[Check]
     notes: list[str]
@@ -246,7 +177,6 @@ class Finding(NamedTuple):
 
 @dataclass(frozen=True)
 class VariantFacts:
-    """What the runs of one model variant record about their model."""
 
     name: str
     model: str
@@ -299,7 +229,6 @@ class Evidence:
                              per_seed_scores(self.runs, arm=b, **where), (a, b))
 
     def pair_filters(self, rule: Rule, a: str, b: str) -> Estimate:
-        """a − b (filter-study variants) in points."""
         return self.estimate(rule, per_seed_scores(self.filters, variant=a), per_seed_scores(self.filters, variant=b),
                              (a, b))
 
@@ -307,7 +236,6 @@ class Evidence:
         return set(arms) <= set(self.arms)
 
     def facts(self) -> dict[str, VariantFacts]:
-        """variant -> what its runs record, in the experiment's order (variants without runs are absent)."""
         out = {}
         for variant, rows in self.runs.groupby("variant", sort=False):
             first = rows.iloc[0]
@@ -331,8 +259,7 @@ class Evidence:
 
 
 def claim_verdict(checks: list[Check]) -> str:
-    """Contradicted if any comparison is, supported if all are, inconclusive otherwise; not tested without any.
-    The comparisons' verdicts come from `judge` (Holm within each family)."""
+    """Contradicted if any comparison is, supported if all are, inconclusive otherwise; not tested without any."""
     if not checks:
         return NOT_TESTED
     verdicts = {c.verdict for c in checks}
@@ -342,8 +269,7 @@ def claim_verdict(checks: list[Check]) -> str:
 
 
 def run_power(checks: Sequence[Check]) -> dict | None:
-    """The claim's power at its plan, from this run's variance components (`pipeline.analysis.power`); None when
-    a comparison has no variance estimate."""
+    """The claim's power at its plan from this run's variance components (`power`); None without a variance estimate."""
     if not checks or not all(c.estimate.enough for c in checks):
         return None
     planned = [planned_from_estimate(c.estimate, c.rule) for c in checks]
@@ -381,14 +307,12 @@ def summary_line(verdict: str, checks: list[Check], notes: list[str], power: dic
 # --- the claims --------------------------------------------------------------------------------------------------
 
 def _no_runs_of_three(ev: Evidence, where: str) -> str:
-    """Why a claim about impulse, mimetic and default is not tested: the arms are not configured, or not run."""
     if not ev.has_arms(*THREE):
         return f"needs the arms {', '.join(THREE)}; this experiment has {', '.join(ev.arms)}"
     return f"no runs of {', '.join(THREE)} of a ViT-family variant {where}"
 
 
 def _margin_notes(plan: ClaimPlan) -> list[str]:
-    """The plan's reasons for its margins and effects, one line each."""
     return [f"plan, {r.name}: {r.a} − {r.b} {r.criterion.need}; {r.note}" for r in plan.rules.values() if r.note]
 
 
@@ -415,7 +339,8 @@ def claim_2(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_3(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """The impulse gain over each baseline grows from each ViT-family variant to the next larger one."""
+    """The impulse gain over each baseline grows from each ViT-family variant to the next larger (by heads, then
+    parameters): each step judged on the paired contrast of the two gains, seed by seed and image by image."""
     facts = ev.facts()
     vits = sorted((f for f in facts.values() if f.family == "vit"),
                   key=lambda f: (f.num_heads or 0, f.params if math.isfinite(f.params) else 0))
@@ -465,8 +390,8 @@ def claim_4(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def _filter_rule(variant: str) -> str | None:
-    """The plan key of a frozen filter-study variant: its family ('box-9' -> 'box'), with code-2401's `box1` as
-    [CI]'s impulse (one tap × √(1/3), the same law); None for learned variants and the Gaussian grid's cells."""
+    """The plan key of a frozen filter-study variant: its family ('box-9' -> 'box'), with code-2401's `box1` as [CI]'s
+    impulse (the same law); None for learned variants and the Gaussian grid."""
     try:
         parsed = parse_study_variant(variant)
     except PipelineError:
@@ -478,11 +403,8 @@ def _filter_rule(variant: str) -> str | None:
 
 
 def claim_5a(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Frozen filter families against learned, each as the plan keys it by family (≈ learned, or clearly worse).
-
-    rand* is `softmax` (paper.md 1.3). Arms beyond the paper (`perm`, `fullperm`: code-2401's linear format, never
-    swept) are tested by the plan's `beyond` entry, in their own Holm family, and shown as notes on their own lines:
-    they never decide this verdict."""
+    """Frozen filter families against learned, keyed by family in the plan; rand* is `softmax` (paper.md 1.3).
+    `perm` and `fullperm` are beyond the paper: the plan's `beyond` entry, their own Holm family, never deciding."""
     variants = list(dict.fromkeys(ev.filters["variant"])) if len(ev.filters) else []
     if "learned" not in variants:
         return Finding([], ["no run of the learned ConvMixer (params filter_study.filters)"])
@@ -505,7 +427,6 @@ def claim_5a(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def _gaussian_cells(filters: pd.DataFrame) -> dict[tuple[float, int], str]:
-    """(σ, heads) -> variant name of the Gaussian-grid runs."""
     g = filters[filters["variant"].str.startswith("gaussian") & filters["sigma"].notna() & filters["heads"].notna()]
     return {(float(s), int(h)): v for s, h, v in zip(g["sigma"], g["heads"], g["variant"])}
 
@@ -538,7 +459,8 @@ def claim_5b(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_6(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """The first ViT-family variant's impulse arm within a margin of our learned ConvMixer (study's dataset)."""
+    """The first ViT-family variant's impulse arm within a margin of the learned ConvMixer on the study's dataset
+    (unpaired: Welch)."""
     d = ev.filter_dataset
     learned = per_seed_scores(ev.filters, variant="learned") if len(ev.filters) else {}
     cells = [(ds, v) for ds, v in ev.cells(["vit"], small=None) if ds == d]
@@ -576,7 +498,6 @@ def _mean(values: list[float]) -> float:
 
 
 def _structure(ev: Evidence, plan: ClaimPlan, variant: str, records: dict) -> tuple[bool, list[str]]:
-    """Claim 7's thresholds on one variant's maps at init: (met, evidence lines)."""
     peak_min, flat_factor = threshold(plan, "peak_min"), threshold(plan, "flat_factor")
     m = {a: _layer0(records[a]) for a in THREE}
     uniform = _uniform(records["default"], ev.kernel_size)
@@ -597,7 +518,8 @@ def _structure(ev: Evidence, plan: ClaimPlan, variant: str, records: dict) -> tu
 
 
 def claim_7(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Structure of the maps at init (seed 0, pseudo-input, layer 0), per ViT-family variant: not a seed statistic."""
+    """Structure of the maps at init (seed 0, pseudo-input, layer 0), per ViT-family variant; Swin and Mixer maps have
+    no flat-default yardstick of the same meaning, so they are noted, not judged."""
     families = {v: f.family for v, f in ev.facts().items()}
     complete = {v: r for v, r in ev.attention.items() if all(a in r for a in THREE)}
 
@@ -623,13 +545,9 @@ def claim_7(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_8(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Swin / MLP-Mixer variants: impulse > default; mimetic no gain over default (margin); one Holm family over
-    the whole claim, as the plan had it before any result was read.
-
-    The Swin and Mixer constructions are ours (no official code, paper.md 2.5); a Mixer's construction is an init
-    option (`impulse.mixer`, `mimetic.mixer`, per variant through `models.<variant>.init_options`). Every variant
-    run is part of the claim (an alternative construction is labelled as one). A verdict per variant, each its own
-    Holm family, is the plan's labelled secondary analysis (`secondary.per_variant`): shown, never deciding."""
+    """Swin / MLP-Mixer variants: impulse > default, mimetic no gain over default (margin), in one Holm family over the
+    whole claim, as planned before any result was read. The constructions are ours (paper.md 2.5); a variant whose
+    `init_options` change one is labelled. Per-variant verdicts are the plan's secondary analysis, never deciding."""
     cells = ev.cells(["swin", "mixer"], small=None)
     if not cells or not ev.has_arms(*THREE):
         return Finding([], ["no Swin or MLP-Mixer variant with impulse, mimetic and default runs (params `models`;"
@@ -654,8 +572,8 @@ def claim_8(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_9(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[CI]'s α grid: impulse > mimetic > random at every α and dataset; the α the plan names best is best for
-    impulse and mimetic."""
+    """[CI]'s α grid: impulse > mimetic > random at every α and dataset; the α the plan names best is best for impulse
+    and mimetic (not tested without it or with one α)."""
     ci = ev.ci
     if ci is None or ci.empty or not set(CI_ARMS) <= set(ci["arm"]):
         return Finding([], ["no runs of [CI]'s α grid with impulse, mimetic and random (params `ci_alpha`)",
@@ -685,11 +603,9 @@ def claim_9(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[CI] Table 2: with Q/K frozen (NT), impulse > random and impulse > mimetic, with and without value.
-
-    The plan names the σ of the impulse fit that decides (`requires`); a run fitted at another σ leaves the claim
-    not tested. The arm `impulse_sens` (the other reading of σ, `ci_model3.sensitivity_fit`) gets the same
-    comparisons as a sensitivity line in its own Holm family, never deciding (the plan's `secondary`)."""
+    """[CI] Table 2: with Q/K frozen (NT), impulse > random and impulse > mimetic, with and without value, at the σ
+    the plan requires (another σ: not tested). `impulse_sens`, the other reading of σ, is a sensitivity line in its
+    own Holm family; the trained (T) columns are shown, not judged."""
     m3 = model3_rows(ev.m3)
     frozen = m3[m3["qk"] == "frozen"] if m3 is not None and not m3.empty else None
     if frozen is None or not set(CI_ARMS) <= set(frozen["arm"]):
@@ -729,8 +645,8 @@ def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Impulse beats default under every training configuration: the grid's own `train` (the train@ cells) and
-    each named one of params `train_configs`, for every ViT-family variant and small dataset."""
+    """Impulse beats default under every training configuration (the grid's `train` and each of `train_configs`), for
+    every ViT-family variant and small dataset."""
     configs = ev.configs
     if configs is None or configs.empty or not {"impulse", "default"} <= set(configs["arm"]):
         return Finding([], ["no training-configuration runs with impulse and default (params `train_configs`)"])
@@ -747,7 +663,6 @@ def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def _sia_checks(ev: Evidence, plan: ClaimPlan, names: Sequence[str], off: str) -> Finding:
-    """The plan's comparisons `names` of [SIA] cells (a, b are cell names), per dataset with both cells' runs."""
     sia = ev.sia
     if sia is None or sia.empty:
         return Finding([], [f"no runs of [SIA]'s ablations ({off})"])
@@ -766,7 +681,8 @@ def _sia_checks(ev: Evidence, plan: ClaimPlan, names: Sequence[str], off: str) -
 
 
 def claim_13(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[SIA] (c): the impulse fit on the position embedding beats the same fit on random pseudo-inputs."""
+    """[SIA] (c): the impulse fit on the position embedding beats the same fit on random pseudo-inputs (other fit cells
+    are shown, not judged)."""
     return _sia_checks(ev, plan, ("pe_uniform", "pe_gaussian"), "params `sia.fits`: PP, UU, GG")
 
 
@@ -776,8 +692,8 @@ def claim_14(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[CI] Table 1: attention from positions only (Model II) or input-independent (Model III RT) not worse than the
-    Simple ViT's; the Simple ViT's PE matters (it clearly beats the same model without any PE)."""
+    """[CI] Table 1: Model II and Model III RT not worse than the Simple ViT; the Simple ViT clearly beats the same
+    model without any PE."""
     m3 = ev.m3
     rt = (m3[(m3["arm"] == "random") & (m3["qk"] == "trained")] if m3 is not None and "form" in m3.columns
           else pd.DataFrame(columns=["dataset", "form", "value"]))
@@ -801,9 +717,9 @@ def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 
 def claim_12(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """[NeurIPS] Table 4: the student weight-selected from the impulse teacher pretrained on less data is not worse
-    than the one selected from the default teacher pretrained on more, on every fine-tune dataset. One teacher per
-    name: the interval covers fine-tuning (seeds, test images), not pretraining, variance."""
+    """[NeurIPS] Table 4: the student selected from the impulse teacher pretrained on less data is not worse than the
+    one from the default teacher pretrained on more, per fine-tune dataset. One teacher per name: the interval
+    covers fine-tuning, not pretraining, variance."""
     ws = ev.weight_selection
     rule = plan.rule("impulse_small_default_large")
     have = set(ws["source"]) if ws is not None else set()
@@ -829,8 +745,7 @@ CLAIMS = {"1": claim_1, "2": claim_2, "3": claim_3, "4": claim_4, "5a": claim_5a
 
 
 def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:
-    """Each claim of paper/claims.yaml with its verdict, one summary line, evidence lines and the comparisons
-    (each with its verdict, p-values, minimal detectable effect and, when inconclusive, a new experiment's n)."""
+    """Each claim of paper/claims.yaml with its verdict, summary line, evidence lines and comparisons."""
     out = []
     for claim in claims:
         found = (CLAIMS[claim["id"]](ev, plan_for(ev.plans, claim["id"])) if claim["id"] in CLAIMS

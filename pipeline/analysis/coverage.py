@@ -1,13 +1,9 @@
-"""paper/coverage.yaml, the coverage matrix: every table and figure of [NeurIPS], [SIA] and [CI] (paper.md section 2)
--> the stages and profiles that regenerate it, or why none does -> its claims -> their verdicts at this run.
+"""paper/coverage.yaml, the coverage matrix: every table and figure of [NeurIPS], [SIA] and [CI] -> the stages and
+profiles that regenerate it, or why none does -> its claims -> their verdicts at this run.
 
-Each entry: id (unique, kebab-case), paper (NeurIPS | SIA | CI), item (the name paper.md section 2 gives it:
-'Table 1', 'Fig. 4', '(a)' for [SIA]'s tables labelled by content, '§2.4' for a table that has no number), title,
-status, stages, profiles, claims, note. `status` is one of STATUSES: a row with a stage names the stages of
-dvc.yaml and the profiles (profiles/, or the default params.yaml's `cpu`) that run it; a row without one
-("no stage yet", "not reproducible here") says why in its note. tests/test_coverage.py keeps the file complete
-against paper.md and its stages, profiles and claims existing. A verdict is shown only where this run's profile is
-one of the row's profiles (the report's claims.json); everywhere else the row says "not run".
+An entry's keys: id, paper, item, title, status (one of STATUSES), stages, profiles, claims, note.
+tests/test_coverage.py keeps the file complete. A verdict is shown only where this run's profile is one of the
+row's; elsewhere the row says "not run".
 """
 
 from __future__ import annotations
@@ -32,7 +28,6 @@ NOT_RUN = "not run"
 
 @dataclass(frozen=True)
 class CoverageEntry:
-    """One row of the coverage matrix."""
 
     id: str
     paper: str
@@ -60,7 +55,6 @@ def _text(entry: dict, key: str, where: str, choices: tuple[str, ...] = ()) -> s
 
 
 def parse_entry(entry, index: int, where: str) -> CoverageEntry:
-    """One entry, checked key by key."""
     if not isinstance(entry, dict):
         raise PipelineError(f"{where}, entry {index + 1}: expected a mapping of {', '.join(KEYS)}")
     name = entry.get("id")
@@ -110,7 +104,6 @@ def load_coverage(paper_dir: str | Path) -> list[CoverageEntry]:
 
 
 def run_verdicts(claims: dict) -> dict[str, str]:
-    """claim id -> verdict, from a run's results/tables/claims.json (parsed)."""
     return {str(c["id"]): c["verdict"] for c in claims.get("claims", []) if "id" in c and "verdict" in c}
 
 
@@ -124,7 +117,6 @@ def verdict(entry: CoverageEntry, profile: str | None, verdicts: dict[str, str])
 
 
 def coverage_table(entries: list[CoverageEntry], profile: str | None, verdicts: dict[str, str]) -> TableBlock:
-    """The matrix, one row per entry; verdicts from the run of `profile` (None: no run)."""
     counts = {s: sum(e.status == s for e in entries) for s in STATUSES}
     run = (f"this run's profile, {profile} (results/tables/claims.json)" if profile else
            "no run: results/tables/claims.json was not found")

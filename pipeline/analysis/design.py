@@ -1,15 +1,9 @@
 """An experiment's design before any run: its run groups, synthetic results of them, and each claim's comparisons.
 
-The claims' code (`pipeline.analysis.claims`) decides which comparisons a claim needs from the runs it finds. To
-know them before any run (to state each claim's power in `check`, and to simulate experiments in
-bench/bench_verdicts.py), this module builds the run groups a profile plans (every dataset × variant × arm of the
-grid, the filter study, [CI]'s grids, the training configurations, [SIA]'s cells, weight selection), gives each
-seed of each group a result, and runs the claims' own functions on them. A group's key fields are the columns
-the claims read, so the comparisons, their labels and the run groups they contrast (`Estimate.terms`) are the
-ones a real run of the profile gets.
-
-`plan_power` is then each claim's power at the plan (`pipeline.analysis.power`) from paper/plan.yaml's assumed
-variance components: what the design can decide before anything runs.
+Which comparisons a claim needs is decided by the claims' code from the runs it finds. To know them before any
+run (`check`'s power, bench/bench_verdicts.py's simulations), this module builds the run groups a profile plans,
+gives each seed a result, and runs the claims' own functions on them, so the comparisons are the ones a real
+run gets. `plan_power` is each claim's power at paper/plan.yaml's assumed variance components.
 """
 
 from __future__ import annotations
@@ -69,8 +63,7 @@ class Design:
 
     @classmethod
     def of_profile(cls, profile: str, root: str | Path) -> Design:
-        """A profile of root/profiles merged onto root/params.yaml in a scratch copy ('cpu': params.yaml as it is);
-        the repository's params.yaml is not touched."""
+        """A profile of root/profiles merged onto root/params.yaml in a scratch copy ('cpu': params.yaml as it is)."""
         from pipeline.profiles import apply_profile
         root = Path(root)
         with tempfile.TemporaryDirectory() as tmp:
@@ -117,8 +110,8 @@ class Design:
         return out
 
     def noise_free(self, groups: list[dict], truth: list[float]) -> dict[str, pd.DataFrame]:
-        """Every seed of each group at its population accuracy (`truth`, fractions), scored on its dataset's
-        whole test split where the registry knows its size: the claims' means are then the true differences."""
+        """Every seed of each group at its population accuracy (`truth`), scored on the dataset's whole test split where
+        its size is known: the claims' means are then the true differences."""
         rows: dict[str, list] = {k: [] for k in KINDS}
         epochs = max(self.exp.convergence_epochs, default=1)
         for g, p in zip(groups, truth):
@@ -131,7 +124,6 @@ class Design:
         return self.frames(rows)
 
     def frames(self, rows: dict[str, list]) -> dict[str, pd.DataFrame]:
-        """The frames from rows per kind (a kind without rows: an empty frame with the columns the claims read)."""
         return {k: pd.DataFrame(rows.get(k) or [], columns=[*KEYS[k], *RUN_COLUMNS]) for k in KINDS}
 
     def evidence(self, frames: dict[str, pd.DataFrame]) -> Evidence:
@@ -141,8 +133,7 @@ class Design:
                         frames["configs"], frames["sia"], frames["weight_selection"], dict(e.settings))
 
     def checks(self, claim: str) -> list[Check]:
-        """The comparisons the claim needs in this design (judged on noise-free results at BASE); the headline's
-        are every (dataset, variant) cell's."""
+        """The comparisons the claim needs in this design (judged on noise-free results at BASE)."""
         groups = self.groups(CLAIM_FRAMES[claim])
         ev = self.evidence(self.noise_free(groups, [BASE] * len(groups)))
         if claim == "headline":
@@ -153,8 +144,7 @@ class Design:
 
 
 def plan_power(design: Design, claim: str) -> dict | None:
-    """The claim's power at the plan in this design, from paper/plan.yaml's assumed variance components; None
-    when the design does not test the claim (or its comparisons cannot be powered together)."""
+    """The claim's power at the plan in this design; None when the design does not test the claim."""
     if claim not in CLAIM_FRAMES or claim not in CLAIMS:
         return None  # the headline is not a claim; 7 is structural
     checks = design.checks(claim)

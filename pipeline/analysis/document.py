@@ -1,10 +1,5 @@
-"""The report as a list of blocks, rendered twice: to Markdown here and to PDF by `pipeline.analysis.pdf`.
-
-Building the content once and rendering it twice keeps report.md and report.pdf saying the same thing. Inline
-markup is the small subset both renderers share: ``**bold**`` only (fpdf2's markdown mode reads it too; the PDF
-renderer escapes its ``__`` and ``--`` markers, so they print as written), and commands go into `Code` blocks,
-which are not parsed).
-"""
+"""The report as a list of blocks, rendered twice (Markdown here, PDF in `pdf`), so report.md and report.pdf say the
+same thing. Inline markup is ``**bold**`` only, which both renderers read; commands go into `Code` blocks."""
 
 from __future__ import annotations
 
@@ -55,13 +50,11 @@ def _cell(text: str) -> str:
 
 
 def table_markdown(columns: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table."""
     lines = ["| " + " | ".join(map(_cell, columns)) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(map(_cell, r)) + " |" for r in rows])
 
 
 def block_markdown(block: Block) -> str:
-    """One block as Markdown."""
     if isinstance(block, Heading):
         return "#" * (block.level + 1) + " " + block.text
     if isinstance(block, Paragraph):
@@ -80,5 +73,4 @@ def block_markdown(block: Block) -> str:
 
 
 def to_markdown(title: str, blocks: list[Block]) -> str:
-    """The whole report as one Markdown document."""
     return "\n\n".join([f"# {title}", *map(block_markdown, blocks)]) + "\n"

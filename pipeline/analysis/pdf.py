@@ -1,9 +1,5 @@
-"""Render the report's blocks (`pipeline.analysis.document`) to a PDF with fpdf2 (pure Python, no system library).
-
-Tables are real text (selectable, extractable), figures are embedded PNGs, headings become PDF bookmarks, every
-page carries its number. fpdf2's core fonts are Latin-1 only, so the report uses the DejaVu TrueType fonts that
-ship with matplotlib (regular, bold, oblique, mono) for ±, α, σ, Δ, ≈ and the like.
-"""
+"""Render the report's blocks (`document`) to a PDF with fpdf2: real text tables, embedded PNG figures, bookmarked
+headings, page numbers. fpdf2's core fonts are Latin-1 only, so the report uses matplotlib's DejaVu TTFs."""
 
 from __future__ import annotations
 
@@ -22,7 +18,6 @@ HEADING_PT = {0: 16, 1: 13, 2: 11}
 
 
 def dejavu(name: str) -> Path:
-    """Path of one of matplotlib's bundled DejaVu TTF files."""
     return Path(matplotlib.get_data_path()) / "fonts" / "ttf" / name
 
 
@@ -59,12 +54,11 @@ class ReportPDF(FPDF):
 
 def _escape(text: str) -> str:
     """Text with fpdf2's underline (--) and italics (__) markers escaped: the report's only inline markup is
-    ``**bold**``, and a command's flags (--set) or a name (my__var) must print as written."""
+    ``**bold**``, and flags (--set) or names (my__var) must print as written."""
     return text.replace("--", "\\--").replace("__", "\\__")
 
 
 def _text(pdf: ReportPDF, text: str, size: float = BODY_PT, style: str = "") -> None:
-    """A left-aligned paragraph; ``**bold**`` is honoured, Markdown code backticks are dropped."""
     pdf.set_font(FONT, style, size)
     pdf.multi_cell(0, size * 0.5, _escape(text.replace("`", "")), markdown=True, align="L", new_x="LMARGIN",
                    new_y="NEXT")
@@ -91,7 +85,6 @@ MIN_PPI = 150  #: a figure is printed at no fewer pixels per inch than this (leg
 
 
 def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float], list[float]]:
-    """Per column at this font size: (longest unbreakable word, longest cell capped at 70 mm), in mm."""
     pdf.set_font(FONT, "B", size)
     words, cells = [], []
     for j, head in enumerate(block.columns):
@@ -102,11 +95,8 @@ def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float]
 
 
 def _layout(pdf: ReportPDF, block: TableBlock) -> tuple[float, list[float]]:
-    """The largest font size (down to MIN_TABLE_PT) at which no word must break, and the column widths.
-
-    Columns start at their longest word and share the rest of the page width in proportion to how much
-    wider their longest cell is, so short columns never wrap mid-word and long text columns wrap at spaces.
-    """
+    """The largest font size (down to MIN_TABLE_PT) at which no word must break, and the column widths: each column
+    starts at its longest word and shares the rest in proportion to how much wider its longest cell is."""
     size = TABLE_PT
     words, cells = _widths(pdf, block, size)
     while sum(words) > pdf.epw and size > MIN_TABLE_PT:
@@ -140,8 +130,8 @@ def _table(pdf: ReportPDF, block: TableBlock) -> None:
 
 
 def _figure_size(pdf: ReportPDF, block: FigureBlock, base: Path) -> tuple[float, float]:
-    """(width, height) in mm: the page width, or less so the figure takes at most 38% of the page height (two
-    figures with their captions fit on a page) and is never stretched below MIN_PPI pixels per inch."""
+    """(width, height) in mm: the page width, or less so that two figures and captions fit on a page, never below
+    MIN_PPI pixels per inch."""
     with Image.open(base / block.path) as im:
         aspect, pixels = im.height / im.width, im.width
     w = min(pdf.epw, pixels / MIN_PPI * 25.4)

@@ -1,16 +1,10 @@
-"""The analysis plan's history, read from the repository's git history: every change to paper/plan.yaml and to a
-seed list of params.yaml or a profile, dated, beside the date of the first result it could have been read from.
+"""The analysis plan's history from git: every change to paper/plan.yaml and to a seed list of params.yaml or a
+profile, dated, beside the first result it could have been read from.
 
-A plan fixed before its results were read is what makes a verdict confirmatory; a change made after is labelled
-post hoc. "The first result" of a claim is the first commit whose README.md shows a verdict for it (supported,
-contradicted or inconclusive: what a reader of the repository could have seen), and, for the run being reported,
-the commit its runs record (a change committed after the revision a run was trained at may have seen its results).
-A change counts against the claims it touches: the claim entries of plan.yaml that differ (a change of `defaults`
-touches every claim), and for a seed list, the claims whose planned n the plan reads from that key. It is post hoc
-when a verdict may depend on it (a comparison, direction, margin, family, α, interval, planned n or required
-value; a seed list changed, not set for the first time) and a touched claim had a result recorded before it;
-changes of power assumptions, notes and labelled secondary analyses, and of comments, are listed as such. Git is
-asked read-only (`git log`, `git show`); without it the history says so.
+A plan fixed before its results were read makes a verdict confirmatory; a later change that a verdict may depend
+on (a comparison, margin, family, α, planned n or required value; a seed list changed) is labelled post hoc for
+the claims it touches when one of them had a result already: a verdict in a committed README.md, or the commit
+the reported runs record. Git is asked read-only; without it the history says so.
 """
 
 from __future__ import annotations
@@ -40,7 +34,6 @@ VERDICT_KIND, POWER_KIND, COMMENT_KIND, DESIGN_KIND = "verdict", "power or notes
 
 @dataclass(frozen=True)
 class Change:
-    """One change of the plan or of a seed list, as git records it."""
 
     commit: str
     date: str  #: the commit's date (ISO 8601)
@@ -77,7 +70,6 @@ def _load(text: str | None) -> dict:
 
 
 def _sections(text: str | None) -> dict[str, str]:
-    """claim id -> the raw lines of its entry in plan.yaml (comments included), and 'defaults'."""
     out: dict[str, list[str]] = {}
     current, in_claims = None, False
     for line in (text or "").splitlines():
@@ -128,7 +120,6 @@ def _kind(keys) -> str:
 
 
 def _entry_diff(a: dict, b: dict) -> tuple[str, list[str]]:
-    """What differs between two versions of one claim's entry, and the keys that differ."""
     parts, keys = [], []
     ca, cb = a.get("comparisons") or {}, b.get("comparisons") or {}
     added, removed = [k for k in cb if k not in ca], [k for k in ca if k not in cb]
@@ -151,7 +142,6 @@ def _entry_diff(a: dict, b: dict) -> tuple[str, list[str]]:
 
 
 def _comment_words(a: str | None, b: str | None) -> str:
-    """The added comment text of a section, shortened."""
     old = set((a or "").splitlines())
     added = [line.split("#", 1)[1].strip() for line in (b or "").splitlines() if line not in old and "#" in line]
     text = " ".join(added)
@@ -170,8 +160,8 @@ def _seed_lists(data: Mapping) -> dict[str, list]:
 
 
 def seed_changes(root: Path, readers: Mapping[str, tuple]) -> list[Change]:
-    """Every change to a seed list of params.yaml (the CPU default) or a profile, with the claims whose planned n
-    reads that key (`readers`: params key -> claims)."""
+    """Every change to a seed list of params.yaml or a profile, with the claims whose planned n reads that key
+    (`readers`: params key -> claims)."""
     out = []
     for commit, date in commits(root, "params.yaml", "profiles"):
         files = (git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", commit)
@@ -204,9 +194,8 @@ def seeds_used(root: Path, before: str | None = None) -> set[int]:
 
 
 def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
-    """claim -> (ISO date, commit) of the first README.md that shows a result of it: a table row naming the claim
-    with a verdict, or, for `grid_claims` (those reading the grid's seeds), any table row with an interval (the
-    README's first tables were the CPU default's grid, before it listed claims)."""
+    """claim -> (ISO date, commit) of the first README.md that shows a result of it (for `grid_claims`, any table row
+    with an interval: the README's first tables predate its claims)."""
     ids, grid = set(claims), set(grid_claims)
     row = re.compile(r"^\|\s*(\w+)\s*\|(.*)$")
     out: dict[str, tuple[str, str]] = {}
@@ -222,8 +211,8 @@ def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] 
 
 
 def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], run_revs: Iterable[str] = ()) -> dict:
-    """The plan's history as claims.json holds it: changes (oldest first, each with the first recorded result of
-    its claims before it), the first results per claim, this run's revision and date, and whether git answered."""
+    """The plan's history as claims.json holds it: changes (oldest first, each with its claims' first results), the
+    first results per claim, this run's revision and date, and whether git answered."""
     root = Path(root)
     if git(root, "rev-parse", "--git-dir") is None:
         return {"available": False, "note": "no git history here (a copy without .git): the plan's history cannot"
@@ -256,8 +245,8 @@ def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], r
 
 def confirmatory_status(root: str | Path, seeds: Iterable[int], profile: str, run_profile: str,
                         run_seed_lists: Mapping[str, Iterable[int]]) -> dict:
-    """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no
-    version of params.yaml or a profile listed any of those seeds before the plan named them."""
+    """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no earlier
+    version of params.yaml or a profile listed those seeds."""
     root, seeds = Path(root), sorted(seeds)
     named = next((date for commit, date in commits(root, PLAN_FILE)
                   if "confirmatory" in _load(show(root, commit, PLAN_FILE))), None)

@@ -1,22 +1,10 @@
 """The power of a claim: the probability that every comparison it needs is supported, not one comparison's.
 
-A claim is supported only when all of its comparisons pass their one-sided tests (intersection–union; Holm's
-correction decides "contradicted" only), so what a design can decide is a joint probability. Comparisons that
-share a run group (impulse − mimetic and mimetic − default share mimetic's runs) are correlated, and their
-sample variances too, so the product of the comparisons' powers is not it.
-
-The model is the one the intervals assume (`pipeline.analysis.stats`): comparison k's per-seed differences are
-normal, D_ks = δ_k + Σ_u w_ku e_us with e_us ~ N(0, 1) independent over seeds s and run groups u (the part of a
-seed's effect shared by every run of that seed cancels in a paired difference), scaled so that D_ks has the
-comparison's own seed sd; the test images add G_k = Σ_u w_ku g_u, drawn once and treated as known by the
-interval. Each comparison is then tested as `stats.Criterion` tests it (one-sided t at α on n − 1 degrees of
-freedom; TOST for "≈"). The weights w_ku come from the run groups each comparison contrasts (`Estimate.terms`);
-groups are taken to have equal variance within a comparison. The probability is a Monte-Carlo mean over fixed
-draws (common random numbers: reproducible, and monotone in the effect, so bisection finds the detectable
-effect); `MC_DRAWS` draws give it to about ±0.01. A Welch comparison (claim 6) stands alone: statsmodels'-style
-noncentral t.
-
-bench/bench_verdicts.py checks these figures against simulated experiments run through the claims' own code.
+Comparisons that share a run group (impulse − mimetic and mimetic − default) are correlated, so the product of
+their powers is not it. Under the intervals' model (`stats`), each run group's seed effects are drawn normal and
+shared by the comparisons that contrast it (`Estimate.terms`), and each comparison is tested as
+`stats.Criterion` tests it: a Monte-Carlo mean over fixed draws (reproducible, and monotone in the effect, so
+bisection finds the detectable effect), to about ±0.01. bench/bench_verdicts.py checks it by simulation.
 """
 
 from __future__ import annotations
@@ -54,23 +42,20 @@ class Planned:
     kind: str = "paired"
 
     def image_se(self, n: int) -> float:
-        """The test images' standard error at n seeds (points)."""
         if not self.images:
             return 0.0
         return math.sqrt((self.image_sd ** 2 + self.interaction_sd ** 2 / n) / self.images)
 
     def at(self, n: int) -> Planned:
-        """The same comparison with n seeds per arm."""
         return replace(self, n=(n, n) if self.kind == WELCH else n)
 
     def scaled(self, factor: float) -> Planned:
-        """The same comparison with every seed sd multiplied by `factor`."""
         return replace(self, seed_sds=tuple(s * factor for s in self.seed_sds))
 
 
 def at_distance(c: Planned, distance: float) -> float:
-    """The true difference lying `distance` points beyond the comparison's boundary on its claimed side
-    (equivalence: |δ| = margin − distance, 0 at most)."""
+    """The true difference `distance` points beyond the comparison's boundary on its claimed side (equivalence:
+    |δ| = margin − distance, 0 at most)."""
     cr = c.criterion
     if cr.direction == "equivalent":
         return max(0.0, cr.margin - distance)
@@ -147,13 +132,12 @@ def claim_power(comparisons: Sequence[Planned], deltas: Sequence[float], draws: 
 
 
 def mc_error(p: float, draws: int = MC_DRAWS) -> float:
-    """The Monte-Carlo standard error of a probability from `draws` draws."""
     return math.sqrt(max(p * (1 - p), 0.0) / draws) if math.isfinite(p) else math.nan
 
 
 def claim_detectable(comparisons: Sequence[Planned], power: float, limit: float = 100.0) -> float:
-    """The distance beyond every comparison's boundary (points, the same for each; equivalence: inside its margin)
-    at which the claim is supported with `power`; NaN when no distance up to `limit` reaches it."""
+    """The distance beyond every comparison's boundary (points, the same for each) at which the claim is supported
+    with `power`; NaN when none up to `limit` does."""
     def reached(d: float) -> bool:
         return claim_power(comparisons, [at_distance(c, d) for c in comparisons], SEARCH_DRAWS) >= power
     if not comparisons or not reached(limit):
@@ -167,8 +151,8 @@ def claim_detectable(comparisons: Sequence[Planned], power: float, limit: float 
 
 def seeds_needed(comparisons: Sequence[Planned], deltas: Sequence[float], power: float,
                  max_seeds: int = MAX_SEEDS) -> int | None:
-    """The fewest seeds per arm (2 or more) at which the claim is supported with `power` at these true
-    differences and the same variance components; None when `max_seeds` do not."""
+    """The fewest seeds per arm (2 or more) at which the claim is supported with `power` at these differences and
+    variance components; None when `max_seeds` do not."""
     def reached(n: int) -> bool:
         return claim_power([c.at(n) for c in comparisons], deltas, SEARCH_DRAWS) >= power
     if not comparisons or not reached(max_seeds):
@@ -181,8 +165,8 @@ def seeds_needed(comparisons: Sequence[Planned], deltas: Sequence[float], power:
 
 
 def sd_needed(comparisons: Sequence[Planned], deltas: Sequence[float], power: float) -> float | None:
-    """The largest factor on every comparison's seed sd at which the planned n decide the claim with `power`
-    (1 or more: they already do; None: even without seed variance the test images' term is too large)."""
+    """The largest factor on every comparison's seed sd at which the planned n decide the claim with `power` (None:
+    the test images' term alone is too large)."""
     def reached(f: float) -> bool:
         return claim_power([c.scaled(f) for c in comparisons], deltas, SEARCH_DRAWS) >= power
     if not comparisons or not reached(1e-3):
@@ -218,9 +202,8 @@ def planned_from_rule(rule: Rule, images: int, terms: tuple = ()) -> Planned:
 
 
 def summary(planned: Sequence[Planned], rules: Sequence[Rule], source: str) -> dict:
-    """A claim's power at its plan: at each comparison's effect of interest, the distance beyond every boundary
-    its planned n detect with the plan's power, and, when they fall short, the seeds or the seed sd that would
-    reach it. `source` says whose variance components these are."""
+    """A claim's power at its plan: the distance its planned n detect and, when short, the seeds or the seed sd that
+    would reach the plan's power. `source` says whose variance components these are."""
     target = rules[0].power
     effects = [r.effect for r in rules]
     singles = [claim_power([p], [r.effect]) for p, r in zip(planned, rules)]
@@ -236,7 +219,6 @@ def summary(planned: Sequence[Planned], rules: Sequence[Rule], source: str) -> d
 
 
 def describe(s: dict) -> str:
-    """One sentence of a claim's power (`summary`)."""
     k, target = s["comparisons"], 100 * s["target"]
     every = f"all {k} comparisons supported" if k > 1 else "its comparison supported"
     text = (f"claim power ({s['source']}): P({every}) = {100 * s['power']:.0f}% ± {100 * s['mc_error']:.0f} at the"

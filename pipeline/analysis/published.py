@@ -1,10 +1,6 @@
-"""The papers' published numbers (paper/*.csv) and claims (paper/claims.yaml) as data.
-
-paper/ transcribes every number of ../shared/paper.md sections 2 and 4 that the report compares against: one CSV
-per table, values in percent as published, each row with its source tag, paper version and status
-(paper/sources.yaml). A cell no reachable source gives is a row with an empty value and status ``n/p``; it is
-loaded as NaN and shown as "n/p", never filled in.
-"""
+"""The papers' published numbers (paper/*.csv) and claims (paper/claims.yaml) as data: one CSV per table, values in
+percent as published, each row with its source and status (paper/sources.yaml). A value no source gives has
+status ``n/p`` and loads as NaN, never filled in."""
 
 from __future__ import annotations
 
@@ -50,7 +46,6 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_published(paper_dir: str | Path) -> pd.DataFrame:
-    """All paper/*.csv rows in one frame (a `file` column names the CSV; absent key columns are empty)."""
     paths = sorted(Path(paper_dir).glob("*.csv"))
     if not paths:
         raise PipelineError(f"{paper_dir}: no published-number CSVs found; the aggregate stage reads paper/*.csv"
@@ -75,7 +70,6 @@ def load_claims(paper_dir: str | Path) -> list[dict]:
 
 
 def select(published: pd.DataFrame, file: str, **keys) -> pd.DataFrame:
-    """Rows of one paper/ file whose columns equal `keys` (a key the file lacks matches nothing)."""
     rows = published[published["file"] == file]
     for key, value in keys.items():
         if key not in rows.columns:

@@ -1,30 +1,11 @@
-"""Read the runs of the current experiment from results/ (their metrics.json files) into pandas frames.
+"""Read the runs of the current experiment from results/ (their metrics.json files) into pandas frames: the one
+results reader of the analysis.
 
-The one results reader of the analysis: the aggregate's tables and claims and the figures read runs through it.
-Which runs belong to the experiment is decided by params.yaml, not by what lies in results/ (old runs of other
-inits may still be there):
-
-- the ViT grid: exactly `results/train/<dataset>/<variant>/<arm>/seed<k>/metrics.json` for the experiment's
-  datasets × variants × arms × seeds;
-- the filter study: `results/filter_study/<variant>/seed<k>/`, and its Gaussian σ × heads grid, matched on the
-  `sigma` and `heads` each run records;
-- [CI]'s α grid: `results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/`, matched on the `alpha` each run records
-  (not on how the folder spells the number);
-- [CI]'s Model III grid: exactly `results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/`; Table 1's other
-  columns: `results/ci_table1/<dataset>/<form>/<value>/seed<k>/`.
-- the training-configuration cells: `results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/`.
-- [SIA]'s ablations: `results/sia/<dataset>/<cell>/seed<k>/` (cells base_<arch> and fit_<fit>).
-- the weight-selection cells: `results/weight_selection/<dataset>/<teacher>/seed<k>/` (selected, then fine-tuned)
-  and `results/weight_selection/<dataset>/scratch/<arm>/seed<k>/` (the same student from scratch).
-
-A run the experiment expects but that has no metrics.json is reported as missing, not silently dropped.
-Accuracies stay fractions here; the tables convert to percent.
-
-Final accuracy. A run that scored its final model on the whole test split records `test_top1` in metrics.json
-and per-image correctness in `test_correct.npz` beside it (the image indices and a boolean per image). Then
-`top1` here is that test top-1 and `correct` the per-image array (ordered by image index), which the intervals use
-(`pipeline.analysis.stats`); `val_top1` keeps the last epoch's validation top-1 on `data.val_subset`. A run
-without the file has `correct` None and `top1` its validation top-1.
+Which runs belong to the experiment is decided by params.yaml, not by what lies in results/; a run it expects
+without a metrics.json is reported missing. Grids whose axis is a number (α, σ) match runs on the value each
+recorded, not on the folder's spelling. Accuracies stay fractions. `top1` is the final model's test top-1 where
+the run scored the test split (`correct` then holds its per-image correctness, ordered by image), else the last
+validation top-1.
 """
 
 from __future__ import annotations
@@ -60,7 +41,6 @@ SCORED = ("val_top1", "correct", "images")
 
 
 def read_metrics(path: Path) -> dict:
-    """One run's metrics.json; a corrupt file is a PipelineError naming it."""
     try:
         return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -68,7 +48,6 @@ def read_metrics(path: Path) -> dict:
 
 
 def family_of(model: str) -> str:
-    """'vit' | 'swin' | 'mixer' from a timm model name (its first word), '' when unknown."""
     return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
 
 
@@ -90,7 +69,6 @@ def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _row(metrics: dict, fields: Sequence[str], folder: Path | None = None) -> dict:
-    """One run's fields, `top1` the test top-1 when recorded, and its per-image correctness (see above)."""
     row = {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
     scored = read_correct(folder / TEST_CORRECT) if folder is not None else None
     row |= {"val_top1": row.get("top1", math.nan), "correct": None, "images": None}
@@ -100,8 +78,7 @@ def _row(metrics: dict, fields: Sequence[str], folder: Path | None = None) -> di
 
 
 def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
-    """Every run with per-image correctness among (name, image indices) was scored on the same images; a
-    PipelineError names two that differ."""
+    """Every run with per-image correctness was scored on the same images; else a PipelineError naming two."""
     first = None
     for name, images in runs:
         if images is None:
@@ -115,11 +92,8 @@ def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
 
 def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
                   seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks).
-
-    Columns: dataset, variant, arm, seed, the RUN_FIELDS, the MODEL_FIELDS and `history` (the per-epoch list
-    of dicts, epoch 0-based).
-    """
+    """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks). Columns:
+    dataset, variant, arm, seed, RUN_FIELDS, MODEL_FIELDS, `history` (per-epoch dicts)."""
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS
     for dataset in datasets:
@@ -137,9 +111,8 @@ def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Seq
 
 def match_recorded(paths: Iterable[Path], key: str, values: Sequence[float],
                    **fixed) -> dict[float, tuple[Path, dict]]:
-    """{configured value: (path, metrics)} of the runs among `paths` whose metrics.json records `key` close to
-    one of `values` and each `fixed` field exactly (the first path, in sorted order, wins when two folders spell
-    one value differently)."""
+    """{configured value: (path, metrics)} of the runs among `paths` whose metrics.json records `key` close to one of
+    `values` and each `fixed` field exactly (the first path in sorted order wins)."""
     found: dict[float, tuple[Path, dict]] = {}
     for path in sorted(paths):
         m = read_metrics(path)
@@ -153,8 +126,6 @@ def match_recorded(paths: Iterable[Path], key: str, values: Sequence[float],
 
 
 def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[int], seeds: Sequence[int]):
-    """Gaussian-grid runs, matched on the sigma/heads their metrics.json record (robust to how the folder
-    spells the number, e.g. gaussian-1.0-h4 or gaussian-1-h4)."""
     found = {}
     for seed in seeds:
         for h in heads:
@@ -169,11 +140,7 @@ def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[in
 
 def load_filter_runs(study_root: str | Path, filters: Sequence[str], sigmas: Sequence[float],
                      heads: Sequence[int], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The experiment's filter-study runs: (rows found, runs expected but missing).
-
-    `filters` are the variant names of params `filter_study.filters` (``learned`` and frozen families); the
-    Gaussian grid is sigmas × heads. Columns: variant, seed, the RUN_FIELDS, the FILTER_FIELDS, history.
-    """
+    """The experiment's filter-study runs, learned, frozen and the Gaussian grid: (rows found, runs missing)."""
     study_root = Path(study_root)
     rows, missing = [], []
     for variant in filters:
@@ -193,11 +160,7 @@ def load_filter_runs(study_root: str | Path, filters: Sequence[str], sigmas: Seq
 
 def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Sequence[float], arms: Sequence[str],
                        seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI]'s α grid (results/ci_alpha/<dataset>/alpha<α>/<arm>/seed<k>/): (rows found, runs missing).
-
-    A run is matched on the `alpha` its metrics.json records; the row's `alpha` is the configured value it
-    matched. Columns: dataset, alpha, arm, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS, history.
-    """
+    """[CI]'s α grid (results/ci_alpha/): (rows found, runs missing), `alpha` the configured value matched."""
     ci_root = Path(ci_root)
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
@@ -217,8 +180,7 @@ def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Seq
 
 def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequence[str], qks: Sequence[str],
                         values: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI]'s Model III grid (results/ci_model3/<dataset>/<arm>/<qk>/<value>/seed<k>/): (rows found, runs
-    missing). Columns: dataset, arm, qk, value, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS, history."""
+    """[CI]'s Model III grid (results/ci_model3/): (rows found, runs missing)."""
     root = Path(root)
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
@@ -236,8 +198,8 @@ def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequenc
 def load_train_config_runs(root: str | Path, datasets: Sequence[str], variants: Sequence[str],
                            configs: Sequence[str], arms: Sequence[str],
                            seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The training-configuration cells (results/train_config/<dataset>/<variant>/<config>/<arm>/seed<k>/): (rows
-    found, runs missing), in `load_vit_runs`' columns plus `config`."""
+    """The training-configuration cells (results/train_config/): (rows found, runs missing), `load_vit_runs`' columns
+    plus `config`."""
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS
     for dataset, variant, config, arm, seed in itertools.product(datasets, variants, configs, arms, seeds):
@@ -253,9 +215,7 @@ def load_train_config_runs(root: str | Path, datasets: Sequence[str], variants: 
 
 def load_sia_runs(root: str | Path, datasets: Sequence[str], cells: Sequence[str],
                   seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[SIA]'s ablations (results/sia/<dataset>/<cell>/seed<k>/, cells `base_<arch>` and `fit_<fit>`): (rows found,
-    runs missing). Columns: dataset, cell, seed, the RUN_FIELDS, the MODEL_FIELDS, the CI_FIELDS (a fit cell's
-    `impulse_fit` records), history."""
+    """[SIA]'s ablations (results/sia/): (rows found, runs missing)."""
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
     for dataset, cell, seed in itertools.product(datasets, cells, seeds):
@@ -276,9 +236,8 @@ SCRATCH = "scratch:"
 
 def load_weight_selection_runs(root: str | Path, datasets: Sequence[str], teachers: Sequence[str],
                                scratch: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The weight-selection cells (results/weight_selection/<dataset>/<teacher>/seed<k>/ and
-    .../scratch/<arm>/seed<k>/): (rows found, runs missing), in the RUN_FIELDS, the student's `variant`, the
-    MODEL_FIELDS and TEACHER_FIELDS, plus `source` (the teacher's name, or SCRATCH + the arm)."""
+    """The weight-selection cells (results/weight_selection/): (rows found, runs missing), with `source` the teacher's
+    name or SCRATCH + the arm."""
     rows, missing = [], []
     fields = RUN_FIELDS + ("variant",) + MODEL_FIELDS + TEACHER_FIELDS
     cells = [(t, Path(t)) for t in teachers] + [(SCRATCH + a, Path("scratch") / a) for a in scratch]
@@ -299,9 +258,8 @@ MODEL3 = "model3"
 
 def load_ci_table1_runs(root: str | Path, datasets: Sequence[str], forms: Sequence[str], values: Sequence[str],
                         seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI] Table 1's other columns (results/ci_table1/<dataset>/<form>/<value>/seed<k>/): (rows found, runs
-    missing), in the Model III frame's columns plus `form` (arm 'random', qk 'trained': PyTorch's default init,
-    trained, as Table 1's Model III (RT) cell)."""
+    """[CI] Table 1's other columns (results/ci_table1/): (rows found, runs missing), in the Model III frame's columns
+    plus `form`."""
     root = Path(root)
     rows, missing = [], []
     fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
@@ -325,9 +283,8 @@ def at_epoch(history: list[dict], epoch: int, key: str) -> float:
 
 
 class SeedScores(dict):
-    """{seed: a run's scores} of one run group, naming the group (`unit`: the frame's name, as
-    `DataFrame.attrs['unit']` gives it, and the matched rows' index labels), so the claim-level power knows which
-    comparisons share a group (`pipeline.analysis.stats.terms_of`)."""
+    """{seed: a run's scores} of one run group, naming the group (`unit`), so the claim-level power knows which
+    comparisons share one (`stats.terms_of`)."""
 
     unit: str
 
@@ -346,18 +303,14 @@ def _named(values: dict, rows: pd.DataFrame) -> SeedScores:
 
 
 def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **match) -> SeedScores:
-    """{seed: metric × scale} of the runs whose columns equal `match` (e.g. dataset=..., variant=..., arm=...).
-
-    The default reads final top-1 in percent; `per_seed(filters, variant='learned')` reads a filter-study
-    variant, `per_seed(ci, dataset=d, alpha=0.1, arm='impulse')` one cell of the α grid.
-    """
+    """{seed: metric × scale} of the runs whose columns equal `match` (default: final top-1 in percent)."""
     rows = _matched(runs, match)
     return _named({int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}, rows)
 
 
 def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
-    """{seed: per-image correctness (booleans)} of the runs matching `match`, or {seed: final top-1 in points}
-    for a run without per-image correctness; what `pipeline.analysis.stats` takes as a run's scores."""
+    """{seed: per-image correctness} of the runs matching `match`, or {seed: final top-1 in points} without it: what
+    `stats` takes as a run's scores."""
     rows = _matched(runs, match)
     correct = rows["correct"] if "correct" in rows else [None] * len(rows)
     return _named({int(s): c if c is not None else 100.0 * float(v)

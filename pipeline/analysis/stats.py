@@ -1,31 +1,14 @@
 """Estimates, tests and power for the verdicts: one comparison over seeds and test images.
 
-What is estimated. Arm a's and arm b's final models are scored on the same N test images; c[s, i] is 1 when seed
-s's model gets image i right. The population difference δ is the mean of c_a − c_b over both sources of
-sampling: the seeds (init, data order, the training subset drawn per seed) and the test images (drawn from the
-data distribution). The estimate D is the mean over seeds and images, in points.
+D, the mean over seeds and test images of c_a − c_b in points, estimates δ over both sources of sampling. Paired
+arms (`crossed`): Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N (the crossed decomposition with the interaction counted
+twice, conservative) on the seeds' n − 1 degrees of freedom; Welch–Satterthwaite's undercover at 3 seeds
+(bench/bench_verdicts.py). Without per-image scores: scipy's paired t. Unpaired arms: Welch's degrees of
+freedom for the seed terms (Welch 1947).
 
-Its variance (`crossed`), for a paired design (arms that share seeds and images): with d_s seed s's accuracy
-difference and z_i the seed-averaged difference on image i, Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N. This is the
-crossed seeds × images random-effects decomposition (Var D = σ²_seed/n + σ²_image/N + σ²_interaction/(nN))
-with the interaction term counted twice, which errs conservative. The t quantile takes the seeds' degrees of
-freedom, n − 1: the image term rests on thousands of images and is treated as known. (The Welch–Satterthwaite
-degrees of freedom of the two terms undercover at 3 seeds: a seed variance that is small by chance raises them
-from 2 to 2.5 or more, where t's quantile falls fast: bench/bench_verdicts.py found them below 95%.)
-With the image term zero this is scipy's paired t interval over seeds (`ttest_rel`). Unpaired arms (a ViT and a
-ConvMixer share only a seed number) use every run of each arm: var(acc_a)/n_a + var(acc_b)/n_b + var_i(z_i)/N
-with Welch's degrees of freedom of the two seed terms (Welch 1947). Runs without per-image correctness, and
-metrics with no fixed test set (training accuracy), get the seed terms alone: scipy's paired t or Welch
-interval.
-
-What is tested (`Criterion`). A comparison claims a − b lies on one side of a boundary (a direction and a
-margin m): one-sided tests at α, read from the two-sided 1 − 2α interval the report prints. "Supported" is the
-claimed side at α; equivalence ("≈") is two one-sided tests (TOST; Schuirmann 1987), both at α. The reverse
-hypothesis gets its own one-sided p-value (`p_reverse`), which the claims correct for multiplicity (`holm`).
-
-Power as a plan (`detectable_effect`, `seeds_for`): the noncentral-t power of the one-sided test
-(statsmodels.stats.power), from this run's variance components taken as the assumed ones. Neither depends on
-the observed mean difference, so neither is post-hoc power.
+`Criterion`: one-sided tests at α read from the printed 1 − 2α interval; equivalence is TOST (Schuirmann 1987);
+the reverse hypothesis gets its own p-value for `holm`. Power (`detectable_effect`, `seeds_for`) is statsmodels'
+noncentral t at this run's variance components, never at the observed difference.
 """
 
 from __future__ import annotations
@@ -70,14 +53,9 @@ def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A difference a − b in points: its mean, standard error, t interval and variance components.
-
-    Components (points): `seed_sds` is (sd of a seed's difference,) for paired designs and (sd of a's runs, sd
-    of b's runs) for Welch; `image_sd` the sd of the images' own difference (σ_image, the part that does not
-    shrink with seeds) and `interaction_sds` the seed × image residual sd (paired: of the difference; Welch: of
-    each arm), from the two-way decomposition; all image terms are 0 when the interval is over seeds only
-    (`images` = 0). `low`/`high` are NaN when an arm has fewer than two runs.
-    """
+    """A difference a − b in points: its mean, standard error, t interval and variance components (points):
+    `seed_sds` (paired: the seed difference's sd; Welch: each arm's), `image_sd` and `interaction_sds` from the
+    two-way decomposition (0 over seeds only); `low`/`high` NaN when an arm has fewer than two runs."""
 
     a: str
     b: str
@@ -101,7 +79,6 @@ class Estimate:
 
     @property
     def enough(self) -> bool:
-        """Whether each arm has at least two runs, the minimum for an interval."""
         return min(self.n, self.n_b) >= 2
 
     @property
@@ -126,8 +103,7 @@ class Estimate:
         return float(stats.t.sf(t, self.df) if upper else stats.t.cdf(t, self.df))
 
     def se_at(self, n: int | tuple[int, int]) -> float:
-        """The standard error the interval would have with `n` seeds (Welch: (n_a, n_b) runs), at these variance
-        components and the same test images: Σ seed_sd²/n_k + (image_sd² + Σ interaction_sd²/n_k) / images."""
+        """The standard error with `n` seeds (Welch: (n_a, n_b) runs) at these variance components and test images."""
         ns = (n if isinstance(n, tuple) else (n, n)) if self.kind == WELCH else (n[0] if isinstance(n, tuple) else n,)
         seed = sum(sd * sd / k for sd, k in zip(self.seed_sds, ns))
         if not self.images:
@@ -136,7 +112,6 @@ class Estimate:
         return math.sqrt(seed + image / self.images)
 
     def as_dict(self) -> dict:
-        """JSON-ready (NaN as None)."""
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()} | {
             "seeds": list(self.seeds), "seed_sds": [None if math.isnan(s) else s for s in self.seed_sds],
             "interaction_sds": [None if math.isnan(s) else s for s in self.interaction_sds],
@@ -145,8 +120,7 @@ class Estimate:
 
 
 def satterthwaite(variances: Sequence[float], dfs: Sequence[float]) -> float:
-    """Welch–Satterthwaite degrees of freedom of a sum of variance terms, each with its own degrees of freedom
-    (the smallest of them when every term is 0)."""
+    """Welch–Satterthwaite degrees of freedom of a sum of variance terms (the smallest when every term is 0)."""
     total = sum(variances)
     denominator = sum(v * v / d for v, d in zip(variances, dfs) if v > 0)
     return total * total / denominator if denominator > 0 else min(dfs)
@@ -158,8 +132,7 @@ def _interval(mean: float, se: float, df: float, confidence: float) -> tuple[flo
 
 
 def interaction_var(x: np.ndarray) -> float:
-    """The seed × image residual mean square of x: seeds × images after removing seed and image means (the
-    two-way ANOVA's error term, (n−1)(N−1) degrees of freedom)."""
+    """The seed × image residual mean square of x (the two-way ANOVA's error term)."""
     r = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
     return float((r * r).sum() / ((x.shape[0] - 1) * (x.shape[1] - 1)))
 
@@ -171,7 +144,6 @@ def _check_confidence(confidence: float) -> None:
 
 
 def _matrix(per_seed: Sequence[Scores]) -> np.ndarray | None:
-    """Seeds × images in points when every seed has per-image correctness on the same number of images."""
     arrays = [s for s in per_seed if isinstance(s, np.ndarray) and s.ndim == 1 and s.size > 1]
     if not per_seed or len(arrays) != len(per_seed) or len({a.size for a in arrays}) != 1:
         return None
@@ -179,7 +151,6 @@ def _matrix(per_seed: Sequence[Scores]) -> np.ndarray | None:
 
 
 def _value(score: Scores) -> float:
-    """A run's accuracy in points (the mean of its per-image correctness, when it has one)."""
     return 100.0 * float(np.mean(score)) if isinstance(score, np.ndarray) else float(score)
 
 
@@ -188,19 +159,15 @@ def _finite(score: Scores) -> bool:
 
 
 def terms_of(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float]) -> tuple:
-    """((run group, weight), ...) of a contrast whose inputs name their run group (an attribute `unit`, as
-    `pipeline.analysis.runs.per_seed_scores` sets it); () when one does not. The claim-level power
-    (`pipeline.analysis.power`) reads from them which comparisons share a run group."""
+    """((run group, weight), ...) of a contrast whose inputs name their run group (`runs.SeedScores`); () otherwise.
+    `power` reads from them which comparisons share a run group."""
     units = [getattr(a, "unit", None) for a in arms]
     return () if any(u is None for u in units) else tuple((u, float(w)) for u, w in zip(units, weights))
 
 
 def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tuple = (),
             terms: tuple = ()) -> Estimate:
-    """The paired estimate from x: seeds × images (per-image differences, points) or seeds (per-seed, points).
-
-    Var(D) ≈ var_s(d_s)/n + var_i(z_i)/N with Welch–Satterthwaite degrees of freedom (module docstring).
-    """
+    """The paired estimate from x: seeds × images (per-image differences, points) or seeds (module docstring)."""
     _check_confidence(confidence)
     x = np.asarray(x, dtype=float)
     n = x.shape[0]
@@ -224,9 +191,8 @@ def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tu
 
 def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float], *, confidence: float,
                     labels: tuple[str, str], images: bool = True) -> Estimate:
-    """Σ_k weights[k] · arm_k over the seeds every arm ran, e.g. (1, −1) for a − b, or (1, −1, −1, 1) for a
-    difference of two gains; over seeds and images when every run has per-image correctness (and `images`),
-    else over seeds only."""
+    """Σ_k weights[k] · arm_k over the seeds every arm ran, e.g. (1, −1) for a − b or (1, −1, −1, 1) for a difference
+    of two gains; over images too where every run has per-image correctness."""
     seeds = tuple(sorted(set.intersection(*(set(k for k, v in a.items() if _finite(v)) for a in arms))))
     per_arm = [[a[s] for s in seeds] for a in arms]
     matrices = [_matrix(p) for p in per_arm] if images else [None]
@@ -245,10 +211,7 @@ def paired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confi
 
 def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confidence: float,
                         labels: tuple[str, str] = ("a", "b"), images: bool = True) -> Estimate:
-    """a − b from every run of each arm (Welch), with the image term when every run has per-image correctness.
-
-    Without the image term this is scipy's `ttest_ind(equal_var=False)` interval.
-    """
+    """a − b from every run of each arm (Welch), with the image term when every run has per-image correctness."""
     _check_confidence(confidence)
     runs_a, runs_b = [v for v in a.values() if _finite(v)], [v for v in b.values() if _finite(v)]
     va, vb = np.asarray([_value(v) for v in runs_a]), np.asarray([_value(v) for v in runs_b])
@@ -287,7 +250,6 @@ class Criterion:
 
     @property
     def boundary(self) -> str:
-        """The boundary in words: '0', '-2', '+0.5' or '±2'."""
         m = f"{self.margin:g}"
         if self.direction == "equivalent":
             return f"±{m}"
@@ -302,12 +264,10 @@ class Criterion:
 
     @property
     def upward(self) -> bool:
-        """Whether the claimed side lies above the boundary (greater, not_worse)."""
         return self.direction in ("greater", "not_worse")
 
     @property
     def need(self) -> str:
-        """The condition on the interval in words, e.g. '> -2' or 'inside ±2'."""
         m = f"{self.margin:g}"
         return DIRECTIONS[self.direction].replace("+m", f"+{m}" if self.margin else "0").replace(
             "-m", f"-{m}" if self.margin else "0").replace("±m", f"±{m}")
@@ -319,8 +279,8 @@ class Criterion:
         return e.p_above(self.edge) if self.upward else e.p_below(self.edge)
 
     def p_reverse(self, e: Estimate) -> float:
-        """The p-value of the reverse hypothesis (small: the reverse holds); for equivalence, of lying outside
-        ±m on the nearer side (its size exceeds α by at most P(T < −2m/se − t), negligible once se << m)."""
+        """The p-value of the reverse hypothesis (small: the reverse holds); for equivalence, of lying outside ±m on the
+        nearer side."""
         if self.direction == "equivalent":
             return min(e.p_above(self.margin), e.p_below(-self.margin))
         return e.p_below(self.edge) if self.upward else e.p_above(self.edge)
@@ -333,13 +293,9 @@ class Criterion:
 
 
 def holm(p_values: Sequence[float], alpha: float) -> tuple[list[bool], list[float]]:
-    """Holm's step-down rejections and adjusted p-values at family-wise `alpha` (Holm 1979); a missing p-value
-    (NaN, no interval) is never rejected.
-
-    The same numbers as statsmodels' `multipletests(p, alpha, method='holm')` (tests/test_stats.py checks it),
-    written out because that function calls gc.collect() on every call (tens of milliseconds with the pipeline
-    loaded), which the calibration bench's thousands of families cannot afford.
-    """
+    """Holm's step-down rejections and adjusted p-values at family-wise `alpha` (Holm 1979); a NaN p-value is never
+    rejected. statsmodels' `multipletests(method='holm')` gives the same (tests/test_stats.py) but calls
+    gc.collect() on every call, too slow for the calibration bench's thousands of families."""
     p = np.nan_to_num(np.asarray(p_values, dtype=float), nan=1.0)
     m = len(p)
     order = np.argsort(p, kind="stable")
@@ -350,8 +306,7 @@ def holm(p_values: Sequence[float], alpha: float) -> tuple[list[bool], list[floa
 
 
 def _noncentrality(e: Estimate, n: int | tuple[int, int], alpha: float, power: float) -> float:
-    """The noncentrality the one-sided test at `alpha` needs for `power` with n seeds (statsmodels: the effect
-    size it solves for, times its √(effective n))."""
+    """The noncentrality the one-sided test at `alpha` needs for `power` with n seeds (statsmodels')."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statsmodels' root finder notes its brackets
         if e.kind == WELCH:
@@ -365,8 +320,8 @@ def _noncentrality(e: Estimate, n: int | tuple[int, int], alpha: float, power: f
 
 def detectable_effect(e: Estimate, criterion: Criterion, n: int | tuple[int, int], alpha: float,
                       power: float) -> float:
-    """The minimal detectable effect: how far beyond the boundary a true difference must lie for the planned n
-    to find it with `power` (equivalence: each one-sided test at 1 − (1 − power)/2, so TOST keeps `power`)."""
+    """The minimal detectable effect: how far beyond the boundary a true difference must lie for the planned n to find
+    it with `power` (equivalence: each one-sided test at 1 − (1 − power)/2)."""
     if not e.enough or min(n if isinstance(n, tuple) else (n,)) < 2:
         return math.nan
     side = 1 - (1 - power) / 2 if criterion.direction == "equivalent" else power
@@ -375,9 +330,8 @@ def detectable_effect(e: Estimate, criterion: Criterion, n: int | tuple[int, int
 
 def seeds_for(e: Estimate, criterion: Criterion, effect: float, alpha: float, power: float,
               max_seeds: int = MAX_SEEDS) -> int | None:
-    """Seeds per arm a new experiment needs for `power` at a true difference `effect`, assuming this run's
-    variance components and test images; None when no number up to `max_seeds` does (e.g. the image term alone
-    is too large)."""
+    """Seeds per arm a new experiment needs for `power` at a true difference `effect`, at this run's variance
+    components; None when none up to `max_seeds` does."""
     distance = criterion.distance(effect)
     if not e.enough or distance <= 0:
         return None

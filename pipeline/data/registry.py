@@ -1,23 +1,11 @@
-"""The dataset registry: name -> where it comes from and what it is. Pure data, no torch, no I/O.
+"""The dataset registry: name -> where it comes from and what it is. Pure data, no torch (`config.py` validates
+names against `DATASETS`).
 
-Every dataset the papers train on ([NeurIPS] Table 1/2, [CI] Tables 3-8, [SIA]), our offline default
-Fashion-MNIST, `digits` (scikit-learn's bundled 8x8 digits: a second real dataset that needs no download), and
-`folder` (a user's ImageFolder tree). Mean/std are the values the official recipes use
-(paper.md section 3): ImageNet's for the [NeurIPS] small-dataset recipe and for the large sets, the dataset's
-own for CIFAR/SVHN as [CI]/[SIA] normalise. `config.py` validates dataset names against `DATASETS`, so this
-module must stay importable without torch.
-
-Split sizes are the published ones and `fetch` checks them, so a truncated or partial copy cannot pass as the
-dataset. `digits` has no official split: `fetch` makes a fixed class-stratified one (1,347 train / 450 val,
-`pipeline.data.fetch.digits`); its mean/std are those of its train split (pixels scaled to [0, 1]), as
-`tests/test_data_meta.py` recomputes them. Flowers-102 trains on its 1,020-image `train` split and evaluates
-on `test` (6,149); which splits the [NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (paper.md
-section 4, item 11).
-
-The classes, channels and image size a model is built with come from the fetched dataset's manifest
-(`pipeline.data.meta.dataset_meta`); for a registered dataset `fetch` checks the data's class count (and, for
-the tensor datasets, the image shape) against the values here. For `folder` they are read from the user's
-images, and its `num_classes`, `channels` and `native_size` here are unused.
+Every dataset the papers train on ([NeurIPS] Tables 1-2, [CI] Tables 3-8, [SIA]), the offline default
+Fashion-MNIST, `digits` (scikit-learn's bundled 8x8 digits, no download; `fetch` makes a fixed stratified split)
+and `folder` (a user's ImageFolder tree). Mean/std are the official recipes' (paper.md section 3). Split sizes
+are the published ones and `fetch` checks them, so a partial copy cannot pass. Which splits the [NeurIPS]
+authors used for Flowers, Pets and Food-101 is not published (paper.md section 4, item 11).
 """
 
 from __future__ import annotations
@@ -110,8 +98,8 @@ DATASETS: dict[str, DatasetInfo] = {
 
 
 def normalization_stats(name: str, normalization: str) -> tuple[tuple, tuple]:
-    """(mean, std) a run normalises dataset `name` with: ImageNet's ('imagenet', the [NeurIPS] small-dataset
-    recipe's choice for every dataset) or the dataset's own ('dataset')."""
+    """(mean, std) a run normalises dataset `name` with: ImageNet's ('imagenet', the [NeurIPS] small-dataset recipe's)
+    or the dataset's own ('dataset')."""
     if normalization == "imagenet":
         return IMAGENET_MEAN, IMAGENET_STD
     return DATASETS[name].mean, DATASETS[name].std

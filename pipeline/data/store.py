@@ -1,15 +1,6 @@
-"""What a fetched dataset looks like on disk: `data/<dataset>/manifest.json` plus the data it describes.
-
-The manifest is written last by `fetch`, so a directory without one is never taken for complete. It records
-the format the loaders open:
-
-- `tensors`: every registered dataset (the image-file ones, Food-101, Flowers-102 and Pets, pre-resized to 256-px
-  squares) as one `<split>.pt` per split, holding `images` (uint8,
-  N x C x H x W) and `labels` (int64, N). Loaders memory-map them, so ranks on one machine share one copy and
-  a batch is a single indexing operation instead of N image decodes.
-- `imagefolder`: a path outside the repository (ImageNet-1K, `folder`), never copied; one ImageFolder tree
-  per split.
-"""
+"""What a fetched dataset looks like on disk: `data/<dataset>/manifest.json`, written last (so a directory without
+one is incomplete), and the data it describes: `tensors` (one memory-mapped `<split>.pt` of uint8 images and
+int64 labels per split, every registered dataset) or `imagefolder` (a user's tree outside the repository)."""
 
 from __future__ import annotations
 
@@ -24,14 +15,12 @@ MANIFEST = "manifest.json"
 
 
 def save_split(path: Path, images: torch.Tensor, labels: torch.Tensor) -> None:
-    """Write one split in the compact `tensors` format (uint8 images N x C x H x W, int64 labels)."""
     if images.dtype != torch.uint8 or images.ndim != 4 or labels.shape != (images.shape[0],):
         raise ValueError(f"expected uint8 N x C x H x W images and N labels, got {images.shape} {labels.shape}")
     torch.save({"images": images.contiguous(), "labels": labels.to(torch.int64).contiguous()}, path)
 
 
 def load_split(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """Memory-map one `tensors` split: (uint8 images N x C x H x W, int64 labels N)."""
     data = torch.load(path, mmap=True, weights_only=True)
     return data["images"], data["labels"]
 
@@ -42,7 +31,6 @@ def write_manifest(directory: Path, manifest: dict) -> None:
 
 
 def read_manifest(directory: Path, name: str) -> dict:
-    """The manifest of a fetched dataset, or a `PipelineError` saying how to fetch it."""
     path = Path(directory) / MANIFEST
     if not path.is_file():
         raise PipelineError(

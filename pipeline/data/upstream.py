@@ -1,6 +1,4 @@
-"""The torchvision class of a registered dataset, through which fetch downloads and verifies it (the loaders read
-what fetch stored, never the torchvision tree).
-"""
+"""The torchvision class of a registered dataset, through which fetch downloads and verifies it."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from pipeline.data.registry import DatasetInfo
 
 def torchvision_class(info: DatasetInfo, base_url: str | None = None, md5: Mapping[str, str] | None = None) -> type:
     """The torchvision dataset class of `info`; with `base_url` its downloads come from there, with `md5` its
-    recorded checksums are replaced by file name (a subclass of the same name: MNIST names its folder so)."""
+    checksums are replaced by file name."""
     cls = getattr(tvd, info.source.split(":", 1)[1])
     if not base_url and not md5:
         return cls
@@ -21,8 +19,7 @@ def torchvision_class(info: DatasetInfo, base_url: str | None = None, md5: Mappi
 
 
 def _redirected_attributes(cls: type, base: str | None, md5: Mapping[str, str]) -> dict:
-    """Class attributes of `cls` with every URL moved to `base` (file names kept) and the MD5s of the files
-    named in `md5` replaced: the downloaded archives and the files inside them that torchvision checks."""
+    """Class attributes of `cls` with every URL moved to `base` (file names kept) and the named files' MD5s replaced."""
 
     def at(url: str) -> str:
         return f"{base}/{url.rsplit('/', 1)[1]}" if base else url

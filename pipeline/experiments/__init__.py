@@ -1,15 +1,8 @@
 """Every experiment declared once: its stages of training cells, each a `CellStage`.
 
-A declaration names the params lists its matrix runs over (`axes`, as dvc.yaml writes them), its results folder,
-its other inputs, the runtime module that trains a cell (`pipeline.training.*`, `build_run(config)`) and how a cell's
-resolved configuration comes from params (`config`). From these, and nothing written twice:
-
-- dvc.yaml's stages (`pipeline.stages`, written by `python -m pipeline dvc-yaml`; a test keeps the file current);
-- the `configs` stage (`pipeline.resolve`), which writes configs/<stage>/<cell>.json for every cell;
-- `python -m pipeline <command> <axis values>` for one cell, and `python -m pipeline check`'s listing.
-
-A new experiment is a module here with its `STAGES` (and its runtime module and params section), imported below, as
-timm's model registry imports each model module.
+dvc.yaml's stages (`pipeline.stages`), the `configs` stage's files (`pipeline.resolve`), the one-cell commands
+and `check`'s listing all derive from these declarations. A new experiment is a module here with its `STAGES`
+(and its runtime module and params section), imported below, as timm's registry imports each model module.
 """
 
 from __future__ import annotations
@@ -31,19 +24,14 @@ REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.\[\]]+)\}$")
 
 @dataclass(frozen=True)
 class CellStage:
-    """A dvc.yaml stage whose every matrix cell trains one model.
+    """A dvc.yaml stage whose every matrix cell trains one model: `<name>@<axis values joined by '-'>`.
 
     Attributes:
-        name: the stage name; a cell is `<name>@<its axis values joined by '-'>`.
         runtime: the module whose `build_run(config)` trains a cell (its import closure is the cell's code deps).
-        axes: axis -> the list it runs over, as dvc.yaml's matrix writes it: '${params.path}' (a list, or a mapping
-            whose keys are the values) or a list of '${params.path}' scalars (repeats run once).
-        outs: the cell's results folder, with `{axis}` placeholders.
-        config: (params, cell's axis values) -> the cell's resolved configuration: every value it reads, after
-            defaults (`pipeline.resolve` adds `stage`, `cell` and `results`).
-        inputs: its other deps, with `{axis}` placeholders (and dvc.yaml's own `${...}`).
+        axes: axis -> the list it runs over, as dvc.yaml's matrix writes it ('${params.path}', or a list of them).
+        outs, inputs: the cell's results folder and other deps, with `{axis}` placeholders.
+        config: (params, the cell's axis values) -> its resolved configuration, every value it reads.
         command: `python -m pipeline <command> <axis values>` runs one cell.
-        help: one line for the command's help.
     """
 
     name: str
@@ -65,13 +53,12 @@ class CellStage:
         return "-".join(cell[axis] for axis in self.axes)
 
     def resolve(self, params, cell: dict) -> dict:
-        """The cell's resolved configuration, as configs/<stage>/<cell>.json holds it."""
         return {"stage": self.name, "cell": self.cell_id(cell), "results": self.outs.format(**cell)} | self.config(
             params, cell)
 
     def find(self, params, values: list[str]) -> dict:
-        """The cell with axis values `values`: each one params plans for its axis, except a seed, which may be any
-        (a cell by hand, e.g. one more seed); else a PipelineError naming the planned values."""
+        """The cell with axis values `values`: each must be planned by params, except a seed, which may be any; else a
+        PipelineError naming the planned values."""
         cells, cell = self.cells(params), dict(zip(self.axes, map(str, values)))
         for axis, value in cell.items():
             planned = list(dict.fromkeys(c[axis] for c in cells))
@@ -84,7 +71,6 @@ class CellStage:
 
 
 def lookup(data: dict, path: str) -> Any:
-    """The value at `a.b[0]` of a nested mapping."""
     node = data
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         node = node[int(part[1:-1])] if part.startswith("[") else node[part]
@@ -97,7 +83,6 @@ def scalar(value: Any) -> str:
 
 
 def axis_values(data: dict, spec: Any) -> list[str]:
-    """The values one axis runs over in params `data`."""
     if isinstance(spec, list):
         return [scalar(lookup(data, REFERENCE.match(s)[1])) for s in spec]
     value = lookup(data, REFERENCE.match(spec)[1])
@@ -105,7 +90,6 @@ def axis_values(data: dict, spec: Any) -> list[str]:
 
 
 def stages() -> list[CellStage]:
-    """Every declared stage of training cells, in dvc.yaml's order."""
     from pipeline.experiments import ci, filter_study, grid, sia, weight_selection
 
     return [*filter_study.STAGES, *grid.STAGES, *weight_selection.STAGES, *ci.STAGES, *sia.STAGES]

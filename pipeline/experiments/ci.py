@@ -1,14 +1,7 @@
-"""[CI] 2401.12511's grids on its Simple ViT (`pipeline.method.simple_vit`, `pipeline.method.ci_2401`; paper.md
-sections 1.2, 2.6, 3.4), runtime `pipeline.training.simple_vit`:
-
-- `ci_alpha@<dataset>-<alpha>-<arm>-<seed>` (params `ci_alpha`; Tables 3-8): M'_I, whose attention input is
-  Z = alpha LN(x) + (1 - alpha) PE, with impulse, mimetic and random initial attention;
-- `ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>` (params `ci_model3`; Table 2): Model III, attention maps
-  softmax(scale Q K) that never read the input, Q/K trained (T) or frozen (NT), values LN(x) W_v or LN(x);
-- `ci_table1@<dataset>-<form>-<value>-<seed>` (`ci_model3.forms`; Table 1's other columns): the Simple ViT with and
-  without its PE, Model I and Model II, as code-2401's flags build them, with PyTorch's default init (its random arm's
-  law) and Model III's model, recipe and seeds.
-"""
+"""[CI] 2401.12511's grids on its Simple ViT (paper.md sections 1.2, 2.6, 3.4), runtime `pipeline.training.simple_vit`:
+`ci_alpha@` (params `ci_alpha`; Tables 3-8: M'_I over alpha and arm), `ci_model3@` (params `ci_model3`; Table 2:
+Model III, Q/K trained or frozen, with or without W_v) and `ci_table1@` (`ci_model3.forms`; Table 1's other
+columns, with PyTorch's default init and Model III's recipe and seeds)."""
 
 from __future__ import annotations
 
@@ -36,7 +29,6 @@ def alpha_cell(params, cell: dict) -> dict:
 
 
 def model3_attention(qk: str, value: str) -> dict:
-    """Model III's Simple ViT arguments for Q/K `qk` (trained | frozen) and values `value` (value | novalue)."""
     return {"attention": "model3", "value": value == "value", "trainable_qk": qk == "trained"}
 
 
@@ -54,7 +46,6 @@ def model3_cell(params, cell: dict) -> dict:
 
 
 def table1_attention(form: str, value: str) -> dict:
-    """The Simple ViT's arguments for Table 1's column `form` with values `value`."""
     return FORMS[form] | {"value": value == "value"}
 
 

@@ -1,8 +1,6 @@
-"""The ConvMixer filter study ([CI] Fig. 4 and Table 6, the paper's motivation; params `filter_study`): learned vs
-frozen spatial filter families, stage `filter_study@<variant>-<seed>`, and the frozen Gaussian grid over sigma and the
-number of distinct filters, stage `filter_gaussian@<sigma>-<heads>-<seed>`. Runtime:
-`pipeline.training.filter_study`.
-"""
+"""The ConvMixer filter study ([CI] Fig. 4 and Table 6; params `filter_study`), runtime
+`pipeline.training.filter_study`: learned vs frozen filter families (`filter_study@`) and the frozen Gaussian
+grid over sigma and the number of distinct filters (`filter_gaussian@`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The model grid ([NeurIPS] Tables 1-3, Figs. 2-5): each dataset x model variant x arm x seed, stage
-`train@<dataset>-<variant>-<arm>-<seed>`; and the grid under named training configurations (params
-`train_configs`; [NeurIPS] Fig. 5 / App. F), stage `train_config@<dataset>-<variant>-<config>-<arm>-<seed>`.
-
-The arms are `init` (the method under study) and the two `baselines`; each cell reads its own variant's `models`
-section, its arm's init section (updated by the variant's `init_options`), the recipe and `data`. Runtime:
-`pipeline.training.train`.
-"""
+"""The model grid ([NeurIPS] Tables 1-3, Figs. 2-5), runtime `pipeline.training.train`: dataset x model variant x
+arm x seed (`train@`), and the same under named training configurations (params `train_configs`; [NeurIPS]
+Fig. 5 / App. F; `train_config@`). The arms are `init` and the two `baselines`."""
 
 from __future__ import annotations
 

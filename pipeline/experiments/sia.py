@@ -1,12 +1,6 @@
 """[SIA] 2404.01139's ablations on a grid ViT variant (params `sia`; paper.md sections 1.2, 2.7), runtime
-`pipeline.training.sia`:
-
-- `sia_base@<dataset>-<arch>-<seed>`: the baseline change ((f), claim 14): architecture `cls_learned` (cls token,
-  learned PE, token pooling: timm's ViT as the grid trains it) or `avg_sincos` ([SIA]'s: average pooling, fixed 2-D
-  sin-cos PE), initialised by `sia.baseline_arm`;
-- `sia_fit@<dataset>-<fit>-<seed>`: [SIA]'s architecture, PyTorch's default init (code-2404's impulse mode skips
-  timm's init), then the fit of every layer's Q, K on the pseudo-inputs the cell names ((c), claim 13; `sia.fit`).
-"""
+`pipeline.training.sia`: `sia_base@` (claim 14: timm's ViT head against [SIA]'s average pooling and fixed sin-cos
+PE) and `sia_fit@` (claim 13: [SIA]'s architecture and fit on the pseudo-inputs the cell names)."""
 
 from __future__ import annotations
 

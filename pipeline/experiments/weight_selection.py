@@ -1,9 +1,7 @@
 """[NeurIPS] Table 4's weight selection (params `weight_selection`; paper.md section 2.5; claim 12): teachers
-pretrained from an init (`pretrain@<teacher>`, runtime `pipeline.training.train`), each weight-selected into the
-grid's student variant and fine-tuned (`select_finetune@<dataset>-<teacher>-<seed>`, runtime
-`pipeline.training.select_finetune`), and for context the student from scratch (`ws_scratch@<dataset>-<arm>-<seed>`).
-One teacher per name (seed 0): the fine-tune seeds sample fine-tuning only.
-"""
+pretrained from an init (`pretrain@`), each selected into the grid's student and fine-tuned (`select_finetune@`),
+and the student from scratch for context (`ws_scratch@`). One teacher per name (seed 0): the fine-tune seeds
+sample fine-tuning only."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The method, importable by other researchers: pure functions and modules, tensors in and tensors out.
+"""The method as a library: pure functions and modules, tensors in and tensors out; nothing here reads params,
+files or DVC, or prints.
 
-- `inits/`: `apply_init(model, method, generator=..., **options)`: default, timm, mimetic, impulse and [CI]'s random
-  arm on timm ViT/DeiT, Swin and MLP-Mixer; the measures of attention at init (`peak_agreement`, `locality_mass`).
-- `models`: `create_timm_model`, timm's factory with the project's error messages.
-- `convmixer`, `filters`: the filter study's ConvMixer and its learned or frozen spatial filter families.
-- `simple_vit`, `ci_2401`: [CI]'s Simple ViT with the alpha-mixed attention input and its three arms (impulse fit,
-  mimetic, random), as code-2401 builds them.
-
-Nothing here reads params, files or DVC, or prints.
+- `inits/`: `apply_init(model, method, ...)` on timm ViT/DeiT, Swin and MLP-Mixer, and the attention measures.
+- `models`: timm's `create_model` with the project's error messages.
+- `convmixer`, `filters`: the filter study's ConvMixer and its spatial filter families ([CI]).
+- `simple_vit`, `ci_2401`: [CI]'s Simple ViT with alpha-mixed attention and its three arms, as code-2401 builds them.
 """

@@ -1,28 +1,18 @@
-"""[CI]'s three arms on the Simple ViT (`pipeline.method.simple_vit`), M'_I or Model III, with code-2401's laws.
+"""[CI]'s three arms on the Simple ViT (`simple_vit`), M'_I or Model III, with code-2401's laws.
 
-Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with the init
-strings of `vit_pex.sh`; paper.md sections 1.2 and 3.4. Per layer, the Q/K factors of every head are written into
-`to_qk` (queries: rows (h, d) = Q_h[:, d]; keys: rows (h, d) = K_h[d, :]), so head h's logits are Z Q_h K_h Z^T.
-V and the output projection keep PyTorch's default in every arm, as in code-2401.
+Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with
+`vit_pex.sh`'s init strings; paper.md sections 1.2 and 3.4. Each head's Q/K factors are written into `to_qk`;
+V and the output projection keep PyTorch's default.
 
-- `impulse` (`impulse16_64_5_0.1_100`): per layer, each head draws an offset uniformly in the f x f window
-  (`randint(0, f^2)`), and Q (h, D, d), K (h, d, D), drawn U(+-sqrt(1/(d h))), are fitted by Adam so that
-  softmax(sigma PE Q K^T PE^T) matches the 0/1 impulse matrices in MSE, PE the raw sin-cos embedding; every
-  `renorm_every` steps each column of Q (over D) and of K (over d) is rescaled to the initial mean column norm of Q.
-  The layer's softmax scale becomes sigma. Offsets, initial factors and so the fit differ per layer and per head.
-- `mimetic` (`mimetic512_64`): W = 0.7 sqrt(1/D) U(-1, 1) + 0.7 I per head (noise variance 0.49/(3D)), split by
-  SVD into its top-d factors Q = U_d S_d^(1/2), K = S_d^(1/2) V_d^T.
-- `random` (`random512_64`): Q, K ~ sqrt(1/D) U(-1, 1), the law PyTorch's default already gives `to_qk`
-  (kaiming_uniform(a=sqrt(5)) on fan-in D is U(+-1/sqrt(D))), so the arm keeps the default.
+- `impulse` (`impulse16_64_5_0.1_100`): per layer and head a uniform offset in the f x f window; Q, K drawn
+  U(+-sqrt(1/(d h))) and fitted by Adam so that softmax(sigma PE Q K^T PE^T) matches the impulse matrices in MSE,
+  columns renormalised every `renorm_every` steps. The layer's softmax scale becomes sigma.
+- `mimetic` (`mimetic512_64`): the top-d SVD factors of 0.7 sqrt(1/D) U(-1, 1) + 0.7 I per head.
+- `random` (`random512_64`): Q, K ~ sqrt(1/D) U(-1, 1), the law PyTorch's default already gives `to_qk`.
 
-Model III (its "Q K format": no `--spatial_pe`, no `--spatial_x`) takes the same laws with the N x N identity in
-place of PE, i.e. with D = N tokens: the impulse fit is softmax(sigma Q K) on Q (h, N, d), K (h, d, N) written into
-the layer's own Q, K (code-2401: `impulse16_{r}_5_1.0_{eta}`, sigma 1.0 per the paper), mimetic is `mimetic{N}_{d}`
-and random `random{N}_{d}`, sqrt(1/N) U(-1, 1), the layer's own default. Only the impulse arm changes the layer's
-softmax scale (to sigma); mimetic and random keep head_dim^-0.5, as in code-2401.
-
-Deliberate differences: draws come from the caller's generator (code-2401 uses the global RNG interleaved with the
-model's construction), and the fit runs on the device it is given.
+Model III takes the same laws with the N x N identity in place of PE (code-2401: `impulse16_{r}_5_1.0_{eta}`,
+`mimetic{N}_{d}`, `random{N}_{d}`). Deliberate differences: draws come from the caller's generator (code-2401:
+the global RNG, interleaved with construction), and the fit runs on the device given.
 """
 
 from __future__ import annotations
@@ -46,8 +36,8 @@ def window_offsets(heads: int, window: int, generator: torch.Generator) -> list[
 
 
 def fit_quality(maps: Tensor, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> dict:
-    """How well (heads, N, N) softmax maps hold their impulses: the mean weight on the target key and the
-    fraction of queries whose largest weight is there (queries whose target lies inside the grid)."""
+    """How well (heads, N, N) softmax maps hold their impulses: the mean weight on the target key and the fraction of
+    queries whose largest weight is there."""
     mass, peak = [], []
     for h, offset in enumerate(offsets):
         keys = shifted_index(grid, offset)
@@ -60,10 +50,8 @@ def fit_quality(maps: Tensor, offsets: list[tuple[int, int]], grid: tuple[int, i
 
 def fit_impulse_qk(pe: Tensor, targets: Tensor, rank: int, *, steps: int, lr: float, sigma: float,
                    renorm_every: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    """code-2401's `impulse_init` fit: Q (h, D, rank), K (h, rank, D) with softmax(sigma PE Q K PE^T) ~ targets.
-
-    Returns Q, K and the fitted maps (h, N, N), on `pe`'s device.
-    """
+    """code-2401's `impulse_init` fit: Q (h, D, rank), K (h, rank, D) with softmax(sigma PE Q K PE^T) ~ targets; returns
+    Q, K and the fitted maps (h, N, N), on `pe`'s device."""
     heads, dim = targets.shape[0], pe.shape[1]
     bound = (1.0 / (rank * heads)) ** 0.5
     q = uniform((heads, dim, rank), bound, generator).float().to(pe.device).requires_grad_()
@@ -97,8 +85,7 @@ def mimetic_factors(heads: int, dim: int, rank: int, generator: torch.Generator)
 
 @torch.no_grad()
 def write_qk(attn: MixedAttention | FixedAttention, q: Tensor, k: Tensor) -> None:
-    """Write per-head factors Q (h, D, d), K (h, d, D) into the layer: Model III's own Q, K, or M'_I's `to_qk`
-    (code-2401's rearrange)."""
+    """Write per-head factors Q (h, D, d), K (h, d, D) into the layer: Model III's own Q, K, or M'_I's `to_qk`."""
     if isinstance(attn, FixedAttention):
         attn.q.copy_(q)
         attn.k.copy_(k)
@@ -111,18 +98,8 @@ def write_qk(attn: MixedAttention | FixedAttention, q: Tensor, k: Tensor) -> Non
 def init_arm(model: SimpleViT, arm: str, generator: torch.Generator, *, steps: int = CI_FIT.steps,
              lr: float = CI_FIT.lr, sigma: float = CI_FIT.sigma, renorm_every: int = CI_FIT.renorm_every,
              window: int = CI_FIT.window, device: torch.device | str = "cpu") -> list[dict]:
-    """Initialise every attention layer of `model` by `arm` (in place, over PyTorch's default init).
-
-    Args:
-        arm: 'impulse', 'mimetic' or 'random' (see the module doc).
-        generator: the source of every draw of the arm.
-        steps, lr, sigma, renorm_every, window: the impulse arm's fit (code-2401's, `FIT`; Model III: sigma
-            `MODEL3_SIGMA`).
-        device: where the impulse fit runs.
-
-    Returns:
-        Per layer of the impulse arm, {layer, mse, target_mass, peak, offsets}; [] for the other arms.
-    """
+    """Initialise every attention layer of `model` by `arm` over PyTorch's default (the impulse fit: code-2401's `FIT`,
+    `MODEL3_SIGMA`); returns per layer of the impulse arm {layer, mse, target_mass, peak, offsets}, else []."""
     if arm not in CI_ARMS:
         raise PipelineError(f"arm {arm!r}: [CI]'s grid has the arms {', '.join(CI_ARMS)}")
     if arm == "impulse" and window > model.grid * 2 - 1:

@@ -1,9 +1,5 @@
-"""The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6; paper.md section 1.3).
-
-`build_convmixer` builds timm's ConvMixer with the spatial-mixing layer of each block replaced by filters of
-`pipeline.method.filters`, in [CI]'s block (spatial conv -> BatchNorm, code-2401) or [SIA]'s (spatial conv ->
-GELU -> BatchNorm, code-2404 and timm).
-"""
+"""The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6; paper.md section 1.3),
+in [CI]'s block (spatial conv -> BatchNorm, code-2401) or [SIA]'s (spatial conv -> GELU -> BatchNorm, code-2404)."""
 
 from __future__ import annotations
 
@@ -21,18 +17,9 @@ from pipeline.method.names import check_convmixer_block, check_kernel_size, pars
 
 
 class SharedFilters(nn.Module):
-    """`heads` distinct spatial-mixing weights shared over C channels (code-2401 `SpatialConv2d`).
-
-    Channel c uses `weight[choice[c]]`. Frozen weights and biases are parameters with requires_grad=False:
-    they stay in the state dict and move with `.to()`, but get no gradient, so every optimizer leaves them
-    unchanged (timm's `create_optimizer_v2` leaves them out of its groups).
-
-    Args:
-        weight: (heads, ...) the distinct filters or matrices.
-        choice: (C,) long, which filter each channel uses (`pipeline.method.filters.head_assignment`).
-        bias: (C,) per-channel bias (code-2401 has one; frozen with the filters, as there).
-        trainable: False freezes weight and bias.
-    """
+    """`heads` distinct spatial-mixing weights shared over C channels (code-2401 `SpatialConv2d`); channel c uses
+    `weight[choice[c]]`. trainable=False stores weight and bias (code-2401 has one per channel) with
+    requires_grad=False, so no optimizer moves them."""
 
     def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool):
         super().__init__()
@@ -41,17 +28,12 @@ class SharedFilters(nn.Module):
         self.register_buffer("choice", choice.long())
 
     def per_channel(self) -> Tensor:
-        """The (C, ...) weights each channel applies."""
         return self.weight[self.choice]
 
 
 class SpatialConv(SharedFilters):
-    """Depthwise k x k conv with zero 'same' padding; the weight is (heads, k, k).
-
-    With `softmax=True` (the `softmax` family, [CI]'s rand*) the stored weight holds raw taps and every forward
-    pass applies `softmax_taps` of them, as code-2401's `SpatialConv2d.forward` does: a trainable layer learns the
-    raw taps through the softmax, a frozen one applies one fixed positive filter summing to 1.
-    """
+    """Depthwise k x k conv with zero 'same' padding on (heads, k, k) weights. With `softmax=True` ([CI]'s rand*) every
+    forward applies `softmax_taps` of the stored taps, as code-2401's `SpatialConv2d.forward`."""
 
     def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool, softmax: bool = False):
         super().__init__(weight, choice, bias, trainable)
@@ -68,11 +50,8 @@ class SpatialConv(SharedFilters):
 
 
 class SpatialLinear(SharedFilters):
-    """Token mixing by N x N matrices, code-2401's linear format: y[b, c] = x[b, c] @ M[choice[c]]^T + bias[c].
-
-    Needed for `perm` and `fullperm`, which have no convolutional structure; any conv filter can be run this way too
-    (`pipeline.method.filters.linear_format`). The weight is (heads, N, N) for an H x W grid, N = H*W.
-    """
+    """Token mixing by N x N matrices, code-2401's linear format: y[b, c] = x[b, c] @ M[choice[c]]^T + bias[c]; needed
+    for `perm` and `fullperm`, which have no convolutional form."""
 
     def __init__(self, weight: Tensor, choice: Tensor, bias: Tensor, trainable: bool, grid: tuple[int, int]):
         super().__init__(weight, choice, bias, trainable)
@@ -89,22 +68,10 @@ class SpatialLinear(SharedFilters):
 
 
 class ConvMixer(TimmConvMixer):
-    """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer.
-
-    stem: conv patch x patch, stride patch -> GELU -> BatchNorm; then depth x [Residual(spatial mixing ->
-    GELU -> BatchNorm), 1x1 conv -> GELU -> BatchNorm]; global average pooling; linear head. The GELU after
-    the spatial mixing follows [SIA] (code-2404) and timm; [CI]'s conv-format block omits it, which its own
-    code comment calls a bug, while [CI]'s linear-format block has it (paper.md sections 1.3 and 4.16):
-    `spatial_gelu=False` gives [CI]'s Residual(spatial mixing -> BatchNorm).
-
-    Args:
-        dim, depth, kernel_size, patch_size, in_chans, num_classes: as in timm's ConvMixer.
-        spatial: called once per block (in order) to make its spatial-mixing layer, e.g. a `SpatialConv`;
-            None keeps timm's learned depthwise `nn.Conv2d`.
-        spatial_gelu: False drops the GELU between the spatial mixing and its BatchNorm.
-        generator: if given, the stem, the 1x1 convs and the head are drawn from it with PyTorch's default
-            init (kaiming_uniform(a=sqrt 5), bias U(+-1/sqrt(fan_in))), and the global RNG is left as it was.
-    """
+    """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer (`spatial`, called once
+    per block; None keeps timm's learned depthwise conv). The GELU after the spatial mixing is [SIA]'s (code-2404) and
+    timm's; [CI]'s conv-format block omits it, which its own code comment calls a bug (paper.md sections 1.3 and
+    4.16): `spatial_gelu=False` gives [CI]'s block."""
 
     def __init__(self, dim: int, depth: int, kernel_size: int, patch_size: int, in_chans: int, num_classes: int,
                  spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None,
@@ -121,12 +88,10 @@ class ConvMixer(TimmConvMixer):
                     _pytorch_default_init(module, generator)
 
     def spatial_layers(self) -> list[nn.Module]:
-        """The spatial-mixing layer of each block."""
         return [block[0].fn[0] for block in self.blocks]
 
 
 def _pytorch_default_init(layer: nn.Conv2d | nn.Linear, generator: torch.Generator) -> None:
-    """PyTorch's `reset_parameters` for Linear/Conv, drawn from `generator`."""
     nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
     if layer.bias is not None:
         bound = 1 / math.sqrt(layer.weight[0].numel())
@@ -147,23 +112,11 @@ def build_convmixer(
     block: str = "ci",
     generator: torch.Generator | None = None,
 ) -> ConvMixer:
-    """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`).
-
-    Args:
-        variant: 'learned' (trainable filters drawn U(-1/k, 1/k), which is code-2401's `random` init and
-            also PyTorch's default conv init for a depthwise k x k conv), 'learned-<family>' (trainable, drawn
-            from that family), or a frozen family understood by `pipeline.vocabulary.parse_filter`: random,
-            softmax, impulse, box-<n>, gaussian-<sigma>, perm, fullperm.
-        dim, depth, kernel_size, patch_size: the ConvMixer (paper: 512, 6, 5, 2).
-        in_chans, num_classes, img_size: the data; img_size sets the token grid of `perm` / `fullperm`.
-        heads: number of distinct filters shared over the dim channels; None = one per channel.
-        block: 'ci' (code-2401: conv format spatial conv -> BatchNorm without GELU; its linear format, perm and
-            fullperm, keeps the GELU) or 'sia' (code-2404 and timm: spatial mixing -> GELU -> BatchNorm).
-        generator: the only source of randomness; None uses a fresh generator seeded 0.
-
-    Each block draws its own filters. Spatial biases are drawn U(+-1/k) (conv) or U(+-1/dim) (linear format),
-    as in code-2401, and are frozen with the filters.
-    """
+    """The ConvMixer of the filter study ([CI] Fig. 4 and Table 6; code-2401 `convmixer.py`; paper: dim 512, depth 6,
+    kernel 5, patch 2). `variant` is 'learned' (trainable U(-1/k, 1/k) filters, code-2401's `random`),
+    'learned-<family>' or a frozen family (`filters`); `heads` distinct filters are shared over the channels (None: one
+    per channel); `block` is 'ci' (no spatial GELU) or 'sia'. Each block draws its own filters; the spatial biases are
+    drawn as in code-2401 and frozen with them."""
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     _check_sizes(dim=dim, depth=depth, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
                  img_size=img_size)

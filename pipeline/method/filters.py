@@ -1,39 +1,18 @@
 """ConvMixer spatial-filter families of [CI] (paper.md section 1.3) and the rank check of Proposition 1.
 
-The filter study asks how much a ConvMixer needs to *learn* its depthwise spatial filters. Each family below
-is a pure function of a `torch.Generator`; `pipeline.method.convmixer.build_convmixer` turns them into frozen (or
-trainable) spatial-mixing layers.
-
-| name             | weights (before scaling)                         | scaling (code-2401, [CI] column)   |
-|------------------|--------------------------------------------------|------------------------------------|
-| `random`         | U(-1/k, 1/k)                                     | none                               |
-| `softmax` (rand*)| U(-1/k, 1/k) stored; softmax over the k*k taps   | none (each filter sums to 1)       |
-|                  | in every forward pass (`softmax_taps`)           |                                    |
-| `impulse`        | one-hot at a uniformly random tap                | x sqrt(1/3)                        |
-| `box-<n>`        | n distinct random taps set to 1                  | x sqrt(1/(3n))                     |
-| `gaussian-<s>`   | exp(-d^2 / (2 s)) around a random integer tap    | so that mean ||w||^2 * 3 = 1       |
-| `perm`           | N x N matrix, one 1 per row at a random column   | x sqrt(1/3)                        |
-| `fullperm`       | N x N random permutation matrix                  | x sqrt(1/3)                        |
-
 Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init`,
-`SpatialConv2d.forward` and `SpatialConv2d_Linear_init`). We use [CI]'s scalings throughout (the constant 3 of
-sqrt(1/3), sqrt(1/(3n)), mean||w||^2 * 3 = 1; the code does not say where the 3 comes from) because the study
-reproduces [CI]'s Fig. 4 and Table 6. [SIA] (code-2404) would put k where [CI] puts 3.
-
-[CI] Fig. 4's rand* is `softmax`: code-2401's `convmixer.sh` sweeps exactly random, softmax, box1 and box25, each
-learned and frozen (paper.md section 1.3; inferred from the sweep). Frozen, a softmax bank is nearly a box filter.
-`perm` and `fullperm` exist only in code-2401's linear format, which it never swept: arms beyond the paper.
+`SpatialConv2d.forward`, `SpatialConv2d_Linear_init`). Each family is a pure function of a torch.Generator, scaled
+by [CI]'s constant 3 (`CI_GAIN`; [SIA]'s code-2404 puts k there): `random` U(-1/k, 1/k); `softmax` ([CI] Fig. 4's
+rand*, inferred from `convmixer.sh`) the same taps through a softmax in every forward; `impulse` one random tap;
+`box-<n>` n random taps; `gaussian-<s>` around a random tap; and the N x N token-mixing matrices `perm` and
+`fullperm`, never swept: arms beyond the paper.
 
 Deliberate differences from code-2401:
-- `gaussian-<s>`: `s` is a *variance*, exactly as in the code, although [CI]'s text says "standard deviation"
-  (paper.md section 4, item 16). The normalisation averages ||w||^2 over the `heads` filters actually made
-  (the code averages over all C generated filters and then keeps the first `heads`), so the filters in use
-  satisfy mean ||w||^2 * 3 = 1 exactly.
-- `head_assignment` gives every one of the `heads` filters to ceil/floor(C/heads) channels in a random order;
-  the code draws each channel's filter with replacement, so a few filters could go unused and the number of
-  distinct filters ("heads" of [CI] Table 6) would be smaller than stated. With heads = C (code-2401's sweep)
-  both give a random permutation.
-- Not implemented: code-2401's `lowrank*` and the fitted `qk` linear formats (never swept).
+- `gaussian-<s>`: `s` is a variance, as in the code, though [CI]'s text says standard deviation (paper.md
+  section 4, item 16); the norm is averaged over the `heads` filters kept, not over all C drawn.
+- `head_assignment` gives each filter floor or ceil(C/heads) channels; the code draws with replacement, so
+  fewer distinct filters than stated could be in use. With heads = C both give a permutation.
+- Not implemented: code-2401's `lowrank*` and fitted `qk` linear formats (never swept).
 """
 
 from __future__ import annotations
@@ -81,39 +60,16 @@ _MAKERS = {"random": _random, "softmax": _random, "impulse": _impulse, "box": _b
 
 
 def softmax_taps(weight: Tensor) -> Tensor:
-    """The filters a `softmax` layer applies: a softmax over each filter's k*k taps (code-2401
-    `SpatialConv2d.forward` with init 'softmax', applied to the stored weight in every forward pass, no scaling).
-
-    Args:
-        weight: (..., k, k) stored taps.
-
-    Returns:
-        Tensor of the same shape; each k x k filter is positive and sums to 1.
-    """
+    """The filters a `softmax` layer applies: a softmax over each filter's k*k taps, (..., k, k) in and out (code-2401
+    `SpatialConv2d.forward` with init 'softmax')."""
     return weight.flatten(-2).softmax(-1).reshape(weight.shape)
 
 
 def make_filters(
     family: str | FilterFamily, heads: int, kernel_size: int, generator: torch.Generator
 ) -> Tensor:
-    """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401.
-
-    For `softmax` these are the stored taps; the filters applied are `softmax_taps` of them.
-
-    Args:
-        family: a conv-format family name (`random`, `softmax`, `impulse`, `box-<n>`, `gaussian-<sigma>`) or
-            its parsed `FilterFamily`.
-        heads: number of distinct filters ("heads" of [CI] Table 6).
-        kernel_size: odd side k of each filter.
-        generator: the only source of randomness.
-
-    Returns:
-        Tensor (heads, k, k), float32.
-
-    Raises:
-        PipelineError: bad family or value, even kernel, heads < 1, or a linear-format family (`perm`,
-            `fullperm`).
-    """
+    """Draw `heads` distinct k x k spatial filters of one family, scaled as in code-2401; (heads, k, k) float32 (for
+    `softmax`, the stored taps). PipelineError for a bad family or value, an even kernel or a linear-format family."""
     check_kernel_size(kernel_size)
     fam = parse_filter(family, kernel_size) if isinstance(family, str) else family
     if fam.linear_format:
@@ -128,33 +84,22 @@ def make_filters(
 
 
 def make_perm(num_tokens: int, generator: torch.Generator) -> Tensor:
-    """The `perm` token-mixing matrix: one sqrt(1/3) per row at a random column (an arm beyond the paper).
-
-    Columns are drawn with replacement (code-2401 `SpatialConv2d_Linear_init('perm')`), so this is generally
-    not a permutation: some tokens feed several outputs, some none. It has no convolutional structure.
-
-    Returns:
-        Tensor (N, N); row i holds the weight with which output token i copies its one input token.
-    """
+    """The `perm` token-mixing matrix (N, N): one sqrt(1/3) per row at a column drawn with replacement (code-2401
+    `SpatialConv2d_Linear_init('perm')`), so generally not a permutation."""
     _check_tokens(num_tokens)
     cols = torch.randint(0, num_tokens, (num_tokens,), generator=generator)
     return F.one_hot(cols, num_tokens).float() * math.sqrt(1 / CI_GAIN)
 
 
 def make_fullperm(num_tokens: int, generator: torch.Generator) -> Tensor:
-    """The `fullperm` token-mixing matrix: a random permutation matrix x sqrt(1/3) (code-2401
-    `SpatialConv2d_Linear_init('fullperm')`; an arm beyond the paper). Every token feeds exactly one output.
-
-    Returns:
-        Tensor (N, N); row i holds sqrt(1/3) at the column of the token output i copies.
-    """
+    """The `fullperm` token-mixing matrix (N, N): a random permutation matrix x sqrt(1/3) (code-2401
+    `SpatialConv2d_Linear_init('fullperm')`)."""
     _check_tokens(num_tokens)
     cols = torch.randperm(num_tokens, generator=generator)
     return F.one_hot(cols, num_tokens).float() * math.sqrt(1 / CI_GAIN)
 
 
 def make_token_mixer(family: str | FilterFamily, num_tokens: int, generator: torch.Generator) -> Tensor:
-    """One N x N matrix of a linear-format family (`perm` or `fullperm`)."""
     fam = parse_filter(family) if isinstance(family, str) else family
     makers = {"perm": make_perm, "fullperm": make_fullperm}
     if fam.kind not in makers:
@@ -169,20 +114,13 @@ def _check_tokens(num_tokens: int) -> None:
 
 
 def head_assignment(channels: int, heads: int, generator: torch.Generator) -> Tensor:
-    """Which of the `heads` distinct filters each of the `channels` channels uses.
-
-    Every filter serves floor or ceil(channels/heads) channels, in a random order (see the module docstring
-    for how this differs from code-2401's draw with replacement). heads == channels gives a permutation.
-
-    Returns:
-        LongTensor (channels,) with values in [0, heads).
-    """
+    """Which of the `heads` distinct filters each of the `channels` channels uses: LongTensor (channels,), each filter
+    serving floor or ceil(channels/heads) channels in random order."""
     check_heads(channels, heads)
     return torch.randperm(channels, generator=generator) % heads
 
 
 def check_heads(channels: int, heads: int) -> None:
-    """Raise a PipelineError unless 1 <= heads <= channels."""
     if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= channels:
         raise PipelineError(
             f"heads = {heads!r}: the number of distinct filters must be an integer between 1 and the "
@@ -191,19 +129,8 @@ def check_heads(channels: int, heads: int) -> None:
 
 
 def linear_format(filters: Tensor, grid: tuple[int, int]) -> Tensor:
-    """Each k x k filter as the N x N matrix that applies it to an H x W token grid (N = H*W, row-major).
-
-    The conv is PyTorch's cross-correlation with zero 'same' padding, as in the conv-format layer, so
-    `x.flatten(-2) @ M.T` equals `conv2d(x, filter, padding=k//2)` flattened. This is code-2401's linear
-    format (its `impulse<f>` linear init builds these matrices for impulses).
-
-    Args:
-        filters: (heads, k, k) with k odd.
-        grid: (H, W) of the token grid.
-
-    Returns:
-        Tensor (heads, N, N).
-    """
+    """Each k x k filter (heads, k, k) as the N x N matrix that applies it to an H x W token grid: (heads, N, N) with
+    `x.flatten(-2) @ M.T` equal to `conv2d(x, filter, padding=k//2)` flattened (code-2401's linear format)."""
     heads, k = filters.shape[0], filters.shape[-1]
     h, w = grid
     basis = torch.eye(h * w, dtype=filters.dtype).reshape(h * w, 1, h, w).expand(-1, heads, -1, -1)
@@ -212,14 +139,8 @@ def linear_format(filters: Tensor, grid: tuple[int, int]) -> Tensor:
 
 
 def effective_rank(X: Tensor, energy: float = 0.99) -> int:
-    """The number of singular values of X that together hold `energy` of its squared Frobenius norm.
-
-    This is the k of Proposition 1 (paper.md section 1.4) measured on patch embeddings: X is (n, D), e.g.
-    `patch_embeddings(model, images)`. X is not centred (the proposition is about X itself).
-
-    Returns:
-        The smallest r with sum_{i<=r} s_i^2 >= energy * sum_i s_i^2; 0 for an all-zero X.
-    """
+    """The smallest r whose top singular values of X (n, D) hold `energy` of its squared Frobenius norm: the k of
+    Proposition 1 (paper.md section 1.4), X not centred; 0 for an all-zero X."""
     if X.dim() != 2:
         raise PipelineError(f"effective_rank needs a 2-D (n, D) matrix, got shape {tuple(X.shape)}")
     if not 0 < energy <= 1:
@@ -233,22 +154,14 @@ def effective_rank(X: Tensor, energy: float = 0.99) -> int:
 
 
 def proposition1_holds(D: int, k: int, f: int) -> bool:
-    """Proposition 1 ([CI] eq. 4; paper.md section 1.4): frozen f x f filters lose nothing when D >= k*f^2.
-
-    Args:
-        D: channels (embedding dimension).
-        k: rank of the patch embeddings (e.g. `effective_rank`).
-        f: kernel size.
-    """
+    """Proposition 1 ([CI] eq. 4; paper.md section 1.4): frozen f x f filters lose nothing when D >= k*f^2, with D the
+    channels and k the rank of the patch embeddings."""
     return k * f * f <= D
 
 
 @torch.no_grad()
 def patch_embeddings(model: torch.nn.Module, images: Tensor) -> Tensor:
-    """The ConvMixer's patch embeddings X: the output of its stem (conv, GELU, BatchNorm), as (B*N, D).
-
-    The stem runs on a copy in eval mode (BatchNorm uses its running statistics), so the model and its
-    statistics are left untouched.
-    """
+    """The ConvMixer's patch embeddings X, (B*N, D): its stem's output, run on an eval-mode copy so that the model
+    and its BatchNorm statistics are untouched."""
     x = copy.deepcopy(model.stem).eval()(images)
     return x.flatten(2).transpose(1, 2).reshape(-1, x.shape[1])

@@ -1,8 +1,4 @@
-"""The model factory: timm ViT/DeiT, Swin and MLP-Mixer (`create_timm_model`).
-
-`create_timm_model` is `timm.create_model` with the project's error messages; the initialization methods
-(`pipeline.method.inits`) are applied to its result. The filter study's ConvMixer is `pipeline.method.convmixer`.
-"""
+"""The model factory: `create_timm_model`, timm's `create_model` with the project's error messages."""
 
 from __future__ import annotations
 
@@ -29,32 +25,10 @@ SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)
 
 def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip",
                       **overrides) -> nn.Module:
-    """Build a timm ViT/DeiT, Swin or MLP-Mixer from scratch: `timm.create_model(name, pretrained=False, ...)`.
-
-    Args:
-        name: a timm model name, e.g. `vit_tiny_patch16_224`, `swin_tiny_patch4_window7_224`, `mixer_s16_224`.
-        num_classes: classifier outputs.
-        in_chans: image channels.
-        weight_init: timm's init mode. 'skip' (the official code's choice, paper.md section 1.1) leaves every
-            layer at PyTorch's default (Linear/conv kaiming_uniform(a=sqrt 5)). '' is timm's own init;
-            'reset' (timm >= 1.0.2x) is PyTorch's defaults plus timm's pos_embed/cls_token init.
-        **overrides: any other create_model keyword (img_size, patch_size, embed_dim, depth, num_heads;
-            Swin's depths/num_heads tuples and window_size; Mixer's num_blocks). None values are dropped,
-            so a params.yaml `null` keeps timm's value.
-
-    Notes:
-        - In timm 1.0.31, 'skip' leaves a ViT's `pos_embed` and `cls_token` as *uninitialised memory* (timm
-          1.0.22, which code-2505 used, drew pos_embed ~ 0.02*randn and zeroed cls_token). The init methods
-          in `pipeline.method.inits` set both; do not run a ViT built with 'skip' before applying one.
-        - MLP-Mixer takes no `weight_init` and its timm entrypoints fix patch_size, num_blocks and
-          embed_dim. We emulate 'skip' by resetting every layer to PyTorch's default, and build timm's
-          `MlpMixer` class directly when one of the fixed arguments is overridden.
-
-    Raises:
-        PipelineError: unknown name (with close names), a keyword the model does not take (named, with
-            close keywords), embed_dim not divisible by num_heads, img_size not divisible by patch_size, or a
-            model outside the supported families.
-    """
+    """`timm.create_model(name, pretrained=False, ...)` for a ViT/DeiT, Swin or MLP-Mixer, with PipelineErrors that name
+    a bad name or keyword (and close matches) or an impossible shape. weight_init 'skip' (the official code's, paper.md
+    section 1.1) leaves PyTorch's defaults and an uninitialised pos_embed: apply an init before running it. Overrides
+    that are None are dropped, so a params.yaml `null` keeps timm's value."""
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models('vit_*')"
@@ -78,7 +52,6 @@ def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init
 
 
 def _build(name: str, kwargs: dict, weight_init: str) -> nn.Module:
-    """create_model, falling back to the model class for Mixer's fixed arguments and missing weight_init."""
     try:
         return timm.create_model(name, pretrained=False, weight_init=weight_init, **kwargs)
     except TypeError as exc:
@@ -98,7 +71,6 @@ def _build(name: str, kwargs: dict, weight_init: str) -> nn.Module:
 
 
 def _build_mixer(name: str, kwargs: dict, exc: TypeError) -> nn.Module:
-    """Build a plain MLP-Mixer whose entrypoint fixes an overridden argument (e.g. patch_size)."""
     with torch.device("meta"):
         reference = timm.create_model(name, pretrained=False)
     if type(reference) is not MlpMixer or type(reference.blocks[0]) is not MixerBlock:
@@ -131,7 +103,6 @@ def _check_family(name: str, model: nn.Module) -> None:
 
 
 def _keyword_error(name: str, exc: TypeError) -> Exception:
-    """Turn timm's 'unexpected keyword argument' TypeError into a PipelineError naming the keyword."""
     found = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(exc))
     if not found:
         return exc
@@ -147,7 +118,6 @@ def _keyword_error(name: str, exc: TypeError) -> Exception:
 
 
 def _keywords_of(name: str, cls_name: str) -> list[str]:
-    """The constructor keywords of the timm class `cls_name` behind `name` (following **kwargs to bases)."""
     module = sys.modules[timm.models.model_entrypoint(name).__module__]
     cls = getattr(module, cls_name, None)
     names: set[str] = set()
@@ -159,7 +129,6 @@ def _keywords_of(name: str, cls_name: str) -> list[str]:
 
 
 def _combination_error(name: str, kwargs: dict, exc: AssertionError) -> PipelineError:
-    """Turn timm's assertion about an impossible shape combination into a PipelineError."""
     shown = {k: kwargs[k] for k in ("embed_dim", "num_heads", "depths", "window_size") if k in kwargs}
     fix = "choose values timm accepts"
     if "divisible by num_heads" in str(exc):

@@ -1,9 +1,5 @@
-"""The method's names and their torch-free checks: init arms, filter families, the ConvMixer block.
-
-The method library (`pipeline.method`) validates its own arguments with these, so a researcher who calls it without
-params gets the same message as params.yaml's validation (`pipeline.config`), which reads them too. Nothing here
-imports torch.
-"""
+"""The method's names and their torch-free checks (init arms, filter families, the ConvMixer block), shared by the
+method library and params validation so both give the same message."""
 
 from __future__ import annotations
 
@@ -40,7 +36,6 @@ CONVMIXER_BLOCKS: tuple[str, ...] = get_args(ConvMixerBlock)
 
 
 def check_convmixer_block(block: object, key: str = "block") -> str:
-    """`block` if it is one of `CONVMIXER_BLOCKS`; else a PipelineError naming `key` and what each form is."""
     if block not in CONVMIXER_BLOCKS:
         raise PipelineError(
             f"{key} = {block!r}: use 'ci' (code-2401, [CI]: spatial conv -> BatchNorm, no GELU) or 'sia' (code-2404"
@@ -50,8 +45,6 @@ def check_convmixer_block(block: object, key: str = "block") -> str:
 
 
 def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
-    """`kernel_size` if it is an odd positive integer (a centre tap, symmetric 'same' padding); else a
-    PipelineError naming `key`."""
     is_int = isinstance(kernel_size, int) and not isinstance(kernel_size, bool)
     if not is_int or kernel_size < 1 or kernel_size % 2 == 0:
         raise PipelineError(
@@ -88,13 +81,8 @@ _VALID_FORMS = (
 
 @dataclass(frozen=True)
 class FilterFamily:
-    """A parsed filter-family name, e.g. `box-9` -> FilterFamily('box-9', 'box', 9).
-
-    Attributes:
-        name: canonical spelling (`gaussian-0.10` becomes `gaussian-0.1`); use it in run ids.
-        kind: key of `FILTER_FAMILIES`.
-        param: n of `box-<n>` or sigma (a variance) of `gaussian-<sigma>`; None for the other kinds.
-    """
+    """A parsed filter-family name, e.g. `box-9` -> FilterFamily('box-9', 'box', 9): `name` canonical (use it in run
+    ids), `param` the n of `box-<n>` or the variance of `gaussian-<sigma>`."""
 
     name: str
     kind: str
@@ -102,17 +90,14 @@ class FilterFamily:
 
     @property
     def linear_format(self) -> bool:
-        """True for families that are N x N token-mixing matrices rather than k x k filters."""
         return self.kind in LINEAR_FAMILIES
 
     @property
     def softmax_taps(self) -> bool:
-        """True when the layer applies a softmax over each filter's k*k stored taps in every forward pass."""
         return self.kind == "softmax"
 
     @property
     def beyond_paper(self) -> bool:
-        """True for arms code-2401 never swept (`BEYOND_PAPER`)."""
         return self.kind in BEYOND_PAPER
 
 
@@ -121,15 +106,8 @@ def _bad(name: object, why: str) -> PipelineError:
 
 
 def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
-    """Parse a family name such as `impulse`, `box-9` or `gaussian-0.1`.
-
-    Args:
-        name: the family as written in params.yaml (case and surrounding spaces are ignored).
-        kernel_size: if given, also check that `box-<n>` fits a k x k filter (n <= k*k).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the value and the valid forms.
-    """
+    """Parse a family name such as `impulse`, `box-9` or `gaussian-0.1` (case and spaces ignored); with
+    `kernel_size`, also check that `box-<n>` fits (n <= k*k). Raises PipelineError naming the valid forms."""
     if not isinstance(name, str):
         raise _bad(name, "not a string")
     kind, _, arg = name.strip().lower().partition("-")
@@ -157,11 +135,8 @@ def parse_filter(name: str, kernel_size: int | None = None) -> FilterFamily:
 @dataclass(frozen=True)
 class StudyVariant:
     """A filter-study variant: the family its spatial filters are drawn from and whether training updates them.
-
-    `learned` is code-2401's default sweep arm, `--init random` without `--fix_spatial`; `learned-<family>` is
-    `--init <family>` without `--fix_spatial` (e.g. `learned-softmax`, `learned-box-25` of code-2401's
-    `convmixer.sh`); a bare family name is that family frozen (`--fix_spatial`).
-    """
+    `learned` is code-2401's `--init random` without `--fix_spatial`, `learned-<family>` is `--init <family>`
+    without it, and a bare family is that family frozen (`--fix_spatial`)."""
 
     name: str
     family: FilterFamily
@@ -169,11 +144,6 @@ class StudyVariant:
 
 
 def parse_study_variant(variant: str, kernel_size: int | None = None) -> StudyVariant:
-    """A filter-study variant: `learned`, `learned-<family>` (trainable) or `<family>` (frozen).
-
-    Raises:
-        PipelineError: unknown family or bad value, naming the variant and the valid forms.
-    """
     if not isinstance(variant, str):
         raise PipelineError(f"filter-study variant {variant!r}: not a string; write 'learned', 'learned-<family>'"
                             " or a frozen family")

@@ -3,23 +3,17 @@
 Source: code-2404 (osiriszjq/structured_init @48b59c3), `timm/models/vision_transformer.py`: `sin_pe`,
 `_init_weights` ('impulse<f>'), `impulse_init`, `get_pseudo_input`; paper.md sections 1.2 and 2.7 (c), (f).
 
-- `use_sincos_pos_embed`: code-2404's `sin_pe=True` sets `pos_embed` to timm's `build_sincos2d_pos_embed` of the
-  token grid, a plain tensor: never trained, never decayed. Here it stays the model's parameter, written with the same
-  values and frozen (`requires_grad` False), which keeps timm's forward, state dicts and optimizers unchanged.
-- `sia_fit`: per fit, each head draws an offset uniformly in the f x f window and Q (h, D, d), K (h, d, D), drawn
-  U(+-sqrt(1/(d h))), are fitted by Adam (10,000 steps at 1e-4, columns renormalised every 100 steps) so that
-  softmax(head_dim^-0.5 P Q K P^T) matches the 0/1 impulse matrices in MSE, P = LayerNorm(pseudo-input) without
-  affine: the loop of [CI]'s fit (`pipeline.method.ci_2401.fit_impulse_qk`, the same code in both repositories) with
-  [SIA]'s input and scale. Q_h is written into the layer's query rows and K_h into its key rows of `qkv`, so head h's
-  logits on the pseudo-input are that fit; V, the projection, the biases and every other layer keep what the model
-  had (code-2404 leaves them at PyTorch's default).
-- Pseudo-inputs (`get_pseudo_input`): P the position embedding, U = U(-1, 1), G = TN(0, 1/2) cut at +-2, A = P + U,
-  B = P + G; a random one is drawn afresh for every fit. Layer 0 is fitted on the first, the later layers on the
-  second; with `shared` (code-2404's `init_once=True`, its default) the later layers reuse one fit (layer 0's when
-  both pseudo-inputs are the same kind, else one fit on the second), otherwise each layer gets its own.
+- `use_sincos_pos_embed`: code-2404 replaces `pos_embed` by a plain sin-cos tensor; we keep the parameter,
+  with the same values, frozen, so timm's forward, state dicts and optimizers are unchanged.
+- `sia_fit`: [CI]'s fit loop (`ci_2401.fit_impulse_qk`) with [SIA]'s input and scale: Q, K fitted so that
+  softmax(head_dim^-0.5 P Q K P^T) matches the impulse matrices, P = LayerNorm(pseudo-input) without affine, then
+  written into the query and key rows of `qkv`; everything else keeps the model's values.
+- Pseudo-inputs: P (the position embedding), U(-1, 1), G = TN(0, 1/2), A = P + U, B = P + G, drawn afresh per
+  fit. Layer 0 is fitted on `first`, the rest on `later`; `shared` (code-2404's `init_once=True`) has the later
+  layers reuse one fit.
 
-Deliberate differences: draws come from the caller's generator (code-2404 uses the global RNG), and the fit runs on
-the device it is given.
+Deliberate differences: draws come from the caller's generator (code-2404: the global RNG), and the fit runs on
+the device given.
 """
 
 from __future__ import annotations
@@ -38,7 +32,6 @@ from pipeline.method.options import SIA_FIT
 
 
 def token_grid(model: VisionTransformer) -> tuple[int, int]:
-    """The patch grid (rows, columns) of a timm ViT."""
     return tuple(int(s) for s in model.patch_embed.grid_size)
 
 
@@ -82,17 +75,9 @@ def sia_fit(model: VisionTransformer, first: str, later: str, *, shared: bool = 
             kernel_size: int = SIA_FIT.kernel_size, steps: int = SIA_FIT.steps, lr: float = SIA_FIT.lr,
             renorm_every: int = SIA_FIT.renorm_every, generator: torch.Generator,
             device: torch.device | str = "cpu") -> list[dict]:
-    """[SIA]'s impulse fit of every attention layer's Q, K (in place; see the module doc).
-
-    Args:
-        first, later: the pseudo-input kinds of layer 0 and of the later layers (P, U, G, A, B).
-        shared: code-2404's `init_once`: the later layers share one fit.
-        kernel_size, steps, lr, renorm_every: the fit (code-2404: 3 for 'impulse3', 10000, 1e-4, 100).
-        generator: the source of every draw.
-
-    Returns:
-        One record per fit: {layers, pseudo_input, mse, target_mass, peak, offsets}.
-    """
+    """[SIA]'s impulse fit of every attention layer's Q, K, in place (module docstring; code-2404's defaults: kernel 3,
+    10000 steps, lr 1e-4, renorm every 100). Returns one record per fit: {layers, pseudo_input, mse, target_mass,
+    peak, offsets}."""
     _check(model)
     grid = token_grid(model)
     pe = model.pos_embed.detach()[0].to(device)

@@ -1,28 +1,18 @@
 """[CI]'s Simple ViT with the alpha-mixed attention M'_I (its alpha sweep) or Model III (its Tables 1-2).
 
-Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`SimpleViT`, `Transformer`, `Attention`,
-`FeedForward`, `posemb_sincos_2d`) run as `vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`, without
-`--input_pe`); paper.md sections 1.2 and 3.4. In every layer
+Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`SimpleViT`, `Attention`, `posemb_sincos_2d`) as
+`vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`); paper.md sections 1.2 and 3.4. In every layer
 
     Z = alpha * LN(x) + (1 - alpha) * PE,   attention = softmax(scale * (Z W_q)(Z W_k)^T),   values = LN(x) W_v,
 
-with PE the fixed (not learned, not normalised) 2-D sin-cos embedding. The PE enters only here: the tokens never
-carry it. Patches are embedded as LN -> Linear -> LN, blocks are pre-norm with bias-free q/k, v and output
-projections, the MLP is LN -> Linear -> GELU -> Linear, and the classifier reads the mean token after a final LN
-(no cls token). `scale` is head_dim^-0.5, except where an init sets it (code-2401's impulse arm uses its fit's
-sigma; `pipeline.method.ci_2401`).
+PE the fixed 2-D sin-cos embedding, which enters only here. `scale` is head_dim^-0.5 unless an init sets it
+(`ci_2401`). [CI] Table 1's other columns are forms of this model: the Simple ViT (`input_pe=True`: the tokens
+carry alpha * x + (1 - alpha) * PE), with no PE (alpha 1), Model I (alpha 0.5) and Model II (alpha 0).
 
-[CI] Table 1's other columns are forms of the same model: the Simple ViT (`input_pe=True`, code-2401's
-`--input_pe --spatial_x`: the tokens carry alpha * x + (1 - alpha) * PE after the patch embedding, alpha 0.5 by the
-code's default, and attention reads LN(x) alone), the Simple ViT without any PE (alpha 1, `input_pe=False`), Model I
-(M'_I at alpha 0.5) and Model II (alpha 0); without `value` the values are LN(x), as for Model III below.
-
-Model III (`attention='model3'`, code-2401 without `--spatial_pe` and `--spatial_x`, its "Q K format") replaces the
-logits by per-layer, per-head learnable factors: attention = softmax(scale * Q_h K_h), Q_h (N, r), K_h (r, N) with
-r = head_dim, so the maps never read the input. `trainable_qk=False` freezes Q, K (code-2401 without `--trainable`:
-Table 2's NT). Without `value` (no `--use_value`) the values are LN(x) itself, split into heads, and the output
-projection stays (code-2401's `v = x`); that needs heads * head_dim = dim. code-2401 has no default for Q, K (an
-init string is required); ours is its `random{N}_{r}` law, sqrt(1/N) U(-1, 1).
+Model III (`attention='model3'`, code-2401's "Q K format") uses per-head learnable maps softmax(scale Q_h K_h),
+Q_h (N, r), K_h (r, N), that never read the input; `trainable_qk=False` freezes them (Table 2's NT). Without
+`value` the values are LN(x) itself (code-2401's `v = x`). code-2401 requires an init string for Q, K; our
+default is its `random{N}_{r}` law.
 """
 
 from __future__ import annotations
@@ -49,7 +39,6 @@ ATTENTION_FORMS = ("mixed", "model3")
 
 
 def split_heads(t: Tensor, heads: int, head_dim: int) -> Tensor:
-    """(B, N, heads * head_dim) -> (B, heads, N, head_dim)."""
     return t.unflatten(-1, (heads, head_dim)).transpose(-3, -2)
 
 
@@ -60,8 +49,7 @@ def check_novalue(value: bool, inner: int, dim: int) -> None:
 
 
 class MixedAttention(nn.Module):
-    """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values LN(x) W_v (or, without
-    `value`, LN(x) itself: code-2401 without `--use_value`)."""
+    """One layer of M'_I: queries and keys from alpha * LN(x) + (1 - alpha) * PE, values LN(x) W_v (or LN(x))."""
 
     def __init__(self, dim: int, heads: int, head_dim: int, alpha: float, value: bool = True):
         super().__init__()
@@ -78,13 +66,11 @@ class MixedAttention(nn.Module):
         return split_heads(t, self.heads, self.head_dim)
 
     def maps(self, h: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for the layer-normed input `h`."""
         z = self.alpha * h + (1.0 - self.alpha) * pe.to(h.dtype)
         q, k = map(self.split, self.to_qk(z).chunk(2, dim=-1))
         return (q @ k.transpose(-1, -2) * self.scale).softmax(dim=-1)
 
     def attention(self, x: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for block input `x` (before the layer's LN)."""
         return self.maps(self.norm(x), pe)
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
@@ -95,7 +81,7 @@ class MixedAttention(nn.Module):
 
 
 class FixedAttention(nn.Module):
-    """One layer of Model III: maps softmax(scale Q_h K_h) that do not depend on the input (see the module doc)."""
+    """One layer of Model III: maps softmax(scale Q_h K_h) that do not depend on the input."""
 
     def __init__(self, dim: int, heads: int, head_dim: int, tokens: int, value: bool, trainable_qk: bool):
         super().__init__()
@@ -110,11 +96,9 @@ class FixedAttention(nn.Module):
         self.to_out = nn.Linear(inner, dim, bias=False)
 
     def maps(self) -> Tensor:
-        """(heads, N, N) attention maps, the same for every input."""
         return (self.q @ self.k * self.scale).softmax(dim=-1)
 
     def attention(self, x: Tensor, pe: Tensor) -> Tensor:
-        """(B, heads, N, N) attention maps for block input `x` (which they do not read)."""
         return self.maps().expand(x.shape[0], -1, -1, -1)
 
     def forward(self, x: Tensor, pe: Tensor) -> Tensor:
@@ -141,18 +125,8 @@ class Block(nn.Module):
 
 
 class SimpleViT(nn.Module):
-    """code-2401's Simple ViT with M'_I or Model III in every block (see the module doc).
-
-    Args:
-        image_size, patch_size: square images and patches; the token grid is (image_size // patch_size)^2.
-        num_classes, channels: the classifier's outputs and the image channels.
-        dim, depth, heads, head_dim, mlp_dim: width, blocks, heads and their width, MLP hidden width.
-        alpha: the weight of content in the attention input of M'_I, in [0, 1] (0: positions only).
-        attention: 'mixed' (M'_I) or 'model3' (input-independent maps).
-        input_pe: add alpha * x + (1 - alpha) * PE to the tokens and let attention read LN(x) alone (the Simple
-            ViT of [CI] Table 1); else the PE enters only the attention input.
-        value: values LN(x) W_v (else LN(x)); trainable_qk: Model III with Q, K trained (else frozen).
-    """
+    """code-2401's Simple ViT with M'_I (`attention='mixed'`, content weight `alpha`) or Model III (`'model3'`) in every
+    block; `input_pe`: the tokens carry the PE ([CI] Table 1's Simple ViT); `value`: values LN(x) W_v, else LN(x)."""
 
     def __init__(self, *, image_size: int, patch_size: int, num_classes: int, dim: int, depth: int, heads: int,
                  head_dim: int, mlp_dim: int, channels: int = 3, alpha: float = 0.5, attention: str = "mixed",

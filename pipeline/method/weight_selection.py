@@ -1,17 +1,9 @@
-"""Weight selection: initialise a small model with a subset of a larger model's weights.
+"""Weight selection: initialise a small model with a subset of a larger one's weights (state dicts in and out).
 
-Source: Xu et al., "Initializing Models with Larger Ones" (ICLR 2024), used by [NeurIPS] Table 4 (paper.md section
-2.5) to carry an impulse-initialised ImageNet ViT-S into ViT-T on small datasets. Two steps, for models of one family
-(here timm ViTs, whose state dicts name blocks `blocks.<i>.`):
-
-1. layer selection: the student's block i takes the teacher's block i (the paper's first-N selection);
-2. uniform element selection: along every dimension where the teacher is larger, the student keeps evenly spaced
-   indices, `arange(s) * (t // s)` when s divides t, else `round(linspace(0, t - 1, s))`. Every tensor uses the
-   same rule, so the embedding channels a block keeps are the ones every other tensor keeps, and a fused qkv
-   matrix keeps the same channels of q, k and v when the widths divide.
-
-Tensors the student has and the teacher lacks (a new classifier head: `head_prefixes`) keep the student's values.
-Nothing here reads files: state dicts in, a state dict out.
+Source: Xu et al., "Initializing Models with Larger Ones" (ICLR 2024), as [NeurIPS] Table 4 uses it (paper.md
+section 2.5): the student's block i takes the teacher's block i, and along every larger dimension the student
+keeps evenly spaced indices, the same rule for every tensor (so a fused qkv keeps the same channels of q, k, v).
+Tensors the teacher lacks (the student's head: `head_prefixes`) keep the student's values.
 """
 
 from __future__ import annotations
@@ -28,7 +20,8 @@ BLOCK = re.compile(r"^(blocks\.)(\d+)(\..*)$")
 
 
 def uniform_indices(teacher: int, student: int) -> Tensor:
-    """The `student` evenly spaced indices into a dimension of size `teacher` (see the module doc)."""
+    """The `student` evenly spaced indices into a dimension of size `teacher`: arange(s) * (t // s) when s divides
+    t, else round(linspace(0, t - 1, s))."""
     if student > teacher:
         raise PipelineError(f"weight selection needs a teacher at least as large as the student: a dimension of"
                             f" {student} cannot be selected from {teacher}")
@@ -38,7 +31,6 @@ def uniform_indices(teacher: int, student: int) -> Tensor:
 
 
 def select_tensor(weight: Tensor, shape: Sequence[int]) -> Tensor:
-    """`weight` reduced to `shape` by uniform element selection along every dimension."""
     if weight.dim() != len(shape):
         raise PipelineError(f"weight selection: a {weight.dim()}-d teacher tensor cannot fill a {len(shape)}-d one")
     out = weight
@@ -49,16 +41,8 @@ def select_tensor(weight: Tensor, shape: Sequence[int]) -> Tensor:
 
 def select_weights(teacher: Mapping[str, Tensor], student: Mapping[str, Tensor],
                    head_prefixes: Sequence[str] = ("head.",)) -> dict[str, Tensor]:
-    """The student's state dict filled from the teacher's by layer then element selection.
-
-    Args:
-        teacher: the larger model's state dict (timm ViT names).
-        student: the smaller model's state dict: its shapes say what to select; the tensors under
-            `head_prefixes` (its classifier, for other classes) are kept as they are.
-    Raises:
-        PipelineError: the student has more blocks than the teacher, or a tensor the teacher lacks or cannot
-            fill (a larger dimension, another rank, another patch size).
-    """
+    """The student's state dict filled from the teacher's by layer then element selection; PipelineError where the
+    student has more blocks or a tensor the teacher lacks or cannot fill."""
     depth = {int(m.group(2)) for k in teacher if (m := BLOCK.match(k))}
     out = {}
     for key, value in student.items():
@@ -87,7 +71,6 @@ def select_weights(teacher: Mapping[str, Tensor], student: Mapping[str, Tensor],
 
 def apply_weight_selection(student: nn.Module, teacher: nn.Module,
                            head_prefixes: Sequence[str] = ("head.",)) -> nn.Module:
-    """Load `select_weights(teacher, student)` into `student` in place; returns it."""
     state = select_weights(teacher.state_dict(), student.state_dict(), head_prefixes)
     student.load_state_dict(state)
     return student

@@ -1,9 +1,5 @@
-"""The grid's timm models, initialized, and what a run records about them.
-
-Every stage that builds a timm model (the training cells, attention, figures, check) builds it here from a model
-section (params `models.<variant>`, or its resolved copy) and the dataset's facts as `fetch` recorded them
-(`pipeline.data.meta.dataset_meta`), so a model is built the same way wherever it is rebuilt.
-"""
+"""The grid's timm models, initialized, built in one place from a model section and the dataset's facts
+(`pipeline.data.meta`), so a model is the same wherever it is rebuilt."""
 
 from __future__ import annotations
 
@@ -36,15 +32,13 @@ def timm_model(model, meta: DatasetMeta) -> nn.Module:
 
 
 def initialized(model_cfg, arm: str, options: dict, meta: DatasetMeta, seed: int) -> nn.Module:
-    """The timm model of `model_cfg` for this dataset, initialized by `arm` with `options` from a generator seeded
-    by `seed`."""
+    """The timm model of `model_cfg` for this dataset, initialized by `arm` with `options`, seeded by `seed`."""
     torch.manual_seed(seed)  # anything the constructor draws; apply_init redefines what the method depends on
     model = timm_model(model_cfg, meta)
     return apply_init(model, arm, generator=torch.Generator().manual_seed(seed), **options)
 
 
 def model_facts(variant: str, model_cfg, model: nn.Module) -> dict:
-    """What a ViT-family run records about its model: variant, timm name, family and (first-stage) heads."""
     kind = family(model)
     layers = attention_layers(model, kind)
     return {"variant": variant, "model": model_cfg.name, "family": kind,

@@ -1,27 +1,15 @@
-"""The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device.
-
-DeiT's split, on timm's building blocks: `create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, the soft-target /
-label-smoothing losses, `ModelEmaV3`, `NativeScaler`. Every training cell (`pipeline.training.*`) runs it; only the
-model differs. Launch lines (`pipeline.cell` builds the torchrun ones from params `resources`):
+"""The training engine: `fit(model, loaders, recipe, ...)` trains and evaluates one model, one process per device,
+DeiT's split on timm's blocks (`create_optimizer_v2`, `create_scheduler_v2`, `Mixup`, `ModelEmaV3`). Launch
+lines (`pipeline.cell` builds the torchrun ones):
 
     python -m pipeline train fashion_mnist vit impulse 0                  # one process
     python -m pipeline --set resources.nproc=8 train cifar10 vit impulse 0   # torchrun --standalone, 8 processes
-    torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \\
+    torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=node0:29400 \
         --rdzv_id=job42 -m pipeline.cell pipeline.training.train configs/train/imagenet-vit-impulse-0.json  # each node
 
-Reliability: epochs end with a checkpoint in an undeclared scratch directory (not a DVC out: a `persist` out would
-take the stage out of DVC's run-cache): every epoch, or every `resources.checkpoint_minutes` of training, and at the
-end of the epoch in which the process got SIGUSR1 (then it goes on) or SIGTERM (then it stops, resumable). A killed
-run started again resumes from the last; because each epoch reseeds every random source from (seed, epoch, rank), the
-resumed run ends with the same metrics as an uninterrupted one. Rank 0 decides where a run starts and hands its
-checkpoint to any rank that disagrees (nodes without a shared filesystem), so no rank restarts while another resumes.
-
-GPU readiness (README, "GPU readiness"): the training step never waits on the host: losses and correct counts
-stay on the device and are read back once every `resources.sync_every` steps (the NaN guard then names the first
-bad step); `resources.compile` (inductor, also on CPU), `train.amp: bf16` (CUDA, and CPU autocast), channels-last
-and DDP are exercised on CPU by the tests; `amp: auto` picks bf16 only where the GPU has it natively (compute
-capability >= 8.0) and fp16 with a gradient scaler elsewhere (V100). `fit` takes the recipe (what the numbers are)
-and the resources (where and how fast) apart: only the recipe is part of a checkpoint's attempt key.
+Each epoch reseeds every random source from (seed, epoch, rank) and ends with a checkpoint in undeclared scratch
+(a `persist` DVC out would leave the run-cache), so a resumed run ends with an uninterrupted one's metrics. Only
+the recipe, not the resources, enters a checkpoint's attempt key.
 """
 
 from __future__ import annotations
@@ -95,11 +83,7 @@ def teardown_distributed() -> None:
 
 
 def cuda_speedups() -> None:
-    """TF32 matmuls and convolutions, cuDNN autotuning: what timm's and DeiT's train scripts set on CUDA.
-
-    TF32 keeps float32's range with a 10-bit mantissa in the tensor cores; it changes results in the last bits
-    only, and only on GPUs (CPU runs are unaffected).
-    """
+    """TF32 matmuls and convolutions, cuDNN autotuning: what timm's and DeiT's train scripts set on CUDA."""
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True
@@ -112,13 +96,9 @@ RANK_STRIDE = SEED_STRIDE**2
 
 
 def reseed(seed: int, epoch: int, rank: int = 0) -> None:
-    """Seed every global RNG from (seed, epoch, rank) only, so an epoch's randomness does not depend on the past.
-
-    Python's `random` too: timm's per-image transforms and RandomErasing draw from it; numpy's for timm's Mixup.
-    Each rank draws its own crops, flips, RandAugment ops, erasing boxes, mixup lambdas and drop-path masks (as
-    timm's `random_seed(seed, rank)` does); the samplers shuffle with their own shared seed, so the ranks still
-    split one permutation. Rank 0 (and a single process) keeps the seed it always had.
-    """
+    """Seed every global RNG (torch, numpy for Mixup, Python's for timm's transforms) from (seed, epoch, rank) only,
+    so an epoch's randomness does not depend on the past; each rank draws its own augmentations, as timm's
+    `random_seed(seed, rank)`."""
     value = seed * SEED_STRIDE + epoch + rank * RANK_STRIDE
     torch.manual_seed(value)
     random.seed(value)
@@ -135,18 +115,13 @@ def all_sum(values: list[float], d: Dist) -> list[float]:
 
 
 def native_bf16(device: torch.device) -> bool:
-    """Whether the GPU computes in bf16 natively: compute capability >= 8.0 (Ampere on). A V100 (7.0) emulates it,
-    slowly, and inductor does not compile it there."""
+    """Whether the GPU computes bf16 natively (compute capability >= 8.0); inductor does not compile it below."""
     return torch.cuda.get_device_capability(device) >= (8, 0)
 
 
 def amp_dtype(amp: str, device: torch.device) -> tuple[torch.dtype | None, str]:
-    """(autocast dtype or None, a note to print or '') for `train.amp` on this device.
-
-    'auto': bf16 on a GPU with native bf16, fp16 (with a gradient scaler) on an older GPU, off on CPU (CPU
-    autocast is slower than float32 for these small models). 'bf16' also runs on CPU (`torch.autocast('cpu')`);
-    on a GPU without native bf16 it falls back to fp16 with a note. 'fp16' needs CUDA (its GradScaler does).
-    """
+    """(autocast dtype or None, a note to print or '') for `train.amp` on this device: 'auto' is bf16 on a GPU with
+    native bf16, fp16 with a gradient scaler on an older one, off on CPU; 'bf16' also runs on CPU; 'fp16' needs CUDA."""
     if amp == "off" or (amp == "auto" and device.type != "cuda"):
         return None, ""
     if device.type != "cuda":
@@ -167,7 +142,6 @@ def amp_dtype(amp: str, device: torch.device) -> tuple[torch.dtype | None, str]:
 
 
 def autocast_context(dtype: torch.dtype | None, device: torch.device) -> Callable:
-    """A factory of the autocast context for `dtype` on this device (a no-op context when None)."""
     if dtype is None:
         return nullcontext
     return lambda: torch.autocast(device.type, dtype=dtype)
@@ -181,8 +155,7 @@ COMPILERS = {"cpu": ("CXX", ("g++", "c++", "clang++"), "a C++ compiler", "g++"),
 
 def check_compile(device: torch.device) -> None:
     """Stop before the first step, with one message naming resources.compile, where torch.compile cannot compile on
-    this device: no compiler inductor needs here, or a tiny function that does not compile and run
-    (`compile_probe`, once per process and device) - rather than a traceback from inside the first step."""
+    this device (`compile_probe`), rather than with a traceback from inside the first step."""
     variable, names, what, package = COMPILERS.get(device.type, COMPILERS["cpu"])
     if not any(c and shutil.which(c) for c in (os.environ.get(variable, ""), *names)):
         raise PipelineError(f"resources.compile on {device.type} needs {what} for inductor (none of ${variable},"
@@ -211,7 +184,6 @@ def compile_probe(device: str) -> str:
 
 @dataclass
 class Parts:
-    """What `fit` builds around the model from the recipe."""
 
     model: torch.nn.Module  #: the bare model (EMA, checkpoints, evaluation)
     wrapped: torch.nn.Module  #: what the training step calls: the model, DDP-wrapped and/or compiled
@@ -225,9 +197,8 @@ class Parts:
 
 
 def create_schedule(optimizer: torch.optim.Optimizer, recipe, steps: int):
-    """timm's schedule for the recipe. `train.epochs` counts the cooldown (timm's ImageNet recipe: 300 + 10 =
-    epochs 310), so timm is given `num_epochs = epochs - cooldown_epochs` and runs `cooldown_epochs` at min_lr
-    after them, as timm's train.py does with `--epochs 300 --cooldown-epochs 10`."""
+    """timm's schedule for the recipe. `train.epochs` counts the cooldown, as timm's train.py does with `--epochs 300
+    --cooldown-epochs 10`: timm gets `epochs - cooldown_epochs`, then `cooldown_epochs` run at min_lr."""
     scheduler, _ = create_scheduler_v2(
         optimizer, sched=recipe.sched, num_epochs=recipe.epochs - recipe.cooldown_epochs, min_lr=recipe.min_lr,
         warmup_lr=recipe.warmup_lr, warmup_epochs=recipe.warmup_epochs, cooldown_epochs=recipe.cooldown_epochs,
@@ -237,8 +208,8 @@ def create_schedule(optimizer: torch.optim.Optimizer, recipe, steps: int):
 
 def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d: Dist,
                 resources) -> Parts:
-    """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories; compile, DDP and
-    memory format from the resources."""
+    """Optimizer, schedule, mixup, loss, AMP and EMA from the recipe, by timm's factories; compile, DDP and memory
+    format from the resources."""
     model.to(d.device)
     if resources.channels_last:
         model.to(memory_format=torch.channels_last)
@@ -271,14 +242,9 @@ def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d:
 
 def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
                     resources) -> dict:
-    """One pass over the training loader; returns mean loss, accuracy on the hard labels, images/s and the share of
-    the epoch the host spent getting batches (`data_wait`): waiting for DataLoader workers, or on the device path
-    enqueuing the batch's augmentation (host time, not GPU idle time: bench/gpu_check.py measures that).
-
-    Nothing in the step waits on the host: each step's loss and correct count stay on the device and are read
-    back together every `resources.sync_every` steps (and at the epoch's end), where the NaN guard checks them. The
-    sums are then formed on the host in step order, in float64, exactly as reading every step back would.
-    """
+    """One pass over the training loader; returns mean loss, hard-label accuracy, images/s and `data_wait`, the
+    share of the epoch the host spent getting batches. Losses and correct counts are read back every
+    `resources.sync_every` steps and summed in float64 in step order."""
     parts.wrapped.train()
     steps = len(loader)
     window: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (loss, correct, n) of the steps since the last sync
@@ -323,26 +289,22 @@ def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
 
 
 def rank_batch(recipe, ranks: int) -> int:
-    """Images per data-parallel rank in a step (each rank draws its own mixup/cutmix): the batch over
-    `train.sampler_ranks` emulated ranks, or over the `ranks` processes when that is 1 (a multiple of them)."""
+    """Images per data-parallel rank in a step: the batch over `train.sampler_ranks` emulated ranks, or over the
+    `ranks` processes when that is 1."""
     return recipe.batch_size // max(recipe.sampler_ranks, ranks)
 
 
 def mix(mixup: Mixup, images: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
-    """timm's Mixup/CutMix on each `chunk` images of the batch in turn (`rank_batch`): one draw of
-    lambda and mode per data-parallel rank's share, each share paired within itself, as each GPU of a multi-GPU run
-    draws its own (params `train.sampler_ranks`). Mixes `images` in place (timm's Mixup does); returns the targets."""
+    """timm's Mixup/CutMix on each `rank_batch` share of the batch in turn, one draw per share, as each GPU of a
+    multi-GPU run draws its own. Mixes `images` in place; returns the targets."""
     if chunk >= len(images):
         return mixup(images, targets)[1]
     return torch.cat([mixup(images[i:i + chunk], targets[i:i + chunk])[1] for i in range(0, len(images), chunk)])
 
 
 def read_back(window: list, totals: list[float], epoch: int, first_step: int) -> None:
-    """Copy a window of steps' (loss, correct, n) to the host in one transfer; stop at the first non-finite loss.
-
-    A non-finite loss is found up to `resources.sync_every` steps late; the steps in between changed nothing that
-    lasts (the run stops here, before its epoch's checkpoint).
-    """
+    """Copy a window of steps' (loss, correct, n) to the host in one transfer; stop at the first non-finite loss
+    (found up to `resources.sync_every` steps late, before the epoch's checkpoint)."""
     losses = torch.stack([w[0] for w in window]).double()
     corrects = torch.stack([w[1] for w in window]).double()
     losses, corrects = torch.stack([losses, corrects]).tolist()  # the one transfer (a host sync on a GPU)
@@ -358,10 +320,7 @@ def read_back(window: list, totals: list[float], epoch: int, first_step: int) ->
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> dict:
-    """Top-1, top-5 and mean cross-entropy over the whole (sharded, unpadded) evaluation set.
-
-    The sums stay on the device (float64, as exact as the host's) and are read back once, after the last batch.
-    """
+    """Top-1, top-5 and mean cross-entropy over the whole (sharded, unpadded) evaluation set."""
     model.eval()
     sums = torch.zeros(4, dtype=torch.float64, device=d.device)  # loss, top-1, top-5, images
     seen = 0  # counted on the host: a tensor made from it per batch would be a host-to-device copy per batch
@@ -383,9 +342,8 @@ def evaluate(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> d
 
 @torch.no_grad()
 def score(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> np.ndarray:
-    """Per-image top-1 correctness over the whole (sharded, unpadded) evaluation set, as booleans in the dataset's
-    order, on every rank: each rank scores its shard (the sampler's order) and a sum over ranks counts every
-    image once (the intervals of `pipeline.analysis.stats` sample the test images through it)."""
+    """Per-image top-1 correctness over the whole evaluation set, as booleans in the dataset's order, on every rank
+    (the intervals of `pipeline.analysis.stats` resample the test images through it)."""
     model.eval()
     n = len(loader.dataset)
     hits, seen = (torch.zeros(n, dtype=torch.int32, device=d.device) for _ in range(2))
@@ -406,12 +364,8 @@ def score(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> np.n
 
 
 def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str) -> None:
-    """Everything a resumed run needs, written atomically (a kill mid-write leaves the previous one).
-
-    The model's weights come from the bare model (`Parts.model`), never from its DDP or compiled wrapper, so
-    their names carry no `module.` or `_orig_mod.` prefix: a checkpoint of a compiled run resumes into an
-    uncompiled one and back.
-    """
+    """Everything a resumed run needs, written atomically. Weights come from the bare model, without DDP's or
+    compile's prefixes, so a compiled run resumes uncompiled and back."""
     state = {"epoch": epoch, "history": history, "attempt": attempt, "model": parts.model.state_dict(),
              "optimizer": parts.optimizer.state_dict(), "scheduler": parts.scheduler.state_dict(),
              "scaler": parts.scaler.state_dict() if parts.scaler else None,
@@ -421,7 +375,6 @@ def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt
 
 
 def read_checkpoint(path: Path, attempt: str) -> dict | None:
-    """This rank's checkpoint of this `attempt` (on the CPU), or None when it has none."""
     if not path.exists():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
@@ -429,8 +382,8 @@ def read_checkpoint(path: Path, attempt: str) -> dict | None:
 
 
 def agree_on_checkpoint(state: dict | None, d: Dist, name: str = "run") -> dict | None:
-    """Rank 0's checkpoint for every rank: where the ranks' own disagree (e.g. nodes without a shared
-    filesystem, where only node 0 holds one), rank 0 sends its own, so no rank restarts while another resumes."""
+    """Rank 0's checkpoint for every rank: where the ranks' disagree (nodes without a shared filesystem), rank 0
+    sends its own, so no rank restarts while another resumes."""
     if d.world_size == 1:
         return state
     epochs: list = [None] * d.world_size
@@ -461,12 +414,8 @@ def load_checkpoint(path: Path, parts: Parts, attempt: str, d: Dist, name: str =
 
 
 def sync_batchnorm_stats(parts: Parts, d: Dist) -> None:
-    """Average BatchNorm running statistics over the ranks before evaluating (timm's `distribute_bn`, reduce).
-
-    DDP synchronises gradients, not buffers: each rank's BatchNorm (the ConvMixer's) has seen only its shard, and
-    each rank evaluates its own part of the validation set with them. The EMA copy is averaged too, as timm's
-    train.py does. A no-op without BatchNorm (ViT, Swin, Mixer use LayerNorm).
-    """
+    """Average BatchNorm running statistics (and the EMA's) over the ranks before evaluating, as timm's
+    `distribute_bn(reduce)`: DDP synchronises gradients, not buffers."""
     if d.world_size == 1:
         return
     for module in (parts.model, parts.ema.module if parts.ema else None):
@@ -475,8 +424,8 @@ def sync_batchnorm_stats(parts: Parts, d: Dist) -> None:
 
 
 def peak_memory_gib(device: torch.device) -> float:
-    """The most memory this process held since the last call: the GPU's allocator peak (then reset), or on CPU the
-    process's peak resident set (Linux reports it in KiB)."""
+    """The most memory this process held since the last call: the GPU allocator's peak (then reset), or on CPU the
+    peak resident set."""
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -485,17 +434,14 @@ def peak_memory_gib(device: torch.device) -> float:
 
 
 def duration(seconds: float) -> str:
-    """12 s, 3.4 min, 5.2 h."""
     if seconds < 100:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:.1f} h"
 
 
 class Logger:
-    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares the metrics and plots) + one line per epoch.
-
-    dvclive is optional (it imports DVC, about a hundred packages a GPU node need not hold): without it the run says
-    so once and its metrics.json still holds the per-epoch history."""
+    """dvclive on rank 0 (`Live(dir, dvcyaml=False)`; dvc.yaml declares metrics and plots) and one line per epoch.
+    dvclive is optional: without it metrics.json still holds the per-epoch history."""
 
     def __init__(self, live_dir: Path | None, d: Dist, name: str):
         self.d, self.name, self.live = d, name, None
@@ -509,8 +455,7 @@ class Logger:
             self.live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, report=None)
 
     def epoch(self, row: dict, epochs: int, timing: dict | None = None) -> None:
-        """Log `row` to dvclive and print the epoch line; `timing` (live runs only): ETA, the host's time getting
-        batches (`train_one_epoch`'s data_wait, labelled for the data path), peak memory."""
+        """Log `row` to dvclive and print the epoch line; `timing` (live runs): ETA, data_wait, peak memory."""
         if not self.d.master:
             return
         if self.live is not None:
@@ -534,10 +479,8 @@ class Logger:
 
 class CheckpointPolicy:
     """When an epoch's end writes the resume checkpoint: every `minutes` of training (0: every epoch), and after the
-    epoch in which this process got SIGUSR1 (write, go on: `kill -USR1`, `scancel --signal=USR1`) or SIGTERM (write,
-    stop: a cluster's time limit or preemption; torchrun forwards it to every rank). Ranks agree on the signals (one
-    all-reduce per epoch); rank 0 writes. Used as a context: the handlers are the process's only inside it, and only
-    in the main thread (where Python delivers signals)."""
+    epoch in which this process got SIGUSR1 (write, go on) or SIGTERM (write, stop: a time limit or preemption).
+    Ranks agree on the signals; rank 0 writes. A context: the handlers are installed only inside it."""
 
     SIGNALS = ("SIGUSR1", "SIGTERM")
 
@@ -575,7 +518,6 @@ def evaluates(epoch: int, recipe) -> bool:
 
 
 def progress_bar(total: int, d: Dist, desc: str):
-    """A tqdm bar on rank 0 when stderr is a terminal; a no-op callable otherwise."""
     if not d.master or not sys.stderr.isatty():
         return None, (lambda n: None)
     from tqdm import tqdm
@@ -586,17 +528,9 @@ def progress_bar(total: int, d: Dist, desc: str):
 
 def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt: str,
         live_dir: Path | None = None, name: str = "run", resources) -> dict:
-    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt`.
-
-    `attempt` identifies what produced the checkpoint (the caller's digest of the run's config and code,
-    `pipeline.training.run`): a checkpoint of another attempt is ignored and overwritten. The caller removes the
-    checkpoint once the run's outputs are written, so a finished run is never "resumed". `resources` (where and how
-    fast) are not part of it: a run resumes across a change of them.
-
-    Returns a summary: final and best top-1/top-5, losses, epochs, wall time, images/s and the per-epoch history;
-    with `loaders.test`, the final model's `test_top1`, `test_size`, per-image `test_correct` (`score`) and the
-    seconds scoring took.
-    """
+    """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt` (the
+    caller's digest of what produced it; `resources` are not part of it). Returns a summary: final and best top-1/5,
+    losses, epochs, wall time, images/s, the per-epoch history and, with `loaders.test`, per-image `test_correct`."""
     steps = len(loaders.train)
     if steps == 0:
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
@@ -656,7 +590,6 @@ def train_epochs(parts: Parts, loaders, recipe, seed: int, d: Dist, checkpoint: 
 
 
 def summarize(history: list[dict], wall_s: float) -> dict:
-    """The run's headline numbers from its per-epoch history (best-of over the evaluated epochs)."""
     last, evaluated = history[-1], [r for r in history if "val_top1" in r]
     best = max(evaluated, key=lambda r: r["val_top1"])
     return {

@@ -1,16 +1,6 @@
 """The filter study's ConvMixer with learned or frozen spatial filters, trained: the cells of `filter_study@` and
-`filter_gaussian@`.
-
-The motivation of the paper ([CI] 2401.12511 Fig. 4 and Table 6; paper.md sections 1.3, 1.4): a ConvMixer whose
-depthwise spatial filters are frozen at random or random-impulse values does about as well as one that learns
-them; frozen box filters (linearly dependent) and frozen softmax filters (rand*, nearly a box filter) do worse.
-With frozen Gaussian filters accuracy falls as sigma grows and as the number of distinct filters ("heads") shrinks.
-
-`build_run(config)` reads `variant` (`learned`, `learned-<family>` or a frozen family of
-`pipeline.method.names.parse_filter`), `heads` (distinct filters; null = one per channel), `model` (params
-`filter_study.model`), `seed`, the study's recipe and `data`. The learned variant also measures the effective rank
-k of its patch embeddings (99% of the energy) and checks Proposition 1, D >= k * f^2.
-"""
+`filter_gaussian@` ([CI] Fig. 4 and Table 6; paper.md sections 1.3, 1.4). The learned variant also measures the
+effective rank k of its patch embeddings and checks Proposition 1, D >= k * f^2."""
 
 from __future__ import annotations
 
@@ -25,12 +15,10 @@ from pipeline.training.run import Run
 
 
 def model_input(model: dict, meta: DatasetMeta) -> tuple[int, int]:
-    """(image side, channels) the filter study's ConvMixer takes: its img_size, else the data's stored side."""
     return model["img_size"] or meta.image_size, meta.channels
 
 
 def build_model(model: dict, variant: str, heads: int | None, meta: DatasetMeta, seed: int) -> ConvMixer:
-    """The filter study's ConvMixer for this dataset (learned or frozen `variant` filters), seeded by `seed`."""
     torch.manual_seed(seed)
     return build_convmixer(variant, dim=model["dim"], depth=model["depth"], kernel_size=model["kernel_size"],
                            patch_size=model["patch_size"], in_chans=meta.channels, num_classes=meta.num_classes,

@@ -1,29 +1,15 @@
-"""From a stage command to processes: torchrun for several processes or nodes (and srun across a SLURM allocation).
+"""From a stage command to processes: torchrun for several processes or nodes (srun across a SLURM allocation).
 
-A training cell runs `python -m pipeline.cell <runtime> <config>` (or `python -m pipeline train ...`). With
-`resources.nproc: 1` and `resources.nnodes: 1` the run happens in that process. Otherwise the command re-executes
-itself under torchrun:
+With `resources.nproc` or `resources.nnodes` above 1 a cell re-executes itself under torchrun:
 
     single node:  torchrun --standalone --nproc_per_node=<nproc> -m pipeline.cell <runtime> <config>
     multi-node:   torchrun --nnodes=<nnodes> --nproc_per_node=<nproc> --rdzv_backend=c10d
                            --rdzv_endpoint=<resources.rdzv_endpoint> --rdzv_id=<resources.rdzv_id>
                            -m pipeline.cell <runtime> <config>
 
-Multi-node by hand: start the same stage command on every node, with `resources.rdzv_endpoint` set to node 0's
-host:port. Inside a SLURM allocation of `resources.nnodes` nodes (a batch job, as `python -m pipeline repro
---executor slurm` submits), the command started once does that itself: `srun --nodes=<nnodes> --ntasks-per-node=1
-torchrun ...`, with the rendezvous on the allocation's first node (a port derived from the job id, unless
-resources.rdzv_endpoint is set). Inside an srun step (`srun ... python -m pipeline.cell ...`, one task per
-node) it runs torchrun directly.
-
-GPUs: the command uses the GPUs it can see (CUDA_VISIBLE_DEVICES). `python -m pipeline repro` gives each running cell
-its own (`pipeline.scale.repro`) and SLURM gives each job its allocation's, so no lease of our own is needed.
-`PIPELINE_DEVICES=0,1,2` replaces the device list (for tests on a CPU machine, or to reserve GPUs).
-
-`resources.device: cuda` never falls back to the CPU: `require_cuda` asks torch to start CUDA and run a kernel, and
-where it cannot, says why (a CPU-only torch, no NVIDIA driver, a driver older than the torch build's CUDA needs, a GPU
-this build has no kernels for) and which lock to install instead (`make env CUDA=12`: the CUDA 12.6 build of the same
-torch, for drivers >= 525 and V100s).
+By hand, start the command on every node with `resources.rdzv_endpoint` at node 0; inside a SLURM allocation it
+runs srun itself. `resources.device: cuda` never falls back to the CPU: `require_cuda` says why not and what to
+install (`make env CUDA=12`).
 """
 
 from __future__ import annotations
@@ -58,7 +44,6 @@ def visible_devices() -> list[str]:
 
 
 def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> tuple[int, int] | None:
-    """The NVIDIA kernel driver's (major, minor) version, or None where there is none."""
     try:
         found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+)\.(\d+)", path.read_text())
     except OSError:
@@ -72,8 +57,7 @@ ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
 
 
 def has_kernels(sm: int, arch_list: list[str]) -> bool:
-    """Whether a build with `arch_list` carries code for compute capability `sm` (e.g. 90): its kernels, or
-    PTX of an older architecture (suffixed PTX, sm-specific, only for its own)."""
+    """Whether a build with `arch_list` runs on compute capability `sm` (e.g. 90): its kernels, or older PTX."""
     for name in arch_list:
         found = ARCH.match(name)
         if not found:
@@ -86,22 +70,9 @@ def has_kernels(sm: int, arch_list: list[str]) -> bool:
 
 def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: list[tuple[str, tuple[int, int]]],
                  arch_list: list[str], needed: int, torch_error: str = "") -> str:
-    """Why this torch cannot train on CUDA here ('' when it can). torch decides; the rest only explains.
-
-    A torch that starts CUDA and runs a kernel on the GPU it will use can train, whatever the driver file says (it
-    is absent under WSL2 and in some containers) and however old the driver is (NVIDIA's forward-compatibility
-    libraries run a newer CUDA on an older driver). Where torch cannot, the build, the driver and the GPUs'
-    architectures say why and what to install.
-
-    Args:
-        cuda_build: torch.version.cuda (None for a CPU-only build).
-        driver: the NVIDIA driver's version (`driver_version`), or None where the file is absent.
-        gpus: (name, compute capability) of each GPU torch initialised (empty when torch.cuda cannot start).
-        arch_list: torch.cuda.get_arch_list(): the sm_XY kernels (and compute_XY PTX) this build carries.
-        needed: GPUs the run needs (resources.nproc).
-        torch_error: what torch said when it could not start CUDA, or could not run a kernel on a GPU ('' when it
-            did).
-    """
+    """Why this torch cannot train on CUDA here ('' when it can), from the build (`torch.version.cuda`, its arch list),
+    the driver, the GPUs torch initialised and `torch_error`, what torch said when it could not start CUDA or run a
+    kernel. torch decides; the rest only explains a failure and names what to install."""
     if not cuda_build:
         return "this torch is a CPU-only build; reinstall the environment from requirements.lock (make env)"
     major = int(cuda_build.split(".")[0])
@@ -134,7 +105,6 @@ def cuda_problem(cuda_build: str | None, driver: tuple[int, int] | None, gpus: l
 
 
 def run_kernel(index: int) -> str:
-    """Run one small kernel on CUDA device `index` and wait for it: '' when it ran, else what torch said."""
     import torch
 
     try:
@@ -145,8 +115,8 @@ def run_kernel(index: int) -> str:
 
 
 def cuda_unusable(needed: int = 1) -> str:
-    """Why this torch cannot train on `needed` visible GPUs here ('' when it can): torch starts CUDA and runs a
-    kernel on GPU `needed - 1` (the one rank needed - 1 uses), else `cuda_problem` says why."""
+    """Why this torch cannot train on `needed` visible GPUs ('' when it can): a kernel on GPU `needed - 1`, else
+    `cuda_problem`."""
     import torch
 
     with warnings.catch_warnings(record=True) as caught:  # torch's own word on a failed CUDA start, if any
@@ -205,21 +175,18 @@ def slurm_batch_nodes() -> int:
 
 
 def first_node() -> str:
-    """The first host of this SLURM allocation (node 0 of the rendezvous)."""
     hosts = subprocess.run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]], capture_output=True,
                            text=True, check=True).stdout.split()
     return hosts[0]
 
 
 def srun_torchrun_command(resources, argv: list[str]) -> list[str]:
-    """torchrun once per node of this allocation through srun, rendezvous on its first node."""
     endpoint = resources.rdzv_endpoint or f"{first_node()}:{20000 + int(os.environ['SLURM_JOB_ID']) % 20000}"
     return ["srun", f"--nodes={resources.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
             *torchrun_command(resources.nproc, resources.nnodes, endpoint, resources.rdzv_id, argv)]
 
 
 def slurm_job() -> dict | None:
-    """The SLURM job this process runs in, as its metrics.json records it (None outside SLURM)."""
     if "SLURM_JOB_ID" not in os.environ:
         return None
     return {"job_id": os.environ["SLURM_JOB_ID"], "nodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
@@ -228,7 +195,6 @@ def slurm_job() -> dict | None:
 
 
 def needs_launch(resources) -> bool:
-    """Whether this command must re-run itself under torchrun: several processes or nodes."""
     return not under_torchrun() and (resources.nproc > 1 or resources.nnodes > 1)
 
 

@@ -1,12 +1,9 @@
 """One training cell, the skeleton every training stage shares: build -> fit -> write outs -> clean up.
 
-A runtime module (`pipeline.training.train`, `filter_study`, `simple_vit`, `sia`, `select_finetune`) turns a cell's
-resolved configuration into a `Run` (`build_run(config)`); `execute`, in this process (one rank of it under
-torchrun), then sets up the device and process group, builds the loaders and the model from the dataset's facts,
-trains with the engine (checkpointing to scratch/<results path>/last.pt, not a DVC out), writes the results folder
-on rank 0 all or nothing (metrics.json, test_correct.npz: per-image correctness on the whole test split, config.json,
-model.pt, dvclive's live/) and removes the checkpoint. `pipeline.cell` starts it: the command line, torchrun, the
-CUDA preflight and the checkpoint's attempt key, none of which changes a number, so none is a dep of the cell.
+`execute` (one rank under torchrun) sets up the device and process group, builds the loaders and the model,
+trains with the engine (checkpointing to scratch/<results path>/last.pt, not a DVC out), writes the results
+folder on rank 0 all or nothing (metrics.json, test_correct.npz, config.json, model.pt, live/) and removes the
+checkpoint. `pipeline.cell` starts it.
 """
 
 from __future__ import annotations
@@ -41,17 +38,9 @@ LIBRARIES = ("torch", "torchvision", "timm", "numpy")
 
 @dataclass
 class Run:
-    """One training cell: its resolved configuration and how to build its model.
-
-    Attributes:
-        config: the cell's resolved configuration (configs/<stage>/<cell>.json): `cell` (its name), `results` (its
-            folder), `dataset`, `seed`, `train` (the recipe), `data` (subsets and normalisation) and whatever its
-            model reads; written to config.json.
-        build: the initialised model for the dataset's facts (an init that fits runs on the run's device).
-        input_size: (image side, channels) the model takes, for the dataset's facts.
-        facts: metrics.json fields known before training (e.g. variant, family, heads), from the model.
-        measure: metrics.json fields measured after training (e.g. the filter study's rank check).
-    """
+    """One training cell: its resolved configuration (configs/<stage>/<cell>.json), `build`, its initialised model for
+    the dataset's facts, the (image side, channels) it takes, and the metrics.json fields known before (`facts`) and
+    measured after training (`measure`)."""
 
     config: dict
     build: Callable[[DatasetMeta, torch.device], nn.Module]
@@ -89,8 +78,7 @@ class Run:
 def build_run_loaders(data: dict, root: str | Path, dataset: str, img_size: int, in_chans: int, seed: int, recipe,
                       d: Dist, resources) -> Loaders:
     """The dataset's train/val loaders for one process of a run (the global batch split over processes): DataLoaders,
-    or for a dataset stored as tensors under `resources.data_on_device` the device-resident batches of
-    `pipeline.data.load.device`. `data` is a resolved configuration's `data` section."""
+    or device-resident batches (`pipeline.data.load.device`) under `resources.data_on_device`."""
     if recipe.batch_size % d.world_size:
         raise PipelineError(f"train.batch_size = {recipe.batch_size} is not divisible by the {d.world_size}"
                             " processes; make it a multiple of resources.nproc x resources.nnodes")
@@ -106,7 +94,6 @@ def build_run_loaders(data: dict, root: str | Path, dataset: str, img_size: int,
 
 
 def versions() -> dict[str, str]:
-    """The versions of LIBRARIES, as each reports itself (torch's includes its build, e.g. +cu130)."""
     import importlib
 
     return {lib: importlib.import_module(lib).__version__ for lib in LIBRARIES}
@@ -141,7 +128,6 @@ def write_outputs(out: Path, summary: dict, config: dict, model: nn.Module, reco
 
 
 def remove_checkpoint(path: Path) -> None:
-    """Delete a finished run's checkpoint and the scratch folders it leaves empty."""
     path.unlink(missing_ok=True)
     for parent in path.parents:
         if parent == SCRATCH.parent or not parent.is_dir() or any(parent.iterdir()):
@@ -150,17 +136,14 @@ def remove_checkpoint(path: Path) -> None:
 
 
 def where(resources, d: Dist, loaders: Loaders, recipe) -> dict:
-    """What a run records of where and how fast it went: its resources and what they resolved to."""
     dtype = amp_dtype(recipe.amp, d.device)[0]
     return {"resources": dict(vars(resources)), "device": d.device.type,
             "amp_dtype": str(dtype).removeprefix("torch.") if dtype else "float32", "data_path": loaders.backend}
 
 
 def execute(run: Run, root: str | Path, resources, attempt: str, record: dict | None = None) -> dict | None:
-    """Train `run` in this process (one rank of it under torchrun); returns the summary on rank 0.
-
-    `root` holds the fetched datasets; `attempt` keys the checkpoint (`pipeline.cell`); `record` joins metrics.json.
-    """
+    """Train `run` in this process (one rank of it under torchrun); returns the summary on rank 0. `attempt` keys the
+    checkpoint (`pipeline.cell`); `record` joins metrics.json."""
     d = setup_distributed(resources.device, resources.threads)
     try:
         return train_and_write(run, root, d, resources, attempt, record or {})
@@ -169,7 +152,6 @@ def execute(run: Run, root: str | Path, resources, attempt: str, record: dict | 
 
 
 def train_and_write(run: Run, root: str | Path, d: Dist, resources, attempt: str, record: dict) -> dict | None:
-    """Steps 2 to 5 of the module docstring, in this process."""
     meta = dataset_meta(root, run.dataset)
     img_size, in_chans = run.input_size(meta)
     recipe = run.recipe

@@ -1,11 +1,6 @@
 """A teacher weight-selected into the grid's student and fine-tuned: the cells of `select_finetune@` ([NeurIPS]
-Table 4, paper.md section 2.5; weight selection: Xu et al., ICLR 2024, `pipeline.method.weight_selection`).
-
-`build_run(config)` reads the student's `model`, the `teacher` (its name, arm and pretraining-set size as params
-name them), `seed`, the fine-tune recipe and `data`. The teacher's results folder (results/pretrain/<teacher>/, a
-DVC dep of the cell) must hold a teacher of that arm and size; every tensor but the head is selected from its
-model.pt into the student (built with timm's constructor init, seeded), and metrics.json records a digest of it.
-"""
+Table 4, paper.md section 2.5; `pipeline.method.weight_selection`). The teacher's results folder is a dep of the
+cell; metrics.json records a digest of its model.pt."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ def read_teacher(teacher: dict) -> tuple[dict, str]:
 
 
 def selected_student(model_cfg, meta: DatasetMeta, seed: int, teacher_state: dict) -> nn.Module:
-    """The student for this dataset (timm's constructor init, seeded), every tensor but the head selected from
-    `teacher_state`."""
+    """The student for this dataset (constructor init, seeded), every tensor but the head from `teacher_state`."""
     torch.manual_seed(seed)
     student = builders.timm_model(model_cfg, meta)
     student.load_state_dict(select_weights(teacher_state, student.state_dict(), head_prefixes=HEAD))

@@ -1,12 +1,6 @@
 """[SIA]'s ablations on a grid ViT variant, trained: the cells of `sia_base@` and `sia_fit@` ([SIA] 2404.01139,
-paper.md sections 1.2, 2.7).
-
-`build_run(config)` reads `model` (the variant's section with the cell's head: cls token + token pooling for
-`cls_learned`, neither for `avg_sincos`), `arch`, `arm` and its `init` options (the base cells' `sia.baseline_arm`,
-or PyTorch's default under a fit, as code-2404's impulse mode leaves every other weight), and for a fit cell `fit`
-(code-2404's fit, `pipeline.method.sia.sia_fit`) with its pseudo-inputs `first`, `later` and `shared`. `avg_sincos`
-models get [SIA]'s fixed 2-D sin-cos position embedding.
-"""
+paper.md sections 1.2, 2.7). Under a fit every other weight keeps PyTorch's default, as code-2404's impulse
+mode leaves it; `avg_sincos` models get [SIA]'s fixed sin-cos position embedding."""
 
 from __future__ import annotations
 
@@ -23,7 +17,6 @@ from pipeline.training.run import Run
 
 
 def build(config: dict, meta: DatasetMeta, device: torch.device | str = "cpu") -> tuple[nn.Module, list]:
-    """The cell's initialised model (seeded by its seed) and, for a fit cell, the fit's records."""
     generator = torch.Generator().manual_seed(config["seed"])
     torch.manual_seed(config["seed"])
     model = builders.timm_model(SimpleNamespace(**config["model"]), meta)

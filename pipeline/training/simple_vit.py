@@ -1,12 +1,6 @@
 """[CI]'s Simple ViT, initialized by one of its arms and trained: the cells of `ci_alpha@`, `ci_model3@` and
-`ci_table1@` ([CI] 2401.12511 Tables 1-8; `pipeline.method.simple_vit`, `pipeline.method.ci_2401`).
-
-`build_run(config)` reads `model` (params `ci_alpha.model` / `ci_model3.model`), `attention` (the attention form's
-arguments: alpha; or Model III's; or a Table 1 column's), `arm` and, for the impulse arm, `impulse_fit` (code-2401's
-fit, on the run's GPU when it has one), plus `labels` (the cell's own axes). metrics.json records the labels and,
-for the impulse arm, the fit per layer: MSE, the mean weight on the target key (`target_mass`), the fraction of
-queries peaking there (`peak`) and the heads' offsets.
-"""
+`ci_table1@` (`pipeline.method.simple_vit`, `pipeline.method.ci_2401`). metrics.json records the cell's labels
+and, for the impulse arm, the fit per layer (`ci_2401.init_arm`)."""
 
 from __future__ import annotations
 
@@ -19,7 +13,6 @@ from pipeline.training.run import Run
 
 
 def input_size(model: dict, meta: DatasetMeta) -> tuple[int, int]:
-    """(image side, channels) the model takes: the config's, channels null = the dataset's."""
     return model["image_size"], model["channels"] or meta.channels
 
 
@@ -31,7 +24,6 @@ def simple_vit(model: dict, meta: DatasetMeta, **attention) -> SimpleViT:
 
 
 def initialized(config: dict, meta: DatasetMeta, device: torch.device | str = "cpu") -> tuple[SimpleViT, list[dict]]:
-    """The cell's model, seeded by its seed, and its impulse-fit records (`pipeline.method.ci_2401.init_arm`)."""
     torch.manual_seed(config["seed"])
     model = simple_vit(config["model"], meta, **config["attention"])
     records = init_arm(model, config["arm"], torch.Generator().manual_seed(config["seed"]), device=device,

@@ -1,12 +1,6 @@
 """A timm model of the grid, initialized by an arm and trained: the cells of `train@`, `train_config@`,
-`ws_scratch@` and `pretrain@` (the weight-selection teachers).
-
-`build_run(config)` reads the cell's resolved configuration: `model` (a params `models` section, or the teachers'),
-`arm` and its `init` options, `seed`, the recipe `train`, the `data` subsets and normalisation, and `labels` (what
-metrics.json records beside the model's facts, e.g. the arm, the training configuration or the teacher). The model is
-built with `weight_init='skip'` (PyTorch's defaults, as the official code builds it) and the arm's init is applied
-seeded (`pipeline.method.inits.apply_init`).
-"""
+`ws_scratch@` and `pretrain@`. Built with `weight_init='skip'`, as the official code builds it, then
+`pipeline.method.inits.apply_init`."""
 
 from __future__ import annotations
 

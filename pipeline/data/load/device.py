@@ -1,27 +1,11 @@
-"""The device-resident data path: an in-memory dataset held on the GPU as uint8, augmented there in whole batches.
+"""The device-resident data path: a uint8 tensor dataset held on the GPU and augmented there in whole batches.
 
-Why: per-image PIL augmentation with the paper's recipe (paper.md section 3.1) on CPU workers feeds fewer images
-per second than a small ViT consumes on one GPU (`make bench-gpu` measures both). For the datasets stored as uint8
-tensors both splits stay on the device and every batch is built there with per-sample random parameters:
-
-- random-resized crop and flip: the tensor back-end's (`transforms.random_resized_crops`);
-- RandAugment: timm's policy, parsed and drawn per image as timm's `RandAugment`/`AugmentOp` draw it, applied
-  with PIL's image ops written in torch (`apply_op`) to the images that drew each op (the batch sorted by op once
-  per layer; the draws reach the device in one pinned copy, so the host never waits for it:
-  tests/test_device_data.py counts the syncs). Written here, not taken from an image library: torch and
-  torchvision have no per-image-argument versions of these ops, and a training cell needs nothing beyond them;
-- normalisation, then timm's `RandomErasing`, its boxes drawn as timm draws them, applied to the batch at once;
-- evaluation: the tensor back-end's (timm's eval transform batched, `transforms.eval_crop`).
-
-Batches come in the DataLoader path's sampler order, so ranks split one permutation and a resumed run sees the
-same batches. Random draws come from torch's global RNG (crops, flips, erasing values), numpy's (which ops) and
-Python's `random` (magnitudes, signs, erasing boxes), which the engine reseeds per (seed, epoch, rank).
-
-Deliberate differences from the PIL path, each within one image's rounding or interpolation: images stay float
-between ops (PIL rounds to uint8 after each); the random-resized crop and the affine ops are bilinear without
-antialiasing (timm picks bilinear or bicubic at random). Evaluation is timm's, within one 8-bit level.
-Batch-level RandAugments (kornia's, torchvision's) apply one set of ops to the whole batch at a fixed magnitude,
-which is not timm's policy.
+Why: per-image PIL augmentation of the paper's recipe on CPU workers feeds a small ViT on one GPU too slowly
+(`make bench-gpu`). Each batch gets timm's random-resized crop, flip, RandAugment and RandomErasing with
+per-image draws made as timm makes them, reaching the device in one pinned copy; PIL's ops are written in torch
+because torch and torchvision have none with per-image arguments (kornia's apply one draw per batch, not timm's
+policy). Deliberate differences from timm's PIL path, each within an image's rounding: images stay float
+between ops, and crops and affine ops are bilinear without antialiasing.
 """
 
 from __future__ import annotations
@@ -47,14 +31,12 @@ MEMORY_SHARE = 0.25
 
 
 def tensor_images(dataset) -> TensorImages | None:
-    """The uint8 tensors under a split (itself or the dataset of its subset), or None for a split of files."""
     dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = dataset.dataset if isinstance(dataset, Subset) else dataset
     return base if isinstance(base, TensorImages) else None
 
 
 def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """(uint8 images N x C x H x W, int64 labels) of a split held as tensors, after its subset."""
     dataset = dataset.dataset if isinstance(dataset, SeededImages) else dataset
     base = tensor_images(dataset)
     if not isinstance(dataset, Subset):
@@ -64,7 +46,6 @@ def tensor_split(dataset) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def unsupported(augment: Augment) -> str:
-    """Why this augmentation cannot run on the device ('' when it can)."""
     if augment.color_jitter and not augment.aa:
         return "train.color_jitter (without RandAugment) has no device implementation"
     if augment.aa and not augment.aa.startswith("rand"):
@@ -73,11 +54,8 @@ def unsupported(augment: Augment) -> str:
 
 
 def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) -> bool:
-    """Whether `resources.data_on_device` (`setting`: 'auto', True or False) puts this run's data on the device.
-
-    'auto' does on a GPU when both splits are stored as tensors, the recipe runs there and they take at most
-    MEMORY_SHARE of the free memory; True does wherever it can (also on CPU) and says why not otherwise.
-    """
+    """Whether `resources.data_on_device` ('auto', True or False) puts this run's data on the device: 'auto' does on a
+    GPU when both splits are tensors and fit in MEMORY_SHARE of its free memory; True does wherever it can."""
     if setting is False or (setting == "auto" and device.type != "cuda"):
         return False
     splits = [loaders.train.dataset, loaders.val.dataset]
@@ -96,8 +74,6 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
 
 
 def fits(size: int, device: torch.device) -> bool:
-    """Whether `size` bytes of uint8 splits go on this GPU under `data_on_device: auto`: at most MEMORY_SHARE of its
-    free memory (the rest is the model's, its activations' and the augmentation's)."""
     return size <= MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]
 
 
@@ -108,20 +84,15 @@ IDENTITY = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
 
 
 def affine(x: torch.Tensor, theta: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-    """Warp each image by `theta` (N x 2 x 3: output -> input in normalised coordinates, align_corners=True, as
-    `affine_theta` gives it); outside the image, `fill` (per channel). Bilinear."""
+    """Warp each image by `theta` (N x 2 x 3 output -> input maps, align_corners=True, from `affine_theta`), bilinear;
+    outside the image, `fill` (per channel)."""
     grid = F.affine_grid(theta, list(x.shape), align_corners=True)
     return F.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=True) + fill
 
 
 def affine_theta(name: str, value: np.ndarray, height: int, width: int) -> np.ndarray:
     """timm's affine ops (PIL `transform`/`rotate` data: output -> input maps on pixel centres) as N x 6 rows of the
-    2 x 3 maps `F.affine_grid` takes (align_corners=True: pixel p is u = p / a - 1, a = (side - 1) / 2), computed on
-    the host with the other draws.
-
-    A pixel map q = M p + t is theta = [[m00, m01 ay/ax, m00 + m01 ay/ax + t_x/ax - 1], [m10 ax/ay, m11, ...]]; for
-    each op that reduces to the closed forms below (a rotation about the image centre has no shift).
-    """
+    2 x 3 maps `F.affine_grid` takes (align_corners=True), computed on the host with the other draws."""
     ax, ay = (width - 1) / 2, (height - 1) / 2
     theta = np.tile(IDENTITY, (len(value), 1))
     if name == "Rotate":  # PIL: counter-clockwise by `value` degrees about the image centre
@@ -149,9 +120,8 @@ def per_image(value: torch.Tensor) -> torch.Tensor:
 
 
 def equalize(x: torch.Tensor) -> torch.Tensor:
-    """PIL's `ImageOps.equalize` of each channel's 8-bit levels (int(255 x)), batched: a 256-bin histogram per
-    channel, the lookup table (cumulative count + step // 2) // step with step = (pixels - the last level's count)
-    // 255, shifted one level; a channel whose step is 0 stays as it is (TensorFlow's AutoAugment in batched form)."""
+    """PIL's `ImageOps.equalize` of each channel's 8-bit levels, batched (PIL's lookup table; a channel whose step is 0
+    stays as it is)."""
     n, c = x.shape[:2]
     scaled = x.reshape(n * c, -1) * 255
     level = scaled.long().clamp(0, 255)
@@ -165,8 +135,7 @@ def equalize(x: torch.Tensor) -> torch.Tensor:
 
 
 def sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL's `ImageEnhance.Sharpness`: a blend with the image smoothed by [[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13
-    (the border pixels kept), by `factor` per image."""
+    """PIL's `ImageEnhance.Sharpness`: a blend with the image smoothed by PIL's 3 x 3 kernel, per image."""
     inner = x[..., 1:-1, 1:-1]
     smooth = x.clone()
     smooth[..., 1:-1, 1:-1] = ((F.avg_pool2d(x, 3, stride=1) * 9 + inner * 4) / 13).clamp(0, 1)
@@ -174,10 +143,8 @@ def sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
 
 
 def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-    """One of timm's RandAugment ops ('inc' set) on images in [0, 1], with per-image arguments `value` (timm's
-    level-to-argument output; for the geometric ops, AFFINE, the N x 6 maps of `affine_theta`), as PIL computes them
-    on a float image (no rounding to uint8 between ops). Brightness, contrast and colour blend with black, the grey
-    mean and the grey image, as PIL's `ImageEnhance` do."""
+    """One of timm's RandAugment ops ('inc' set) on images in [0, 1] with per-image arguments `value` (timm's
+    level-to-argument output; for AFFINE ops, `affine_theta`'s maps), as PIL computes them on a float image."""
     if name == "AutoContrast":  # per channel min..max to 0..1; a flat channel stays (PIL's autocontrast)
         low, high = x.amin((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)
         return torch.where(high <= low, x, (x - low) / (high - low + 1e-6))
@@ -207,14 +174,8 @@ def apply_op(name: str, x: torch.Tensor, value: torch.Tensor, fill: torch.Tensor
 
 
 class RandAugment(nn.Module):
-    """timm's RandAugment (`rand-m9-mstd0.5-inc1` etc.), drawn per image as timm draws it, applied by `apply_op`.
-
-    timm parses the policy (`rand_augment_transform`): its ops, their probability, magnitude and std, and
-    `num_layers`. Per image: `num_layers` ops drawn uniformly (with replacement unless weighted), then per
-    op the draws of timm's `AugmentOp.__call__` (the gate `random.random() > prob`, the magnitude
-    `random.gauss(m, std)` clipped to [0, magnitude_max or 10], the op's `level_fn` with its random sign).
-    The draws run on the host; the images never leave the device.
-    """
+    """timm's RandAugment (`rand-m9-mstd0.5-inc1` etc.), parsed by timm and drawn per image as timm's
+    `AugmentOp.__call__` draws it, applied by `apply_op`. The draws run on the host; the images stay on the device."""
 
     def __init__(self, policy: str, mean: tuple, img_size: int):
         super().__init__()
@@ -227,12 +188,7 @@ class RandAugment(nn.Module):
         self.register_buffer("fill", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
 
     def draw(self, n: int) -> list[list[tuple[int, float] | None]]:
-        """Per layer, per image: (op index, its argument) or None when the op's gate skipped it.
-
-        timm draws each image's ops with `np.random.choice(ops, num_layers, replace=True)`: uniform and
-        independent, which one `randint` over the batch draws alike (the weighted choice, without replacement,
-        is drawn per image as timm does).
-        """
+        """Per layer, per image: (op index, its argument), or None where the op's gate skipped it."""
         ra = self.timm
         if ra.choice_weights is None:
             chosen = np.random.randint(len(ra.ops), size=(n, ra.num_layers))
@@ -257,9 +213,7 @@ class RandAugment(nn.Module):
 
     def plan(self, n: int) -> tuple[np.ndarray, list[list[tuple[int, int, int]]]]:
         """The draws for `n` images as float64 rows and, per layer, the (op, first row, end row) slices of the batch
-        sorted by op (None for the one slice of all geometric ops). Rows, per layer: the order that sorts the batch
-        by op, each row's argument in that order, the six rows of its `affine_theta` map (identity for the other
-        ops); last: the order that restores the batch."""
+        sorted by op (None for the slice of all geometric ops)."""
         rows, slices, perm = [], [], np.arange(n)  # perm[r]: the image now in row r
         for layer in self.draw(n):
             ops = np.array([-1 if d is None else d[0] for d in layer])[perm]
@@ -279,7 +233,6 @@ class RandAugment(nn.Module):
         return np.stack([*rows, np.argsort(perm)]).astype(np.float64), slices
 
     def apply(self, x: torch.Tensor, draws: torch.Tensor, slices: list[list[tuple[int, int, int]]]) -> torch.Tensor:
-        """The planned ops on images in [0, 1]; `draws` are `plan`'s rows, on the images' device."""
         fill = self.fill if self.fill.shape[1] == x.shape[1] else self.fill.mean(1, keepdim=True)
         for layer, ops in enumerate(slices):
             first = 8 * layer
@@ -292,14 +245,9 @@ class RandAugment(nn.Module):
 
 
 class Erasing:
-    """timm's `RandomErasing` (one box per image) for a batch on the device: each image's box drawn on the host as
-    timm's `_erase` draws it from Python's `random` (the gate, up to 10 tries of area and aspect, then top and
-    left), all boxes applied with one mask; the erased pixels N(0, 1) per pixel ('pixel'), per image and channel
-    ('rand') or 0 ('const'), drawn on the device for the whole batch at once.
-
-    Why not timm's own on the batch: it erases image by image in Python, ~8 kernel launches per erased image
-    (~1,000 per batch of 512 at reprob 0.25), where this takes ten.
-    """
+    """timm's `RandomErasing` (one box per image) for a batch on the device: boxes drawn on the host as timm's `_erase`
+    draws them, applied with one mask, erased values drawn on the device. timm's own erases image by image in
+    Python, several kernel launches per image."""
 
     def __init__(self, probability: float, mode: str):
         self.timm = RandomErasing(probability, mode=mode, device="cpu")  # its parameters, as timm derives them
@@ -323,7 +271,6 @@ class Erasing:
         return boxes
 
     def apply(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
-        """Erase `boxes` (`draw`'s rows, on the images' device) in normalised images."""
         top, left, h, w = boxes[:, :, None]
         rows, cols = torch.arange(x.shape[2], device=x.device), torch.arange(x.shape[3], device=x.device)
         mask = (((rows >= top) & (rows < top + h))[:, None, :, None]
@@ -336,10 +283,7 @@ class Erasing:
 
 
 class DeviceAugment(nn.Module):
-    """Training batches on the device: uint8 N x C x H x W in, normalised float in (see the module docstring).
-
-    Every host-side draw of a batch (RandAugment's ops and magnitudes, the erasing boxes) reaches the device in one
-    pinned, non-blocking copy: the host never waits for the device (tests/test_device_data.py counts it)."""
+    """Training batches on the device: uint8 N x C x H x W in, normalised float out (module docstring)."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
@@ -372,8 +316,6 @@ class DeviceAugment(nn.Module):
 
 
 class EvalOnDevice:
-    """Evaluation batches on the device: the tensor back-end's (timm's eval transform, `transforms.eval_crop`), then
-    normalisation."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, augment: Augment,
                  device: torch.device):
@@ -387,10 +329,8 @@ class EvalOnDevice:
 
 
 class DeviceBatches:
-    """A loader over a split held on the device: (images, labels) batches in the sampler's order.
-
-    Has what the engine uses of a DataLoader: `len`, iteration, `sampler` (with `set_epoch`) and `dataset`.
-    """
+    """A loader over a split held on the device, with what the engine uses of a DataLoader: `len`, iteration,
+    `sampler` (with `set_epoch`) and `dataset`."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, *, sampler, batch_size: int, drop_last: bool,
                  transform, dataset=None):
@@ -409,11 +349,8 @@ class DeviceBatches:
 
 
 def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device: torch.device) -> Loaders:
-    """`loaders` (from `build_loaders`) with their splits copied to `device` and batched there.
-
-    Same samplers, batch size and drop-last as the DataLoaders they replace; the test split is the val one when
-    `build_loaders` made them the same.
-    """
+    """`loaders` (from `build_loaders`) with their splits copied to `device` and batched there, with the same samplers,
+    batch size and drop-last."""
     options = {"img_size": img_size, "in_chans": loaders.in_chans, "mean": loaders.mean, "std": loaders.std,
                "augment": augment, "device": device}
     roles = [("train", DeviceAugment(**options)), ("val", EvalOnDevice(**options))]

@@ -5,25 +5,11 @@
                             augment=Augment.from_train(params.train), rank=rank, world_size=world_size)
     for epoch in range(epochs):
         loaders.train.sampler.set_epoch(epoch)   # always present, also with one process
-        ...
 
-Contract with the trainer:
-- `batch_size` is per process. The train loader drops the last incomplete batch (timm's Mixup needs even
-  batches). Its order in epoch e depends only on (seed, e), so a resumed run sees the same batches. Each image's
-  augmentation draws (a batch's, on the tensor back-end) are seeded by (seed, epoch, its place in the epoch's
-  order) (`SeededOrder`), in whatever process draws them: the result does not depend on `resources.workers`,
-  and the workers persist across epochs (no re-fork per epoch).
-- The train sampler is torch's `DistributedSampler` (timm's `RepeatAugSampler` when `aug_repeats` > 0),
-  given rank and world size explicitly, so it works without a process group; with `sampler_ranks` > 1 a process
-  deals the batches of that many ranks' samplers (`EmulatedRanks`), as the official multi-GPU run steps.
-- The eval loader gives rank r the images r, r + w, r + 2w, ...: all ranks together see every image exactly
-  once (torch's `DistributedSampler` pads with repeats instead), so sum correct counts over ranks.
-- `train_subset` takes the first n images of a class-stratified shuffle of the train split seeded by the run
-  seed: every arm of a seed (and the filter study's ConvMixer of that seed) trains on the same images, so pairing
-  by seed cancels the subset, while the seeds sample it. `val_subset` takes the first n of a fixed shuffle
-  (`SUBSET_SEED`): the per-epoch curves of every run are on the same images. Classes are balanced to within one.
-- `test` is the whole eval split (the val loader itself when `val_subset` keeps all of it), sharded like val: the
-  final model is scored on every test image (`pipeline.training.engine.score`).
+`batch_size` is per process; the train loader drops its last partial batch (timm's Mixup needs even batches).
+Epoch e's order and each image's augmentation depend only on (seed, e, its place) (`SeededOrder`), not on
+`resources.workers` or a resume. The eval loader shards without padding, so summed counts see each image once.
+`train_subset` is a class-stratified draw per run seed, the same for every arm of a seed.
 """
 
 from __future__ import annotations
@@ -59,10 +45,8 @@ SEED_STRIDE = 1_000_003
 
 
 class SeededOrder(Sampler):
-    """A train sampler's order as (index, seed) pairs: the seed of each image's augmentation draws, from the run's
-    seed, the epoch and the image's place in the epoch's global order (rank r's k-th image is place r + k w, as
-    DistributedSampler and RepeatAugSampler deal them; `EmulatedRanks` says each image's place itself). A repeated
-    image (`aug_repeats`) gets a seed per place."""
+    """A train sampler's order as (index, seed) pairs: each image's augmentation seed from the run's seed, the epoch and
+    its place in the epoch's global order (rank r's k-th image is place r + k w)."""
 
     def __init__(self, sampler, *, seed: int, rank: int, world_size: int):
         self.sampler, self.seed, self.rank, self.world_size, self.epoch = sampler, seed, rank, world_size, 0
@@ -82,14 +66,10 @@ class SeededOrder(Sampler):
 
 
 class EmulatedRanks(Sampler[int]):
-    """The train order of `world` data-parallel ranks, of which this process holds `ranks` (params
-    `train.sampler_ranks`; e.g. the official 8 GPUs x 64 on one GPU at batch 512).
-
-    Each rank's shard is what its own sampler deals it (torch's DistributedSampler, or timm's RepeatAugSampler),
-    padded to a multiple of the ranks as they pad it. A batch of this process is `rank_batch` images of each of its
-    ranks in turn: the official step. Each rank's images past its last full batch are never yielded, as timm's
-    loader drops each rank's last partial batch, so the steps per epoch are the official run's.
-    """
+    """The train order of `world` data-parallel ranks of which this process holds `ranks` (params
+    `train.sampler_ranks`; e.g. the official 8 GPUs x 64 on one GPU at batch 512). Each rank's shard is what its own
+    sampler deals it; a batch is `rank_batch` images of each rank in turn, and each rank's last partial batch is
+    dropped, as timm's loader drops it, so the steps per epoch are the official run's."""
 
     def __init__(self, samplers: list, ranks: range, world: int, rank_batch: int):
         self.samplers, self.ranks, self.world, self.rank_batch = samplers, ranks, world, rank_batch
@@ -103,8 +83,6 @@ class EmulatedRanks(Sampler[int]):
         return self.steps * self.rank_batch * len(self.samplers)
 
     def placed(self):
-        """(index, place in the epoch's global order) of each image in this process's order: rank r's k-th image
-        is place r + k world, as `SeededOrder` numbers the places of real ranks."""
         shards = [list(sampler) for sampler in self.samplers]
         for step in range(self.steps):
             for rank, shard in zip(self.ranks, shards):
@@ -116,8 +94,8 @@ class EmulatedRanks(Sampler[int]):
 
 
 class SeededImages(Dataset):
-    """A train split read by (index, seed) pairs: each image (or batch, on the tensor back-end) is augmented under
-    its own seed (`transforms.seeded`)."""
+    """A train split read by (index, seed) pairs: each image (or batch, on the tensor back-end) augmented under its
+    own seed (`transforms.seeded`)."""
 
     def __init__(self, dataset):
         self.dataset = dataset
@@ -140,11 +118,8 @@ class SeededImages(Dataset):
 
 
 class TensorImages(Dataset):
-    """A split held as uint8 tensors (memory-mapped from `<split>.pt`).
-
-    Without a transform it hands whole batches to the tensor back-end (`__getitems__` -> `ImageBatch`, one
-    indexing operation per batch); with a PIL transform it yields (transform(image), label) per image.
-    """
+    """A split held as uint8 tensors (memory-mapped from `<split>.pt`): whole batches to the tensor back-end
+    (`ImageBatch`), or (transform(image), label) per image with a PIL transform."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform=None):
         self.images, self.labels, self.transform = images, labels, transform
@@ -168,7 +143,6 @@ class TensorImages(Dataset):
 
 @dataclass
 class Loaders:
-    """What `build_loaders` returns."""
 
     train: DataLoader
     val: DataLoader
@@ -197,14 +171,12 @@ class ShardSampler(Sampler[int]):
         return len(self.indices)
 
     def set_epoch(self, epoch: int) -> None:
-        """Evaluation order does not depend on the epoch; present so every sampler has it."""
+        """Evaluation order does not depend on the epoch."""
 
 
 class SeededRepeatAugSampler(RepeatAugSampler):
-    """timm's RepeatAugSampler (DeiT's repeated augmentation) with an order that depends on (seed, epoch).
-
-    timm seeds the shuffle with the epoch alone, so every run seed would see the same order.
-    """
+    """timm's RepeatAugSampler (DeiT's repeated augmentation) shuffled per (seed, epoch): timm seeds it with the epoch
+    alone, so every run seed would see the same order."""
 
     def __init__(self, dataset, *, seed: int, **kwargs):
         super().__init__(dataset, **kwargs)
@@ -216,7 +188,6 @@ class SeededRepeatAugSampler(RepeatAugSampler):
 
 
 def train_sampler(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: float) -> Sampler:
-    """The train split's sampler: shuffled per (seed, epoch), sharded over ranks, with `set_epoch`."""
     if aug_repeats > 0:
         return SeededRepeatAugSampler(dataset, seed=seed, num_replicas=world_size, rank=rank,
                                       num_repeats=aug_repeats)
@@ -224,10 +195,8 @@ def train_sampler(dataset, *, seed: int, rank: int, world_size: int, aug_repeats
 
 
 def stratified_order(labels: torch.Tensor, seed: int = SUBSET_SEED) -> torch.Tensor:
-    """A fixed shuffle of the indices in rounds: one image of each class per round, as long as it has some.
-
-    Its first n indices hold floor(n / C) or one more of every class that has that many images.
-    """
+    """A fixed shuffle of the indices in rounds of one image per class: its first n hold floor(n / C) or one more of
+    every class that has that many."""
     n = len(labels)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     shuffled = labels[perm]
@@ -240,7 +209,6 @@ def stratified_order(labels: torch.Tensor, seed: int = SUBSET_SEED) -> torch.Ten
 
 
 def dataset_labels(dataset) -> torch.Tensor:
-    """Labels of a split without loading images (our tensors, ImageFolder, torchvision's file datasets)."""
     for attr in ("labels", "targets", "_labels"):
         if hasattr(dataset, attr):
             return torch.as_tensor(getattr(dataset, attr), dtype=torch.int64)
@@ -248,15 +216,13 @@ def dataset_labels(dataset) -> torch.Tensor:
 
 
 def take_subset(dataset, n: int, seed: int = SUBSET_SEED):
-    """The first `n` images of the split's stratified shuffle seeded by `seed` (the whole split when n is 0 or
-    >= size)."""
+    """The first `n` images of the split's stratified shuffle seeded by `seed` (the whole split for 0 or >= size)."""
     if n <= 0 or n >= len(dataset):
         return dataset
     return Subset(dataset, stratified_order(dataset_labels(dataset), seed)[:n].tolist())
 
 
 def open_split(manifest: dict, directory: Path, split: str, transform=None):
-    """The dataset of one split of a fetched dataset, as its manifest describes it."""
     fmt, expected = manifest["format"], manifest["splits"][split]["images"]
     if fmt == "tensors":
         dataset = TensorImages(*load_split(directory / manifest["splits"][split]["file"]), transform=transform)
@@ -272,8 +238,7 @@ def open_split(manifest: dict, directory: Path, split: str, transform=None):
 def train_order(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: float, sampler_ranks: int,
                 batch_size: int) -> SeededOrder:
     """This process's train order: its own rank's sampler, or with `sampler_ranks` > 1 its share of that many
-    emulated ranks (process p holds ranks p s .. p s + s - 1, s = sampler_ranks / world_size), each given
-    `batch_size / s` images of every batch."""
+    emulated ranks."""
     if sampler_ranks <= 1:
         sampler = train_sampler(dataset, seed=seed, rank=rank, world_size=world_size, aug_repeats=aug_repeats)
     else:
@@ -293,11 +258,10 @@ def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], im
                   batch_size: int, seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
                   train_subset: int = 0, val_subset: int = 0, pin_memory: bool = False,
                   sampler_ranks: int = 1) -> Loaders:
-    """Train and eval loaders of fetched dataset `name` under `root` (params `data.root`; see the module docstring).
+    """Train and eval loaders of fetched dataset `name` under `root` (module docstring).
 
-    `stats` is the (mean, std) to normalise with (`pipeline.data.registry.normalization_stats`); `in_chans` None
-    takes the dataset's own channels; `train_subset`/`val_subset` 0 keep the whole split; `sampler_ranks` > 1
-    emulates that many data-parallel ranks' train order (params `train.sampler_ranks`, `train_order`).
+    `stats` is the (mean, std) to normalise with (`registry.normalization_stats`); `in_chans` None takes the
+    dataset's channels; a subset of 0 keeps the whole split.
     """
     directory = Path(root) / name
     manifest = read_manifest(directory, name)

@@ -1,23 +1,9 @@
-"""The recipe's augmentations: timm's `create_transform` (PIL, per image) or a batched tensor equivalent.
-
-Two back-ends produce the same kind of batch (float32, normalised, `in_chans` channels):
-
-- `pil`: timm's `create_transform`, exactly as timm's train.py builds it (RandomResizedCrop, flip, RandAugment,
-  colour jitter, RandomErasing; eval: resize to img_size / crop_pct, centre crop). Any recipe, any dataset.
-- `tensor`: for the light recipe of the CPU default (RandomResizedCrop + flip, optional RandomErasing, no
-  RandAugment or jitter) on the datasets stored as uint8 tensors: crop boxes are drawn with torchvision's
-  `RandomResizedCrop.get_params` algorithm (vectorised, on the images' device, without a host sync), and one
-  `grid_sample` crops, resizes and flips the whole batch. The device-resident path (`device.py`) uses the same
-  crop. Deliberate difference from timm: bilinear resize without antialiasing, which is identical to
-  it when the crop is enlarged (every recipe in paper.md section 3 upsamples or keeps the native size) and
-  aliases when it shrinks, so `auto` picks `tensor` only when img_size >= the native size. Evaluation is timm's
-  eval transform batched: PIL's resize with `eval_interpolation` (bicubic for ViTs) rounded as PIL's uint8 images
-  are (`resize_like_pil`), then the centre crop; it equals the pil back-end's within one level.
-
-Grayscale data into a 3-channel model is replicated; RGB into a 1-channel model is converted with ITU-R
-601-2 luma weights (what PIL's `convert('L')` does). The mean/std follow (`channel_stats`). The recipe's values
-are validated where every param is, in `pipeline.config`.
-"""
+"""The recipe's augmentations: timm's `create_transform` (`pil`, per image) or a batched `tensor` equivalent for the
+light recipe (crop, flip, RandomErasing) on uint8 tensor datasets, one `grid_sample` per batch on the device.
+Deliberate difference from timm: bilinear without antialiasing, identical when the crop is enlarged (every recipe
+of paper.md section 3), so `auto` picks it only when img_size >= the native size. Evaluation is timm's eval
+transform batched (`eval_crop`), within one 8-bit level. Grayscale into a 3-channel model is replicated; RGB
+into 1 channel takes ITU-R 601-2 luma, as PIL's `convert('L')`."""
 
 from __future__ import annotations
 
@@ -47,11 +33,8 @@ BACKENDS = ("auto", "tensor", "pil")
 
 @dataclass
 class Augment:
-    """Training augmentation and evaluation crop, by timm's names; the fields mirror params `train`.
-
-    `Augment.from_train(params.train)` copies the same-named fields. Defaults are timm's train.py defaults
-    (paper.md section 3.1, "train crop").
-    """
+    """Training augmentation and evaluation crop, by timm's names; the fields mirror params `train` and default to
+    timm's train.py (paper.md section 3.1)."""
 
     scale: tuple = (0.08, 1.0)  #: RandomResizedCrop area range
     ratio: tuple = (3 / 4, 4 / 3)  #: RandomResizedCrop aspect-ratio range
@@ -71,7 +54,6 @@ class Augment:
 
     @classmethod
     def from_train(cls, train, **overrides) -> Augment:
-        """The augmentation of a params `train` section (any object with the same-named attributes)."""
         values = {f.name: getattr(train, f.name) for f in fields(cls) if hasattr(train, f.name)}
         return cls(**{**values, **overrides})
 
@@ -82,11 +64,8 @@ class Augment:
 
 
 def channel_stats(mean: tuple, std: tuple, in_chans: int) -> tuple[tuple, tuple]:
-    """Per-channel mean/std (one or three values) for an `in_chans`-channel model.
-
-    One value into 3 channels repeats it. RGB into 1 channel takes the luma-weighted mean; the std is the
-    luma-weighted std, which is exact when the channels are perfectly correlated and an upper bound otherwise.
-    """
+    """Per-channel mean/std for an `in_chans`-channel model: one value into 3 channels repeats it; RGB into 1 takes the
+    luma-weighted mean and std (exact for perfectly correlated channels, an upper bound otherwise)."""
     if len(mean) == in_chans:
         return tuple(mean), tuple(std)
     if len(mean) == 1 and in_chans == 3:
@@ -97,7 +76,6 @@ def channel_stats(mean: tuple, std: tuple, in_chans: int) -> tuple[tuple, tuple]
 
 
 def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_size: int) -> str:
-    """Which back-end builds the batches: `augment.backend`, or for 'auto' the fastest exact one."""
     if augment.backend not in BACKENDS:
         raise ValueError(f"augment backend {augment.backend!r}: allowed are {', '.join(BACKENDS)}")
     if augment.backend == "tensor" and not (in_memory and augment.light):
@@ -109,7 +87,6 @@ def resolve_backend(augment: Augment, *, in_memory: bool, img_size: int, native_
 
 
 class ConvertMode:
-    """PIL image -> `mode` ('L' or 'RGB'): the channel handling of the pil back-end."""
 
     def __init__(self, mode: str):
         self.mode = mode
@@ -122,11 +99,8 @@ class ConvertMode:
 
 
 def posterize_any_bits(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
-    """timm's posterize, keeping 0 bits as older Pillow did (a black image) instead of Pillow 13's ValueError.
-
-    timm's 'inc1' RandAugment maps magnitude 10 to 0 bits; Pillow >= 13 refuses that, so about one image in
-    fifty would crash `rand-m9-mstd0.5-inc1` (the paper's policy) mid-training.
-    """
+    """timm's posterize, keeping 0 bits as older Pillow did (a black image): Pillow >= 13 raises there, and 'inc1' at
+    magnitude 10 asks for it, so the paper's policy would crash mid-training."""
     if bits_to_keep >= 8:
         return img
     if bits_to_keep <= 0:
@@ -136,7 +110,6 @@ def posterize_any_bits(img: Image.Image, bits_to_keep: int, **_) -> Image.Image:
 
 def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
                   augment: Augment) -> Compose:
-    """timm's train or eval transform (PIL image in, normalised tensor out), after the channel conversion."""
     if training:
         tf = create_transform(
             img_size, is_training=True, scale=augment.scale, ratio=augment.ratio, hflip=augment.hflip,
@@ -155,7 +128,6 @@ def pil_transform(*, img_size: int, in_chans: int, mean: tuple, std: tuple, trai
 
 
 def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
-    """Gray into a 3-channel model is replicated; RGB into a 1-channel one takes ITU-R 601-2 luma (PIL's 'L')."""
     if x.shape[1] == in_chans:
         return x
     if x.shape[1] == 1:
@@ -165,11 +137,8 @@ def to_channels(x: torch.Tensor, in_chans: int) -> torch.Tensor:
 
 def sample_crops(n: int, height: int, width: int, scale: tuple, ratio: tuple, attempts: int = 10,
                  device: torch.device | str = "cpu"):
-    """Crop boxes (top, left, h, w) for `n` images, by torchvision's `RandomResizedCrop.get_params`, vectorised.
-
-    Each image tries `attempts` (area, log-aspect) draws and keeps the first that fits; if none fits it takes
-    torchvision's fallback centre crop. Drawn on `device`, with no data-dependent branch (no host sync on a GPU).
-    """
+    """Crop boxes (top, left, h, w) for `n` images by torchvision's `RandomResizedCrop.get_params`, vectorised: first
+    fitting draw of `attempts`, else torchvision's fallback; drawn on `device` without a host sync."""
     area = torch.empty(n, attempts, device=device).uniform_(*scale) * (height * width)
     aspect = torch.empty(n, attempts, device=device).uniform_(math.log(ratio[0]), math.log(ratio[1])).exp()
     w, h = (area * aspect).sqrt().round(), (area / aspect).sqrt().round()
@@ -196,12 +165,8 @@ def fallback_crop(height: int, width: int, ratio: tuple) -> tuple[int, int]:
 
 
 def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -> torch.Tensor:
-    """Crop each image to its box, resize to `size` (bilinear, half-pixel centres) and flip where asked.
-
-    Equals torchvision's `resized_crop(..., antialias=False)` followed by `hflip`, in one `grid_sample`. The
-    sampling grid is what `affine_grid` gives for a scale-and-shift `theta`, built separably (an outer sum of
-    a row and a column per image instead of a matrix product per pixel).
-    """
+    """Crop each image to its box, resize to `size` (bilinear, half-pixel centres) and flip where asked: torchvision's
+    `resized_crop(..., antialias=False)` and `hflip` in one `grid_sample`."""
     top, left, h, w = boxes
     height, width = images.shape[2:]
     centres = (torch.arange(size, device=images.device) * 2 + 1) / size - 1  # output pixel centres in [-1, 1]
@@ -216,16 +181,14 @@ def resized_crops(images: torch.Tensor, boxes, flips: torch.Tensor, size: int) -
 
 
 def random_resized_crops(x: torch.Tensor, size: int, augment: Augment) -> torch.Tensor:
-    """The recipe's random-resized crop and horizontal flip of a float batch, on its own device."""
     boxes = sample_crops(x.shape[0], x.shape[2], x.shape[3], augment.scale, augment.ratio, device=x.device)
     return resized_crops(x, boxes, torch.rand(x.shape[0], device=x.device) < augment.hflip, size)
 
 
 @contextmanager
 def seeded(seed: int | None) -> Iterator[None]:
-    """Draw from torch's, Python's and numpy's global RNGs seeded with `seed` inside the block, and leave them as
-    they were after it (a no-op for None). An image's augmentation then depends on its seed only, not on which
-    process draws it or what was drawn before: the result is the same with any number of loader workers."""
+    """Draw from torch's, Python's and numpy's global RNGs seeded with `seed` inside the block, restoring them after
+    (a no-op for None): an image's augmentation then depends on its seed alone, not on the loader workers."""
     if seed is None:
         yield
         return
@@ -242,8 +205,8 @@ def seeded(seed: int | None) -> Iterator[None]:
 
 
 class ImageBatch(NamedTuple):
-    """A batch as the datasets stored as tensors hand it over: uint8 N x C x H x W images and int64 labels, and
-    the seed of its augmentation draws (`pipeline.data.load.loaders.SeededOrder`; None: the global RNGs)."""
+    """A batch as a tensor dataset hands it over: uint8 N x C x H x W images, int64 labels, and the seed of its
+    augmentation draws (`loaders.SeededOrder`; None: the global RNGs)."""
 
     images: torch.Tensor
     labels: torch.Tensor
@@ -251,11 +214,8 @@ class ImageBatch(NamedTuple):
 
 
 class TensorBatchTransform:
-    """The tensor back-end, used as the DataLoader's `collate_fn`: `ImageBatch` -> (float images, labels).
-
-    Random draws come from torch's global RNG (crops, flips) and, for RandomErasing, timm's use of Python's
-    `random`, reseeded with the batch's seed where it has one (and restored after: `seeded`).
-    """
+    """The tensor back-end as the DataLoader's `collate_fn`: `ImageBatch` -> (float images, labels), drawn under the
+    batch's seed (`seeded`)."""
 
     def __init__(self, *, img_size: int, in_chans: int, mean: tuple, std: tuple, training: bool,
                  augment: Augment):
@@ -284,14 +244,9 @@ INTERPOLATIONS = {"bicubic": "bicubic", "bilinear": "bilinear", "nearest": "near
 
 
 def resize_like_pil(x: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
-    """PIL's `resize` of 8-bit images, batched on the images' device: float 8-bit levels in and out (N x C x H x W).
-
-    PIL resamples in two passes, width then height, with antialiased kernels (support scaled by the downsampling
-    factor), and rounds (half up) and clamps each pass to uint8. Here each pass is one antialiased `F.interpolate`
-    followed by that rounding, so the result equals PIL's within one level (tests/test_data.py: Fashion-MNIST 28 ->
-    32 and 28 -> 256, RGB images). Written here because torchvision's batched resize rounds only at the end on a GPU,
-    which differs from PIL by up to 25 levels where bicubic ringing overshoots 0..255 (measured on Fashion-MNIST).
-    """
+    """PIL's `resize` of 8-bit images, batched on the device: one antialiased `F.interpolate` per axis, each rounded and
+    clamped to 8-bit levels as PIL does, so the result equals PIL's within one level. torchvision's batched resize
+    rounds only at the end, far from PIL where bicubic ringing overshoots."""
     if interpolation not in INTERPOLATIONS:
         raise PipelineError(f"evaluation interpolation {interpolation!r}: the batched paths have"
                             f" {', '.join(INTERPOLATIONS)}; use the pil back-end (resources.data_on_device: false)")
@@ -306,9 +261,8 @@ def resize_like_pil(x: torch.Tensor, size: tuple[int, int], interpolation: str) 
 
 
 def eval_crop(images: torch.Tensor, in_chans: int, img_size: int, augment: Augment) -> torch.Tensor:
-    """timm's eval transform on uint8 images, batched: the channel conversion (PIL's `convert`), resize of the short
-    side to floor(img_size / crop_pct) with `augment.eval_interpolation` (`resize_like_pil`), centre crop; 8-bit
-    levels as float, to be normalised."""
+    """timm's eval transform on uint8 images, batched: channel conversion, resize of the short side to
+    floor(img_size / crop_pct) (`resize_like_pil`), centre crop; 8-bit levels as float."""
     if images.shape[1] == 3 and in_chans == 1:  # PIL's convert('L'): luma in 16-bit fixed point, rounded to uint8
         rgb = images.int()
         x = ((rgb[:, 0:1] * 19595 + rgb[:, 1:2] * 38470 + rgb[:, 2:3] * 7471 + 0x8000) >> 16).float()

@@ -3,31 +3,10 @@
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, weight_init="skip")
     apply_init(model, "impulse", generator=torch.Generator().manual_seed(0), kernel_size=3)
 
-Methods (paper.md sections 1 and 4; each module's docstring has the maths, sources and deliberate differences):
-- `default` (`default.py`): PyTorch's default init, what code-2505 trains as "Default", with its optional
-  norm_p / norm_q / norm_v rescaling. `timm`: timm's own trunc-normal init, a second baseline.
-- `mimetic` (`mimetic.py`): Trockman & Kolter's W_q W_k^T ~ 0.7 Z + 0.7 I, W_v W_o ~ 0.4 Z - 0.4 I, in
-  code-2505's form (default) or the paper's (`form='paper'`).
-- `random` (`ci_random.py`): [CI]'s random query/key factors (`random512_64`), the control of its grid.
-- `impulse` (`impulse.py`): the paper's method, per head an impulse attention map built through the
-  pseudo-inverse of the layer-normed position embedding. Swin (`swin.py`) and MLP-Mixer (`mixer.py`) get our
-  equivalents (impulse in the relative-position bias; impulse token-mixing maps), documented there.
-
-`apply_init` defines every initial value the method depends on, whatever the constructor did (timm 1.0.31's
-`weight_init='skip'` leaves pos_embed and cls_token uninitialised). It is pure: no files, no printing, and all
-randomness comes from `generator`; every global RNG state (CPU, and CUDA on every device) is left as it was.
-One seed gives one model bit for bit *per thread count* (and CPU kind): the linear algebra's rounding depends
-on the number of threads (ViT-B/16 weights differ by up to 7.5e-9 between 1 and 2), never the draws; see `rng`.
-
-The modules, in the one direction they import each other: primitives `geometry`, `rng`, `arch`, `lowrank`
-(factorisations and row writers), `targets` (offsets, impulse targets, peak checks); `default` (baselines and
-PyTorch's init); the architecture-specific constructions `swin`, `mixer`; the methods `impulse`, `mimetic`,
-`ci_random`; and `measures`, `diagnostics`.
-
-`attention_maps`, `peak_agreement` and `locality_mass` (`measures.py`) check the result on the positional
-pseudo-input or on images; `init_diagnostics` (`diagnostics.py`) says on images whether a token MLP sits in
-GELU's linear regime and how loud each mixing branch is against the residual (issue 20); `impulse_offsets` /
-`layer_offsets` give each head's intended offset.
+Each method's module has its sources and deliberate differences (paper.md sections 1 and 4): `default.py`,
+`mimetic.py`, `ci_random.py`, `impulse.py` (with our Swin and Mixer equivalents, `swin.py`, `mixer.py`).
+`apply_init` sets every value the method depends on, whatever the constructor did; it is pure, and one seed
+gives one model bit for bit per thread count (`rng`).
 """
 
 from __future__ import annotations
@@ -72,18 +51,9 @@ def method_options(method: str) -> dict:
 def apply_init(
     model: nn.Module, method: str, *, generator: torch.Generator | int | None = None, **options
 ) -> nn.Module:
-    """Initialise `model` in place with `method` and return it.
-
-    Args:
-        model: a timm VisionTransformer/DeiT, SwinTransformer or MlpMixer (best built with weight_init='skip';
-            the constructor's values do not matter).
-        method: one of METHODS.
-        generator: a torch.Generator, an integer seed, or None (seed 0).
-        **options: the method's options (`method_options(method)`); an unknown one raises PipelineError.
-
-    Only the values the method computed are checked for non-finite entries (PyTorch's and timm's draws are
-    finite by construction); a non-finite one raises PipelineError.
-    """
+    """Initialise `model` (a timm ViT/DeiT, Swin or MLP-Mixer, best built with weight_init='skip') in place with
+    `method` and return it. `generator`: a torch.Generator, an integer seed or None (seed 0); `options`: the
+    method's (`method_options`). PipelineError for an unknown option or a non-finite value written."""
     allowed = method_options(method)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
@@ -91,7 +61,7 @@ def apply_init(
             f"init {method!r}: unknown option(s) {', '.join(unknown)}; allowed are {', '.join(allowed) or 'none'}"
         )
     kind = family(model)
-    with one_blas_thread():  # scipy's LAPACK on one thread: see lowrank, Threads
+    with one_blas_thread():  # scipy's LAPACK on one thread (lowrank.one_blas_thread)
         written = {id(p) for p in ARMS[method](model, kind, as_generator(generator), **options)}
     bad = [name for name, p in model.named_parameters() if id(p) in written and not torch.isfinite(p).all()]
     if bad:

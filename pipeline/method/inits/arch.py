@@ -1,15 +1,7 @@
 """Which timm family a model belongs to, and where its token-mixing layers are.
 
-The initialization methods and the measures support three timm 1.0.x families, as built by
-`timm.create_model` (any size, image/patch size, head count, non-square grids):
-
-- `VisionTransformer` and its DeiT variants (class token or not, register/distillation tokens, learned or
-  fixed position embedding, token or average pooling), with pre-norm `Block`s around timm's `Attention`;
-- `SwinTransformer` (V1: window attention with a relative-position bias table);
-- `MlpMixer` with `MixerBlock`s (token mixing = `blocks[i].mlp_tokens`).
-
-Anything else (Swin V2, gMLP/ResMLP, post-norm or parallel ViT blocks, other attention layers) raises a
-`PipelineError` naming the model and what is supported, before any weight is touched.
+Supported (timm 1.0.x, any size or grid): `VisionTransformer` and its DeiT variants with pre-norm `Block`s,
+`SwinTransformer` V1, and `MlpMixer`. Anything else raises PipelineError before any weight is touched.
 """
 
 from __future__ import annotations
@@ -58,12 +50,10 @@ def blocks(model: nn.Module, kind: str) -> list[nn.Module]:
 
 
 def attention_layers(model: nn.Module, kind: str) -> list[nn.Module]:
-    """Every attention module (ViT `Attention`, Swin `WindowAttention`); none for a Mixer."""
     return [] if kind == MIXER else [b.attn for b in blocks(model, kind)]
 
 
 def token_grid(model: nn.Module, kind: str) -> tuple[int, int]:
-    """(rows, cols) of the patch-token grid the first block sees."""
     embed = model.stem if kind == MIXER else model.patch_embed
     return tuple(int(g) for g in embed.grid_size)
 
@@ -85,7 +75,6 @@ def patch_pos_embed(model: nn.Module) -> torch.Tensor | None:
 
 
 def check_fused_qkv(attn: nn.Module, where: str) -> None:
-    """The methods write per-head rows of a fused qkv and a square proj: insist on that layout."""
     dim = attn.qkv.in_features
     head_dim = attn.qkv.out_features // (3 * attn.num_heads)
     if head_dim * attn.num_heads != dim or attn.proj.weight.shape != (dim, dim):

@@ -1,29 +1,10 @@
-"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`).
+"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`), paper.md section 4, item 1.
 
-`default` is what code-2505 trains as "Default" (paper.md section 1.1 and section 4, item 1): models are built with
-`weight_init='skip'`, so every `nn.Linear` and the patch-embedding conv keep PyTorch's kaiming_uniform(a=sqrt 5),
-i.e. weights and biases ~ U(+-1/sqrt(fan_in)); LayerNorms are (1, 0); `pos_embed ~ N(0, 0.02^2)` (not truncated)
-and `cls_token = 0`. code-2505's `post_init_weights('default<p>_<q>_<v>')` then multiplies pos_embed by norm_p,
-the q and k rows of every `qkv.weight` by norm_q, and the v rows and `proj.weight` by norm_v (all 1: unchanged;
-the official comment calls the suffix a way "to match the norm to mimetic").
-
-We do not trust the constructor for any of this: with timm 1.0.31, `weight_init='skip'` leaves `pos_embed` and
-`cls_token` as uninitialised `torch.empty` memory (measured: NaN and 9e24 entries), where timm 1.0.22 drew
-pos_embed ~ N(0, 0.02^2). `pytorch_default_` re-runs every module's own `reset_parameters` (the exact PyTorch
-defaults, and timm's for the Swin relative-position bias table, trunc-normal std 0.02) and then sets the ViT
-tokens itself; a parameter that nothing defines raises `PipelineError`. Register and DeiT distillation tokens
-start at 0 like the class token (code-2505 only has the class token).
-
-A frozen position embedding (`requires_grad=False`, e.g. a fixed 2-D sin-cos one as in [SIA]) is part of the
-architecture, not of the init: every arm keeps its values (the impulse arm still multiplies it by norm_p).
-
-`timm` is timm's own init (the paper's text describes its baseline this way, paper.md section 4, item 1):
-`init_weights('')` of ViT/Swin (trunc-normal std 0.02 linears, zero biases, pos_embed trunc-normal 0.02, cls
-N(0, 1e-6)) and MlpMixer's `init_weights()`.
-
-Randomness: our own draws use the caller's `torch.Generator`. The library code we call (`reset_parameters`,
-timm's `init_weights`) draws from the global RNG, so it runs inside `rng.seeded_global_rng`, seeded from the
-generator: the result is deterministic (per thread count, see `rng`), and every global RNG state is left as it was.
+`default` is code-2505's "Default" (section 1.1): PyTorch's Linear and conv init, LayerNorms (1, 0),
+`pos_embed ~ N(0, 0.02^2)`, `cls_token = 0` (and any other prefix token), then the optional norm_p / norm_q /
+norm_v multipliers of `post_init_weights('default<p>_<q>_<v>')`. We set these ourselves: timm's
+`weight_init='skip'` leaves pos_embed and cls_token uninitialised. `timm` is timm's `init_weights('')`. A frozen
+position embedding is architecture, not init: every arm keeps it.
 """
 
 from __future__ import annotations
@@ -85,19 +66,8 @@ def default_init(
     norm_q: float = DEFAULT.norm_q,
     norm_v: float = DEFAULT.norm_v,
 ) -> list[torch.Tensor]:
-    """The `default` arm: PyTorch's init, then code-2505's optional norm rescaling (ViT/Swin attention only).
-
-    Args:
-        model: a supported timm model (see `arch`); changed in place.
-        kind: its family, from `arch.family`.
-        generator: source of every random draw.
-        norm_p: multiplies the ViT position embedding (no-op for Swin/Mixer, which have none).
-        norm_q: multiplies the q and k rows of every qkv weight.
-        norm_v: multiplies the v rows of every qkv weight and every attention proj weight.
-
-    Returns:
-        The parameters it rescaled (the only values that could overflow).
-    """
+    """The `default` arm: PyTorch's init, then code-2505's optional norm_p / norm_q / norm_v multipliers (ViT/Swin
+    attention only); returns the parameters it rescaled (the only values that could overflow)."""
     pytorch_default_(model, kind, generator)
     written = []
     if kind == VIT and model.pos_embed is not None and norm_p != 1:
@@ -112,11 +82,8 @@ def default_init(
 
 
 def timm_init(model: nn.Module, kind: str, generator: torch.Generator) -> list[torch.Tensor]:
-    """The `timm` arm: the model's own timm init in its default ('') mode, seeded from `generator`.
-
-    A ViT/Swin built with weight_init='skip' remembers 'reset' as its init mode, so `init_weights()` would only
-    reset parameters; the mode is set to '' for the call and restored. Returns [] (timm's draws are finite).
-    """
+    """The `timm` arm: the model's own timm init in its default ('') mode, seeded from `generator`; returns [].
+    A model built with weight_init='skip' remembers 'reset' as its mode, so the mode is set to '' for the call."""
     with seeded_global_rng(generator, model), torch.no_grad():
         if kind == MIXER:
             model.init_weights()

@@ -1,22 +1,11 @@
-"""Init diagnostics on a stated input: is the token mixing in GELU's nonlinear regime, how loud is each branch.
+"""Init diagnostics on a batch of images: is the token mixing nonlinear, how loud is each branch.
 
-Issue 20, point 3: our 'shift' Mixer construction left its token-MLP units in GELU's linear regime and its token
-branch above the residual. These measures say so for any construction (`mixer.py`, Swin's `swin.py`, ViT), on
-an image batch x run through `forward_features` (the Mixer's pseudo-input, zeros, has no residual to compare):
-
-- `branch_ratios`: per block, RMS of the token-mixing branch's output (Mixer `mlp_tokens`, ViT/Swin `attn`,
-  before drop-path) over RMS of the residual stream entering the block. Above 1 the branch drowns the residual.
-- `trunk_rms`: RMS of the last block's output, the residual stream before the final norm (the logits hide it:
-  the final LayerNorm rescales whatever the trunk carries).
-- `linear_fractions` (Mixer): per block, the fraction of token-MLP hidden units in a linear regime.
-  Definition: over the unit's pre-activations z on x (one value per image, channel and unit), the residual of
-  the best affine fit a z + b of act(z), in RMS, is at most LINEAR_TOL times the spread std(z). Measured against
-  the input's spread, this covers GELU's three linear regimes at once: large positive z (the identity: the 'shift'
-  writer's biased units), large negative z (a dead unit: constant) and a narrow spread about any point. For
-  z ~ N(0, s^2) the residual is ~ s^2 / sqrt(pi) (GELU ~ z/2 + z^2 / sqrt(2 pi)), so LINEAR_TOL = 0.05 calls a
-  centred unit linear below s ~ 0.09; PyTorch's default (s ~ 0.58 on unit-RMS rows) gives ~0.2-0.3. A unit
-  whose pre-activation is constant on x counts as linear.
-- `locality_mass` of the mixing maps lives in `measures.py`.
+Ours: the 'shift' Mixer construction left its token-MLP units linear and its token branch above the residual;
+these measures say so for any construction.
+- `branch_ratios`: per block, RMS of the mixing branch's output over RMS of the residual entering the block.
+- `trunk_rms`: RMS of the residual stream before the final norm (which hides it from the logits).
+- `linear_fractions` (Mixer): per block, the fraction of token-MLP units whose act(z) is fit by an affine map
+  of z to within LINEAR_TOL of std(z); this covers GELU's identity, dead and small-spread regimes at once.
 """
 
 from __future__ import annotations
@@ -31,8 +20,7 @@ LINEAR_TOL = 0.05
 
 
 def unit_nonlinearity(pre: torch.Tensor, act: nn.Module) -> torch.Tensor:
-    """Per unit (units,), RMS residual of the best affine fit of act(z) on z over std(z); `pre` is (samples, units).
-    """
+    """Per unit (units,), RMS residual of the best affine fit of act(z) on z over std(z); `pre` is (samples, units)."""
     z = pre.double()
     with torch.no_grad():
         y = act(z)
@@ -44,7 +32,6 @@ def unit_nonlinearity(pre: torch.Tensor, act: nn.Module) -> torch.Tensor:
 
 
 def linear_fraction(pre: torch.Tensor, act: nn.Module, tol: float = LINEAR_TOL) -> float:
-    """The fraction of units whose nonlinearity (`unit_nonlinearity`) is at most `tol` (see the module doc)."""
     return (unit_nonlinearity(pre, act) <= tol).double().mean().item()
 
 
@@ -85,17 +72,14 @@ def rms(t: torch.Tensor) -> float:
 
 
 def branch_ratios(signals: dict) -> list[float]:
-    """Per block, RMS(mixing branch output) / RMS(block input), from `trace`."""
     return [rms(b) / max(rms(i), 1e-300) for i, b in zip(signals["input"], signals["branch"])]
 
 
 def trunk_rms(signals: dict) -> float:
-    """RMS of the last block's output (the residual stream before the final norm), from `trace`."""
     return rms(signals["output"][-1])
 
 
 def linear_fractions(model: nn.Module, signals: dict, tol: float = LINEAR_TOL) -> list[float] | None:
-    """Mixer: per block, the fraction of token-MLP units in a linear regime on the traced input; None otherwise."""
     if family(model) != MIXER:
         return None
     return [linear_fraction(pre.reshape(-1, pre.shape[-1]), block.mlp_tokens.act, tol)

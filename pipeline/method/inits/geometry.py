@@ -1,9 +1,5 @@
-"""Token-grid geometry shared by the impulse construction and the measures.
-
-Tokens are numbered row-major on a (rows, cols) grid, as timm flattens patches: token (r, c) has index
-r * cols + c. An offset (dy, dx) names the key (r + dy, c + dx) of query (r, c) (paper.md section 1.1: the
-impulse matrix of offset (m, n) has a 1 at key (r + m, c + n) when that key is inside the grid; zero padding).
-"""
+"""Token-grid geometry: tokens row-major as timm flattens patches; offset (dy, dx) names the key (r + dy, c + dx)
+of query (r, c), zero padding outside the grid (paper.md section 1.1)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,6 @@ import torch
 
 
 def grid_coords(grid: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column of every token, each a (N,) long tensor."""
     rows, cols = grid
     index = torch.arange(rows * cols)
     return index // cols, index % cols
@@ -26,7 +21,6 @@ def shifted_index(grid: tuple[int, int], offset: tuple[int, int]) -> torch.Tenso
 
 
 def neighbourhood_mask(grid: tuple[int, int], kernel_size: int) -> torch.Tensor:
-    """(N, N) bool: key j lies in the kernel_size x kernel_size neighbourhood centred on query i."""
     r, c = grid_coords(grid)
     half = kernel_size // 2
     return ((r[:, None] - r[None, :]).abs() <= half) & ((c[:, None] - c[None, :]).abs() <= half)

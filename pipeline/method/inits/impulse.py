@@ -1,48 +1,20 @@
 """Impulse initialization (Zheng, Li, Saratchandran, Lucey, NeurIPS 2025), as code-2505 builds it for a ViT.
 
-paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`), per model:
-
-1. `pos_embed *= norm_p` (18). The pseudo-input is the patch rows of pos_embed, P = LayerNorm(pe) over D without
-   affine (eps 1e-5), so the x18 only matters through eps and for training.
-2. Offsets: head i uses the impulse at (dy, dx) = `impulse_offsets(...)[i]`; the official order for a 3x3
-   kernel is (0,0), (-1,0), (0,+1), (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1), (+1,+1), repeated after 9 heads.
-3. Per layer (fresh noise, same offsets), per head: the target M_h = scale * H_h + 3 T (.) [H_h == 0], where H_h
-   is the N x N impulse matrix (zero padding) and T ~ trunc-normal(0, noise_std) cut at +-2 (timm's trunc_normal_).
-4. Pseudo-inverse through the top r = head_dim singular values: P_inv = (P^T P)^+_r P^T (D x N), and the
-   D x D target A_h = P_inv M_h P_inv^T. Split A_h by SVD into Q_h = U_r sqrt(S_r), K_h = (V_r sqrt(S_r))^T, each
-   scaled to Frobenius norm 1; q rows of head h = norm_q Q_h^T, k rows = norm_q K_h. Then
-   x W_q,h^T W_k,h x^T = norm_q^2 x A_h x^T / ||A_h||_* (nuclear norm), and timm scales by head_dim^-0.5.
-5. V/proj: (L, R) = get_ortho_like(D, 0.4, 0.4, -1); v rows = norm_v L^T, proj = norm_v R^T, so value-then-proj is
-   exactly x -> norm_v^2 x A with A = 0.4 Z - 0.4 I. Everything else keeps PyTorch's default, qkv biases included.
-
-Check (ours): P A_h P^T = U_r U_r^T M_h U_r U_r^T, so before any noise the rank-r logits of head h peak at its
-offset for a computable fraction of queries (`projected_peaks`). Below one half, head_dim is below the rank the
-impulse needs on this grid (measured: 12 heads of 8 dims on 7x7 reach 14-31% off-centre, 24 heads of 4 dims
-2-14%) and apply_init raises PipelineError instead of writing heads that cannot express their filter. ViT-T/S/B
-at 224 and the CPU default (3 heads of 32 on 7x7) score 0.99-1.0.
-
-Speed (the maths behind `impulse_qk`). With the thin SVD P = U S V^T, (P^T P)^+_r P^T = V_r S_r^-1 U_r^T, so
-A_h = V_r B_h V_r^T with the r x r matrix B_h = W^T M_h W, W = U_r S_r^-1. If B_h = X S Y^T then
-A_h = (V_r X) S (V_r Y)^T is already A_h's SVD (V_r X has orthonormal columns) and A_h has rank <= r. So one
-N x D SVD per model and one r x r factorisation per head replace the official D x D eigen-solve and D x D SVD per
-head (ViT-B/16: 144 of 64 x 64 instead of 768 x 768). V/proj use the symmetric route of `lowrank` (their product
-is exactly A whatever the signs). `official_route()` runs code-2505's D x D construction instead; the tests and
-`bench/bench_inits.py` compare the two: Q_h K_h, V proj and the logits agree to rounding.
+paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`):
+1. `pos_embed *= norm_p`; the pseudo-input P is LayerNorm(pe) of the patch rows, without affine.
+2. Per layer and head, the target M_h (`targets.impulse_targets`) at the head's offset.
+3. A_h = P_inv M_h P_inv^T, P_inv = (P^T P)^+_r P^T, r = head_dim; its SVD gives Q_h = U_r sqrt(S_r) and
+   K_h = (V_r sqrt(S_r))^T, each of Frobenius norm 1, times norm_q.
+4. V/proj: get_ortho_like(D, 0.4, 0.4, -1) times norm_v; everything else keeps PyTorch's default.
+With the thin SVD of P, one N x D SVD per model and an r x r factorisation per head give the official D x D
+route's factors to rounding (`impulse_qk`; `official_route()` runs code-2505's).
 
 Where we deliberately differ from code-2505:
-- Singular values of P below s_max / 30 are not inverted: r = min(head_dim, #{s_i >= s_max / 30}). code-2505
-  inverts the top head_dim values whatever they are. With a learned (random) embedding that never differs:
-  s_r / s_1 is 0.43-0.82 for every shape we tried (N = 49-576, D = 96-768, r = 16-64). But when P has tiny
-  singular values among its top head_dim (a fixed sin-cos embedding, whose spectrum decays geometrically from
-  rank ~rows + cols; one head with N >= D; fewer tokens than head_dim), the 1/s^2 of the pseudo-inverse lets
-  them dominate A_h's nuclear norm and the normalised logits collapse to ~0: a flat map (measured on a 7x7
-  sin-cos grid: max logit 0.03, every head uniform). With the cut, sin-cos embeddings give peak agreement 1.0
-  on 7x7 and 14x14 grids, with 3x3 locality mass 0.89-0.99 and 0.41-0.47 (flat: 0.15 and 0.04). It does not
-  rescue one head with N >= D (r = D - 2 keeps a spread spectrum): peaks stay right but the maps stay soft
-  (3x3 mass 0.17 against 0.15 for a flat map).
+- Singular values of P below s_max * RANK_RTOL are not inverted (code-2505 inverts the top head_dim): a sin-cos
+  embedding has such values, and inverting them flattens every map. Heads that cannot peak at their offset for
+  half the queries raise PipelineError (`projected_peaks`).
 - Offsets for kernel_size > 3 and `offsets='random'`: see `targets`.
-- All draws come from a torch.Generator (code-2505: global torch/NumPy RNGs), so values differ, not laws; one
-  seed gives one model per thread count (see `rng`).
+- Draws come from a torch.Generator (code-2505: the global RNGs): values differ, laws do not.
 """
 
 from __future__ import annotations
@@ -93,7 +65,6 @@ class PseudoInverse(NamedTuple):
 
 
 def pseudo_inverse(pe: torch.Tensor, head_dim: int) -> PseudoInverse:
-    """SVD of the layer-normed pseudo-input (N x D), truncated at min(head_dim, #{s >= s_max * RANK_RTOL})."""
     p = F.layer_norm(pe.detach().to("cpu", torch.float64), [pe.shape[-1]])  # all construction runs on the CPU
     u, s, vh = torch.linalg.svd(p, full_matrices=False)
     rank = min(head_dim, int((s > s[0] * RANK_RTOL).sum()))
@@ -101,7 +72,7 @@ def pseudo_inverse(pe: torch.Tensor, head_dim: int) -> PseudoInverse:
 
 
 def impulse_qk(pinv: PseudoInverse, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q (H, D, r) and K (H, r, D), each of Frobenius norm 1, with Q_h K_h = A_h / ||A_h||_* (see module doc)."""
+    """Q (H, D, r) and K (H, r, D), each of Frobenius norm 1, with Q_h K_h = A_h / ||A_h||_* (module docstring)."""
     if using_official_route():
         return official_qk(pinv, targets)
     left, right = balanced_factors(pinv.whiten.T @ targets @ pinv.whiten)  # B_h = W^T M_h W, (H, r, r)
@@ -123,11 +94,8 @@ def official_qk(pinv: PseudoInverse, targets: torch.Tensor) -> tuple[torch.Tenso
 
 
 def projected_peaks(pinv: PseudoInverse, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
-    """Per head, the fraction of queries whose noise-free logits U_r U_r^T H U_r U_r^T peak at the offset.
-
-    P A_h P^T = U_r U_r^T M_h U_r U_r^T, so this says whether rank r (head_dim) through this pseudo-input can
-    express the impulse at all, before any noise or scaling.
-    """
+    """Per head, the fraction of queries whose noise-free logits U_r U_r^T H U_r U_r^T peak at the offset: whether
+    rank r through this pseudo-input can express the impulse at all."""
     proj = pinv.left @ pinv.left.T
     logits = proj @ impulse_matrices(offsets, grid) @ proj
     return torch.stack([hit_rate(lg, grid, o) for lg, o in zip(logits, offsets)])
@@ -145,8 +113,7 @@ def vit_impulse_(
     scale: float,
     noise_std: float,
 ) -> list[torch.Tensor]:
-    """Steps 1-5 of the module doc on a ViT whose other weights already hold PyTorch's defaults; returns the
-    parameters written."""
+    """Steps 1-4 of the module docstring on a ViT holding PyTorch's defaults; returns the parameters written."""
     grid = token_grid(model, VIT)
     check_kernel(kernel_size, grid, "token grid")
     if model.pos_embed is None:
@@ -186,21 +153,9 @@ def impulse_init(
     offsets: str = IMPULSE.offsets,
     mixer: str = IMPULSE.mixer,
 ) -> list[torch.Tensor]:
-    """The `impulse` arm on a ViT, Swin or Mixer (the latter two: see `swin.py`, `mixer.py`).
-
-    Args:
-        model: a supported timm model, changed in place; kind: its `arch.family`.
-        generator: source of every random draw ('random' offsets first, then PyTorch defaults, then noise).
-        kernel_size: odd f of the f x f impulse filters.
-        norm_p: ViT pos_embed multiplier. norm_q: Frobenius norm of each ViT head's Q and K.
-        norm_v: V/proj multiplier (ViT, Swin). scale: impulse weight in the target; noise_std: std of the
-            trunc-normal noise (times 3) off the impulse. offsets: 'official' or 'random' (see `targets`).
-        mixer: the Mixer construction, 'filter' (a random f x f filter per block at default gain; the
-            default, ours: no official code) or 'shift' (one impulse offset per block, exact); see `mixer.py`.
-
-    Returns:
-        The parameters it wrote beyond PyTorch's defaults (apply_init checks only these for non-finite values).
-    """
+    """The `impulse` arm on a ViT, Swin or Mixer (`swin.py`, `mixer.py`): norm_p, norm_q, norm_v as in the module
+    docstring, scale, noise_std and offsets as in `targets`, `mixer` as in `mixer.py`. Returns the parameters
+    written."""
     if mixer not in CONSTRUCTIONS:
         raise PipelineError(f"impulse.mixer = {mixer!r}: allowed are {', '.join(CONSTRUCTIONS)}")
     if scale <= 0 or noise_std < 0:

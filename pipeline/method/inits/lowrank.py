@@ -1,36 +1,10 @@
-"""Balanced low-rank factors (L, R) of a matrix, L R = its (truncated) SVD, and the writers that put them in a layer.
+"""Balanced low-rank factors L = U_r sqrt(S_r), R = sqrt(S_r) V_r^T of a target, and the writers of a layer.
 
-Every structured init ends the same way (paper.md sections 1.1-1.2; code-2505 `get_ortho_like`, code-2401
-`mimetic512_64`): a target A = U S V^T is split into the balanced factors L = U_r sqrt(S_r) and
-R = sqrt(S_r) V_r^T of its top r singular triplets, and L, R become the rows of two linear layers. The official
-code computes a full D x D SVD (LAPACK gesdd) for each; that is most of an init's time (ViT-B/16 mimetic: 156
-SVDs of 768 x 768). The routes here give the same factors from less work:
-
-- `balanced_factors` (all D triplets): the symmetric route, eigh of A^T A (V and S^2), then s_i = |A v_i| and
-  u_i = A v_i / s_i. About half an SVD's time (`bench/bench_inits.py`).
-- `top_factors` (the top r triplets): a partial symmetric eigensolver (LAPACK syevr through scipy, eigenpairs
-  n - r .. n - 1 of A^T A only). Where scipy is not installed (a stock PyTorch image), torch's full eigh gives
-  the same vectors to rounding (`tests/test_inits_lowrank.py`), more slowly at ViT-S/B widths. Randomized or
-  Krylov SVDs are not an option: the gaps s_r / s_{r+1} - 1 of these random matrices are ~1e-3, so they do not
-  converge in useful time.
-
-Why keep them: the full-SVD route (`official_route()`) gives these factors only to rounding, so switching to it
-would change every init, and every metric already computed; on speed alone (seconds per init, bench/bench_inits.py,
-against hours of training per cell) they would not earn their code.
-
-Exactness. Both routes give the SVD's singular vectors up to the sign of each *pair* (u_i, v_i), and every route
-then fixes those signs the same way (`canonical_signs`), so the factors, every product L R (Q_h K_h, V proj) and
-the layer's output, biases included, equal the SVD route's to rounding (`tests/test_inits_lowrank.py`, at ViT-B
-size too). Only code-2505's mimetic V/proj keeps LAPACK's own signs (`svd_factors(..., lapack_signs=True)`): its
-R L mixes the pairs, so its law depends on that convention. `official_route()` switches every factorisation
-back to full SVDs (the tests and the bench compare the two routes with it).
-
-Accuracy: A^T A squares the condition number, so the smallest singular vectors carry relative errors of about
-eps * s_max^2 / (s_i * gap_i); measured for 0.4 Z - 0.4 I at D = 768 (s_min ~ 2e-3): every singular vector within
-1e-12 of gesdd's, L R within 2e-15 of A, far below float32 rounding.
-Threads: `apply_init` runs scipy's LAPACK (OpenBLAS) on one thread, whatever torch's count (`one_blas_thread`):
-OpenBLAS threads spin against torch's OpenMP threads on a busy machine, and one thread makes the eigensolves
-independent of the thread count (see `rng`).
+Every structured init ends this way (paper.md sections 1.1-1.2; code-2505 `get_ortho_like`, code-2401
+`mimetic512_64`). The official code takes a full SVD per target; we differ in route, not result: eigh of A^T A
+(`balanced_factors`) or a partial eigensolver (`top_factors`, scipy's syevr on one thread), about half the work
+(`bench/bench_inits.py`), with each pair's sign fixed by `canonical_signs`, so every layer output equals the SVD
+route's to rounding (`official_route()` switches back). code-2505's mimetic V/proj keeps LAPACK's own signs.
 """
 
 from __future__ import annotations
@@ -69,8 +43,7 @@ def official_route():
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager:
-    """scipy's LAPACK on one thread within the block (threadpoolctl); nothing to limit where scipy and threadpoolctl
-    are not installed (the eigensolves then run in torch)."""
+    """scipy's LAPACK on one thread within the block (threadpoolctl), where both are installed."""
     if threadpool_limits is None:
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
@@ -82,19 +55,13 @@ def scipy_linalg():
 
 
 def using_official_route() -> bool:
-    """Whether `official_route()` is active."""
     return _OFFICIAL.get()
 
 
 def canonical_signs(left: torch.Tensor, right: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flip each pair (column of L, row of R) so that the row's largest-magnitude entry is positive.
-
-    An SVD fixes each pair (u_i, v_i) only up to a joint sign, and LAPACK's choice is an artefact of its
-    algorithm (MKL's and OpenBLAS's gesdd need not agree). L R does not see it, but the layer does, through its
-    biases: b_q . (K_h x) flips with row i of K_h. Fixing the signs by this rule (sklearn's `svd_flip`) makes
-    the routes give the same network; and since PyTorch's default biases are independent and symmetric, it
-    leaves the law of the initialised network unchanged.
-    """
+    """Flip each pair (column of L, row of R) so that the row's largest-magnitude entry is positive (sklearn's
+    `svd_flip`). LAPACK's signs are an artefact the layer sees through its biases; this rule makes every route give
+    the same network and, the default biases being symmetric, leaves the network's law unchanged."""
     peak = right.gather(-1, right.abs().argmax(-1, keepdim=True))
     sign = torch.where(peak < 0, -1.0, 1.0).to(right.dtype)
     return left * sign.mT, right * sign
@@ -104,11 +71,7 @@ def svd_factors(
     a: torch.Tensor, rank: int | None = None, lapack_signs: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(L, R) of the top `rank` (default all) triplets by full SVD (gesdd), matrix by matrix; `a` (..., m, n).
-
-    Signs follow `canonical_signs`, or LAPACK's own with lapack_signs=True (code-2505's mimetic V/proj, whose
-    R L depends on them). One call per matrix: torch's batched CPU SVD runs its batch in parallel on top of a
-    threaded LAPACK, which oversubscribes the cores (bench/bench_inits.py compares the routes).
-    """
+    Signs follow `canonical_signs`, or LAPACK's with lapack_signs=True (code-2505's mimetic V/proj)."""
     if a.dim() > 2:
         pairs = [svd_factors(m, rank, lapack_signs) for m in a.reshape(-1, *a.shape[-2:])]
         left, right = (torch.stack(p).reshape(*a.shape[:-2], *p[0].shape) for p in zip(*pairs))
@@ -120,12 +83,8 @@ def svd_factors(
 
 
 def right_vectors(a: torch.Tensor, rank: int) -> torch.Tensor:
-    """The top `rank` right singular vectors of square float64 `a` (..., n, n), descending: (..., n, rank).
-
-    Eigenvectors of A^T A. Below SCIPY_FROM (or without scipy), one batched torch (MKL) call; from it on, scipy's
-    LAPACK matrix by matrix, syevd for all n vectors and syevr for fewer, which beats torch's full syevd at ViT sizes
-    and loses below (bench/bench_inits.py).
-    """
+    """The top `rank` right singular vectors of square float64 `a` (..., n, n), descending: (..., n, rank), as
+    eigenvectors of A^T A (torch below SCIPY_FROM, scipy's syevd/syevr from it on)."""
     n = a.shape[-1]
     gram = a.mT @ a
     linalg = scipy_linalg() if n >= SCIPY_FROM else None
@@ -156,14 +115,12 @@ def balanced_factors(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def top_factors(a: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, R), L (..., n, rank) and R (..., rank, n), of the top `rank` triplets of square float64 `a`."""
     if using_official_route():
         return svd_factors(a, rank)
     return from_right_vectors(a, right_vectors(a, rank))
 
 
 def write_rows_(weight: torch.Tensor, start: int, rows: torch.Tensor) -> None:
-    """Copy `rows` (float64, any device) into weight[start : start + len(rows)]."""
     with torch.no_grad():
         weight[start : start + rows.shape[0]] = rows.to(weight.device, weight.dtype)
 
@@ -189,11 +146,8 @@ def write_value_proj_(attn: nn.Module, left: torch.Tensor, right: torch.Tensor, 
 def ortho_like_target(
     dim: int, alpha: float, beta: float, sign: int, generator: torch.Generator, count: int = 1, law: str = "uniform"
 ) -> torch.Tensor:
-    """`count` draws of code-2505 get_ortho_like's A = alpha Z + sign beta I, (count, dim, dim) float64.
-
-    law 'uniform': Z_ij ~ U(+-sqrt(3 / dim)) (code-2505's default); 'normal': Z_ij ~ N(0, 1 / dim) (its
-    dist='normal', and Trockman & Kolter's paper). Both have Var Z_ij = 1 / dim.
-    """
+    """`count` draws of code-2505 get_ortho_like's A = alpha Z + sign beta I, (count, dim, dim) float64; law 'uniform'
+    (code-2505's default) or 'normal' (Trockman & Kolter), both with Var Z_ij = 1 / dim."""
     shape = (count, dim, dim)
     z = uniform(shape, (3.0 / dim) ** 0.5, generator) if law == "uniform" else normal(shape, dim**-0.5, generator)
     return alpha * z + sign * beta * torch.eye(dim, dtype=torch.float64)
@@ -202,10 +156,7 @@ def ortho_like_target(
 def ortho_like_value_proj_(
     attn: nn.Module, generator: torch.Generator, alpha: float, beta: float, scale: float = 1.0, law: str = "uniform"
 ) -> None:
-    """V/proj of one attention layer with value-then-proj exactly x -> scale^2 x (alpha Z - beta I).
-
-    code-2505's impulse arm (get_ortho_like(D, 0.4, 0.4, -1), v rows = L^T, proj = R^T; paper.md section 4, item
-    4) and Trockman & Kolter's W_v W_proj = alpha Z - beta I. The product is sign-free, so the fast route is exact.
-    """
+    """V/proj of one attention layer with value-then-proj exactly x -> scale^2 x (alpha Z - beta I): code-2505's
+    impulse arm (get_ortho_like(D, 0.4, 0.4, -1); paper.md section 4, item 4)."""
     target = ortho_like_target(attn.qkv.in_features, alpha, beta, -1, generator, law=law)[0]
     write_value_proj_(attn, *balanced_factors(target), scale)

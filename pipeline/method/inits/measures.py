@@ -1,22 +1,13 @@
 """Mixing maps of a model and the two measures the tests and the report's figures use.
 
-A *mixing map* says how much each query token takes from each key token, one N x N map per head, shaped
-(batch, heads, N, N) (the measures also take (heads, N, N)), with any prefix tokens (class, register,
-distillation) first and the patch grid after, row-major:
+A mixing map, (batch, heads, N, N) with prefix tokens first, says how much each query takes from each key:
+- ViT and Swin: the attention probabilities recomputed from the block's own qkv (fused attention never
+  materialises them); Swin's are per window.
+- MlpMixer: the token MLP's Jacobian |J|, averaged over channels and row-normalised (one "head").
 
-- ViT and Swin: the attention probabilities softmax(q k^T / sqrt(d) [+ relative bias] [+ mask]) recomputed from
-  the block's own qkv (timm's fused attention never materialises them), so they work on a trained model too.
-  Swin maps are per window: (batch * windows, heads, window area, window area), grid = the window.
-- MlpMixer: the token-mixing MLP's Jacobian J = d y[:, c] / d x[:, c] (N x N), |J| averaged over channels and
-  normalised to rows summing to 1 (one "head"); the normalisation makes it comparable with attention.
-
-The measures (issue 8):
-- `peak_agreement`: per head, the fraction of query tokens whose strongest mixing weight sits at the head's
-  intended offset (queries whose offset key lies outside the grid are left out; argmax over all keys, so a
-  query that looks most at the class token counts as a miss).
-- `locality_mass`: per head, the mixing weight inside the f x f neighbourhood of the query (clipped at the grid
-  border), averaged over queries and batch. A map spread evenly over N_keys keys gives `uniform_locality_mass`,
-  about f^2 / N (a little less, because border queries have fewer neighbours).
+`peak_agreement`: per head, the fraction of queries whose strongest weight sits at the head's offset (queries
+whose offset key is off the grid are left out). `locality_mass`: per head, the mean weight inside the f x f
+neighbourhood of the query; a flat map gives `uniform_locality_mass`, about f^2 / N.
 """
 
 from __future__ import annotations
@@ -66,7 +57,6 @@ def token_mixing_maps(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def capture_inputs(model: nn.Module, modules: list[nn.Module], x: torch.Tensor) -> dict[int, tuple]:
-    """Run model.forward_features(x) until every module has been called; {id(module): (input, mask)}."""
     seen: dict[int, tuple] = {}
 
     def hook(module, args, kwargs):
@@ -86,12 +76,8 @@ def capture_inputs(model: nn.Module, modules: list[nn.Module], x: torch.Tensor) 
 
 
 def pseudo_input(model: nn.Module, kind: str, block: nn.Module) -> torch.Tensor:
-    """The positional pseudo-input of one block's mixing layer (the input with no image content).
-
-    ViT: the block's norm1 of the position embedding's patch rows, as the impulse construction uses
-    (LayerNorm(pe), paper.md 1.1), fed to every requested block. Swin: zeros, which leaves the content logits
-    constant per query, so the map is softmax(relative-position bias). Mixer: zeros (the Jacobian at 0).
-    """
+    """The positional pseudo-input of one block's mixing layer: the block's norm1 of the ViT position embedding's
+    patch rows (paper.md 1.1); zeros for Swin (the map is softmax of the bias) and Mixer (the Jacobian at 0)."""
     if kind == SWIN:
         return torch.zeros(1, block.attn.window_area, block.attn.qkv.in_features)
     if kind == MIXER:
@@ -105,13 +91,8 @@ def pseudo_input(model: nn.Module, kind: str, block: nn.Module) -> torch.Tensor:
 def attention_maps(
     model: nn.Module, x: torch.Tensor | None = None, layers: tuple[int, ...] = (0,)
 ) -> dict[int, torch.Tensor]:
-    """Mixing maps of the given blocks (see the module doc), keyed by the layer indices as given.
-
-    Args:
-        model: a timm ViT/DeiT, Swin or MlpMixer, at init or trained.
-        x: a batch of images (B, C, H, W), or None for the positional pseudo-input (see `pseudo_input`).
-        layers: block indices (negative counts from the end; Swin counts blocks across all stages).
-    """
+    """Mixing maps of the blocks `layers` (negative from the end; Swin counts across stages), keyed as given, on images
+    `x` (B, C, H, W) or, for None, the positional pseudo-input."""
     kind = family(model)
     chosen = blocks(model, kind)
     depth = len(chosen)
@@ -135,7 +116,6 @@ def attention_maps(
 
 
 def patch_queries(maps: torch.Tensor, grid: tuple[int, int]) -> tuple[torch.Tensor, int]:
-    """The rows of the grid's queries as (batch, heads, N, N_keys), and the number of prefix tokens."""
     tokens = grid[0] * grid[1]
     prefix = maps.shape[-1] - tokens
     if maps.dim() < 3 or maps.shape[-2] != maps.shape[-1] or prefix < 0:
@@ -148,14 +128,8 @@ def patch_queries(maps: torch.Tensor, grid: tuple[int, int]) -> tuple[torch.Tens
 
 
 def peak_agreement(maps: torch.Tensor, offsets: list[tuple[int, int]], grid: tuple[int, int]) -> torch.Tensor:
-    """Per head (heads,), the fraction of queries whose largest mixing weight is at the head's offset.
-
-    Args:
-        maps: (batch, heads, N, N) mixing maps, prefix tokens first (from `attention_maps`); a batch-averaged
-            (heads, N, N) works too. Batch and queries are pooled.
-        offsets: the intended (dy, dx) of each head (`targets.layer_offsets(model)[layer]`).
-        grid: (rows, cols) of the maps' token grid (`arch.mixing_grid(model, layer)`).
-    """
+    """Per head (heads,), the fraction of queries whose largest weight in `maps` ((batch,) heads, N, N) is at the
+    head's offset (`targets.layer_offsets`) on the (rows, cols) `grid` (`arch.mixing_grid`)."""
     rows, prefix = patch_queries(maps, grid)
     if len(offsets) != rows.shape[1]:
         raise PipelineError(f"{len(offsets)} offsets for maps with {rows.shape[1]} heads: give one per head")

@@ -1,67 +1,14 @@
-"""Impulse (and mimetic) token mixing for timm's MlpMixer (our design; no official code: paper.md 2.5, Table 3).
+"""Impulse (and mimetic) token mixing for timm's MlpMixer: our design, no official code (paper.md 2.5, Table 3).
 
-Two constructions, the init option `impulse.mixer` (`CONSTRUCTIONS`):
-
-- 'filter' (the default): block b's token map is the 2-D convolution with its own random f x f filter
-  k_b ~ N(0, 1) (zero padding), written by `write_default_gain_`: fc1 = a O V_r^T, fc2 = U_r S_r O^T / a, biases 0
-  (U_r S_r V_r^T the top r = min(N, tokens_dim) SVD of the map, O a random orthogonal tokens_dim x tokens_dim),
-  scaled so that ||fc2 fc1||_F = sqrt(N) / 3 and E|fc1 row|^2 = 1/3, PyTorch's default's expected values
-  (U(+-1/sqrt(fan_in)) draws). Each unit's pre-activation then has default's spread, GELU stays in its
-  nonlinear regime, and since GELU'(z) + GELU'(-z) = 1 the block's Jacobian at 0 (and its mean over inputs
-  symmetric about 0) is half the written map, as default's is half of its fc2 fc1. One filter per block spans all
-  f^2 offsets at once (the token MLP is shared by all channels, so per-channel filters are not expressible).
-  It uses kernel_size only (not scale, noise_std or offsets). When tokens_dim < N the map is cut to rank
-  tokens_dim (the CPU Mixer: 48 of 49), which leaves its 3x3 locality mass at 0.97-1.00.
-- 'shift': one impulse offset per block at unit gain, written exactly (`write_token_mixing_`, below). It leaves
-  most token-MLP units in GELU's linear regime and the token branch above the residual (issue 20, point 3;
-  `diagnostics.py` measures both), so it is kept as an option, not the default.
-
-Mimetic's Mixer arm (`mimetic.mixer`) writes its map alpha Z + beta I with the same two writers: 'default_gain'
-(the default) or 'exact'. The rest of this docstring is the 'shift' construction.
-
-Reasoning. A MixerBlock mixes tokens with one MLP shared by all channels: for every channel c,
-y[:, c] = fc2(act(fc1 x[:, c] + b1)) + b2 over the N tokens. Its mixing weights are the Jacobian
-J = W2 diag(act'(W1 x + b1)) W1 (N x N), the same map for every channel: one "head" per block. The natural
-equivalent of a ViT head's impulse is therefore to make each block's token mixing an impulse convolution at
-an offset o_b, applied to every channel (a depthwise conv whose filter all channels share). With a single map
-per block, the f^2 offsets are spread over depth (block b takes the b-th offset of `targets.layer_offsets`,
-official order) instead of over heads. The map is the ViT target with unit impulse gain,
-J_b = M_b / scale = H_b + (3 / scale) T (.) [H_b == 0], T ~ trunc-normal(0, noise_std).
-
-How the prior compares with the ViT's. A ViT layer holds all its heads' offsets at once (ViT-B: the nine 3x3
-offsets and three repeats in every layer), each with its own value/proj channels, so one layer can express a
-full 3x3 convolution. A Mixer block holds one offset, shared by every channel, and a 3x3 neighbourhood only
-arises by composing blocks through the residual stream: Mixer-S/16 (8 blocks) gets the first 8 offsets of the
-official order and never (+1, +1); Mixer-B/16 (12 blocks) gets all nine; a 6-block CPU Mixer misses (-1, +1),
-(+1, -1) and (+1, +1). Block (0, 0) is an identity map on the layer-normed tokens, close to what the residual
-already carries.
-
-Exact realisation, in two kinds of hidden units (`write_token_mixing_`); J_b is first cut to its top
-r = min(N, tokens_dim) singular triplets, split into balanced factors W1 = sqrt(S_r) V_r^T, W2 = U_r sqrt(S_r):
-
-- Pairs. For act(z) = z s(z) with s(z) + s(-z) = 1 (GELU, SiLU, ReLU), act(z) - act(-z) = z, so two units
-  (w, -w) with output columns (a, -a) and zero biases compute a w^T x exactly, for every input, while each unit
-  stays nonlinear (training separates the two at once). Pairs cost two units per rank.
-- Linear-regime units. One unit w with bias c = LINEAR_BIAS * (1 + |w|) sits where GELU is the identity to
-  ~1e-4 (GELU(z) = z Phi(z), Phi(4) = 1 - 3e-5) for every input with |w^T x| < 4 |w| (LayerNormed token rows:
-  ~4 standard deviations); fc2 takes a / act'(c) and b2 cancels act(c). The Jacobian at x = 0 (the pseudo-input)
-  is exact; on real token rows the MLP is the linear map to within 1% (measured on Fashion-MNIST: 0.5% relative
-  error at S/16, where correlated tokens push a few inputs beyond 4 |w|; 0.04% on the CPU Mixer;
-  `tests/test_inits_mixer.py`). They cost one unit per rank, but start linear and leave that regime only as
-  their biases train down.
-
-The top directions get pairs, as many as the width allows after reaching rank r (tokens_dim >= 2N: all pairs, the
-old construction); the rest are linear-regime units. Pairs alone leave rank tokens_dim / 2: on Mixer-S/16
-(tokens_dim 256, N = 196) that is 128 < 169-196, so which part of the impulse survived was decided by the noise.
-3x3 locality mass on the pseudo-input, per block, pairs only (commit 8fb727c) -> now (`bench_inits.py --figures`; flat
-map: 0.04 on 14 x 14, 0.15 on 7 x 7): Mixer-S/16 0.14-0.16 -> 0.69-0.79 (60 pairs + 136 linear units, rank 196);
-Mixer-B/16 0.42-0.74 -> 0.69-0.79; CPU Mixer (7 x 7 tokens) with embed_dim 96 0.26-0.30 -> 0.69-0.83 and with
-128 0.30-0.40 -> 0.73-0.94. That is the target's own level (|J_b| row-normalised: 0.68-0.79 on 14 x 14, 0.72-0.94
-on 7 x 7; its noise, 3 T / scale, spreads over every key), except block (0, 0) at embed_dim 96, whose identity
-needs rank 49 of the 48 units (0.69).
-If fewer than half the queries still peak at the offset (tokens_dim far below N), tokens_dim is below the rank
-the impulse needs and we raise PipelineError. The channel MLP keeps PyTorch's default; norm_p/norm_q/norm_v do
-not apply.
+A MixerBlock's token MLP is shared by all channels, so each block has one N x N map, one "head".
+`impulse.mixer` picks the construction:
+- 'filter' (default): the convolution with a random f x f filter per block, written at PyTorch's default gain
+  (`write_default_gain_`), so GELU stays nonlinear and the Jacobian at 0 is half the map, as default's is.
+- 'shift': block b an impulse at the b-th offset of `targets.layer_offsets`, written exactly
+  (`write_token_mixing_`: unit pairs (w, -w) exact since act(z) - act(-z) = z, the rest biased into GELU's
+  linear regime). Its token branch starts mostly linear and above the residual (`diagnostics`), hence an option.
+Mimetic's Mixer arm writes alpha Z + beta I with the same two writers. A tokens_dim too small for the map to peak
+at its offset raises PipelineError. The channel MLP keeps PyTorch's default.
 """
 
 from __future__ import annotations
@@ -92,13 +39,11 @@ WRITERS = ("default_gain", "exact")
 
 
 def check_token_mlp(mlp: nn.Module, where: str) -> None:
-    """A plain fc1 -> act -> fc2 token MLP, as timm's MixerBlock builds it."""
     if not all(hasattr(mlp, n) for n in ("fc1", "act", "fc2")) or not isinstance(mlp.norm, nn.Identity):
         raise PipelineError(f"{where}: the token MLP is not timm's plain Mlp (fc1, act, fc2); unsupported")
 
 
 def check_odd_part(act: nn.Module, where: str) -> None:
-    """Pairs need act(z) - act(-z) == z."""
     z = torch.linspace(-4, 4, 17, dtype=torch.float64)
     with torch.no_grad():
         odd = act(z) - act(-z)
@@ -110,8 +55,8 @@ def check_odd_part(act: nn.Module, where: str) -> None:
 
 
 def linear_regime(act: nn.Module, norms: torch.Tensor, where: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Bias c, act(c) and act'(c) of linear-regime units with fc1 rows of norms `norms`; PipelineError unless the
-    activation is the identity plus a constant (within LINEAR_TOL) over c +- 4 |w|."""
+    """Bias c, act(c) and act'(c) of linear-regime units with fc1 rows of norms `norms`; PipelineError unless act is
+    linear within LINEAR_TOL over c +- 4 |w|."""
     bias = LINEAR_BIAS * (1 + norms)
     step = 1e-4
     with torch.no_grad():
@@ -128,11 +73,8 @@ def linear_regime(act: nn.Module, norms: torch.Tensor, where: str) -> tuple[torc
 
 
 def write_token_mixing_(mlp: nn.Module, mixing: torch.Tensor, where: str) -> torch.Tensor:
-    """Make the token MLP compute x -> mixing_r x (pairs and linear-regime units, see the module doc).
-
-    Returns mixing_r (N x N float64), the rank-min(N, tokens_dim) truncated SVD of `mixing` that the MLP's
-    Jacobian at 0 equals.
-    """
+    """Make the token MLP compute x -> mixing_r x exactly (module docstring); returns mixing_r (N x N float64), the
+    rank-min(N, tokens_dim) truncated SVD of `mixing`."""
     check_token_mlp(mlp, where)
     hidden, tokens = mlp.fc1.out_features, mixing.shape[0]
     rank = min(hidden, tokens)
@@ -171,8 +113,7 @@ def mixer_impulse_(
     scale: float,
     noise_std: float,
 ) -> list[torch.Tensor]:
-    """Impulse token mixing in every MixerBlock (other weights: PyTorch defaults), see the module doc; returns
-    the parameters written."""
+    """The 'shift' construction in every MixerBlock; returns the parameters written."""
     grid = token_grid(model, MIXER)
     check_kernel(kernel_size, grid, "token grid")
     for b, (block, (offset,)) in enumerate(zip(model.blocks, offsets)):
@@ -195,11 +136,8 @@ def random_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
 
 
 def write_default_gain_(mlp: nn.Module, mixing: torch.Tensor, generator: torch.Generator, where: str) -> torch.Tensor:
-    """fc1 = a O V_r^T, fc2 = U_r S_r O^T / a, zero biases, at PyTorch's default gain (see the module doc).
-
-    Returns the written fc2 fc1 (N x N float64): the top-r map rescaled to Frobenius norm sqrt(N) / 3; the MLP's
-    Jacobian at 0 is half of it (GELU'(0) = 1/2).
-    """
+    """fc1 = a O V_r^T, fc2 = U_r S_r O^T / a (O random orthogonal), zero biases, at PyTorch's default gain; returns the
+    written fc2 fc1 (N x N float64), of Frobenius norm sqrt(N) / 3."""
     check_token_mlp(mlp, where)
     hidden, tokens = mlp.fc1.out_features, mixing.shape[0]
     rank = min(hidden, tokens)
@@ -225,8 +163,7 @@ def filter_matrix(kernel: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
 
 
 def mixer_filter_(model: nn.Module, generator: torch.Generator, *, kernel_size: int) -> list[torch.Tensor]:
-    """The 'filter' construction: a random f x f filter per MixerBlock at default gain (see the module doc);
-    returns the parameters written."""
+    """The 'filter' construction in every MixerBlock; returns the parameters written."""
     grid = token_grid(model, MIXER)
     check_kernel(kernel_size, grid, "token grid")
     for b, block in enumerate(model.blocks):

@@ -1,18 +1,12 @@
-"""Where every random number of an init comes from, and what "one seed, one model" means exactly.
+"""Where every random number of an init comes from, and what "one seed, one model" means.
 
-All draws come from the caller's CPU `torch.Generator` (`as_generator`): our own draws take it directly, and the
-library code we call (each module's `reset_parameters`, timm's `init_weights`), which draws from torch's global
-RNG, runs inside `seeded_global_rng`, a fork of the global CPU RNG (and of the CUDA RNG of each device that holds
-parameters) seeded from the generator and restored afterwards. So `apply_init` leaves every global RNG state as
-it found it: the CPU one, and every CUDA device's (a CPU-built model touches no CUDA state at all).
+All draws come from the caller's CPU `torch.Generator`. Library code that draws from torch's global RNG
+(`reset_parameters`, timm's `init_weights`) runs in `seeded_global_rng`, a fork of the global CPU RNG (and of the
+CUDA RNG of each device holding parameters) seeded from the generator, so every global state is left as it was.
 
-Determinism. The same seed gives the same model bit for bit on the same CPU kind, software stack and **thread
-count**. The draws never depend on threads, but torch's linear algebra does (MKL and OpenMP split their work by
-thread; scipy's eigensolvers run on one thread, see `lowrank`), so rounding differs between thread counts, and
-between CPU kinds whose kernels differ (AVX2 vs AVX-512). Measured on ViT-S/16, max |weight difference| between
-torch on 1 and 2 threads: `default`, `timm` and `random` 0 (no linear algebra), `mimetic` 5e-10, `impulse` 7e-9.
-Fix the thread count (`torch.set_num_threads`, or OMP_NUM_THREADS / MKL_NUM_THREADS) to reproduce a model
-exactly; the laws of the weights never depend on it.
+The same seed gives the same model bit for bit on the same CPU kind, software stack and thread count: the draws
+never depend on threads, but torch's linear algebra rounds differently with them. Fix `torch.set_num_threads`
+to reproduce a model exactly; the weights' laws never depend on it.
 """
 
 from __future__ import annotations
@@ -35,7 +29,6 @@ def as_generator(generator: torch.Generator | int | None) -> torch.Generator:
 
 
 def cuda_devices(model: nn.Module) -> list[int]:
-    """Indices of the CUDA devices holding the model's parameters; PipelineError for other accelerators."""
     kinds = {p.device.type for p in model.parameters()} - {"cpu", "cuda"}
     if kinds:
         raise PipelineError(
@@ -48,10 +41,8 @@ def cuda_devices(model: nn.Module) -> list[int]:
 @contextlib.contextmanager
 def seeded_global_rng(generator: torch.Generator, model: nn.Module):
     """Run library code that draws from the global RNG deterministically, restoring every global state after.
-
-    Only the CPU generator and the CUDA generators of the devices that hold the model's parameters are seeded
-    (and forked, so restored); `torch.manual_seed` would reseed every CUDA device and leave them changed.
-    """
+    Only the CPU generator and the CUDA generators of the model's devices are forked; `torch.manual_seed` would
+    leave every CUDA device reseeded."""
     devices = cuda_devices(model)
     seed = int(torch.randint(0, 2**62, (1,), generator=generator))
     with torch.random.fork_rng(devices=devices):
@@ -68,16 +59,11 @@ def uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) ->
 
 
 def normal(shape: tuple[int, ...], std: float, generator: torch.Generator) -> torch.Tensor:
-    """N(0, std^2) entries, float64."""
     return torch.randn(shape, generator=generator, dtype=torch.float64) * std
 
 
 def truncated_normal(shape: tuple[int, ...], std: float, generator: torch.Generator, bound: float = 2.0):
-    """N(0, std^2) cut at +-bound (absolute, like timm's trunc_normal_), by exact rejection sampling; float64.
-
-    Same law as torch/timm `trunc_normal_`, but one float32 normal draw plus a redraw of the few rejects, where
-    torch's inverse-CDF version makes several passes over the tensor.
-    """
+    """N(0, std^2) cut at +-bound (absolute, as timm's trunc_normal_), by rejection sampling; float64."""
     out = torch.randn(shape, generator=generator) * std
     bad = out.abs() > bound
     while bad.any():

@@ -1,18 +1,13 @@
 """What an impulse head is meant to do: its offset, its target logits, and whether a low-rank map still peaks there.
 
-paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init`). Tokens and offsets follow `geometry` (row-major grid,
-offset (dy, dx) = key (r + dy, c + dx) of query (r, c), zero padding).
+paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init`); grid and offsets as in `geometry`.
 
-- Offsets: code-2505's fixed 3x3 head order (0,0), (-1,0), (0,+1), (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1),
-  (+1,+1), repeated after 9 heads. For kernel_size > 3 code-2505 indexes its 9-entry list with i mod f^2 and
-  decodes it in base f, which is wrong for f != 3; we use the official 3x3 order first and then the rest of the
-  f x f kernel, nearest first. `offsets='random'` draws one offset per head uniformly with replacement, as
-  [SIA]/[CI] did (`randint(0, f^2)`), once per model: they are the generator's first draws, so `layer_offsets`
-  recovers them.
-- Target of head h: M_h = scale * H_h + 3 T (.) [H_h == 0], H_h the N x N 0/1 impulse matrix, T ~ trunc-normal(0,
-  noise_std) cut at +-2 (timm's trunc_normal_); code-2505's constants are scale 1000, noise_std 0.6.
-- `hit_rate` / `check_peaks`: a construction that can only reach a low-rank approximation of M_h must still put
-  each query's largest weight at the offset for at least MIN_PEAK of the queries, else PipelineError.
+- Offsets: code-2505's fixed 3x3 head order, repeated after 9 heads. For kernel_size > 3 code-2505 decodes its
+  9-entry list in base f, which is wrong for f != 3; we differ: the 3x3 order first, then the rest of the kernel,
+  nearest first. `offsets='random'` draws one offset per head with replacement, as [SIA]/[CI] did.
+- Target of head h: M_h = scale * H_h + 3 T (.) [H_h == 0], T ~ trunc-normal(0, noise_std) cut at +-2;
+  code-2505's constants are scale 1000, noise_std 0.6.
+- `check_peaks`: a low-rank construction must still peak at the offset for MIN_PEAK of the queries.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ MIN_PEAK = 0.5
 
 
 def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
-    """An odd kernel that fits in the grid, or PipelineError."""
     check_kernel_size(kernel_size, "impulse.kernel_size")
     if kernel_size > min(grid):
         raise PipelineError(
@@ -53,15 +47,8 @@ def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
 def impulse_offsets(
     num_heads: int, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
 ) -> list[tuple[int, int]]:
-    """The (dy, dx) impulse offset of each head.
-
-    Args:
-        num_heads: how many heads (or, for a Mixer, blocks) get an offset.
-        kernel_size: odd f; offsets range over [-f//2, f//2]^2.
-        order: 'official' = code-2505's fixed order, cycling after f^2 heads (for f = 3: (0,0), (-1,0), (0,+1),
-            (0,-1), (+1,0), (-1,-1), (-1,+1), (+1,-1), (+1,+1)); 'random' = uniform with replacement.
-        generator: source of the 'random' draws (None = seed 0).
-    """
+    """The (dy, dx) impulse offset of each head (or Mixer block) for an odd `kernel_size`: 'official' order
+    (code-2505's, cycling after f^2 heads) or 'random' (uniform with replacement, from `generator`)."""
     check_kernel(kernel_size, (kernel_size, kernel_size), "kernel")
     base = kernel_offsets(kernel_size)
     if order == "official":
@@ -75,12 +62,9 @@ def impulse_offsets(
 def layer_offsets(
     model: nn.Module, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
 ) -> list[list[tuple[int, int]]]:
-    """The intended offsets of every mixing layer (one list per block, one offset per head), as apply_init uses.
-
-    ViT: the same head offsets in every block. Swin: one offset sequence for the widest stage, each block
-    taking its first num_heads. Mixer: one offset per block (its single token-mixing map), in block order.
-    For order='random', pass a fresh generator seeded like apply_init's to recover its draws.
-    """
+    """The intended offsets of every mixing layer (one list per block, one offset per head), as apply_init uses them.
+    ViT: the same in every block; Swin: the widest stage's sequence, each block taking its first num_heads; Mixer:
+    one per block. For order='random', pass a generator seeded like apply_init's."""
     kind = family(model)
     if kind == MIXER:
         base = impulse_offsets(len(model.blocks), kernel_size, order, generator)
@@ -123,7 +107,6 @@ def hit_rate(mixing: torch.Tensor, grid: tuple[int, int], offset: tuple[int, int
 
 
 def check_peaks(peaks: torch.Tensor, width: str, grid: tuple[int, int], fix: str) -> None:
-    """PipelineError when some head cannot express its impulse (see MIN_PEAK)."""
     if peaks.min() < MIN_PEAK:
         raise PipelineError(
             f"{width} is below the rank the impulse needs on the {grid[0]}x{grid[1]} grid: without noise only "
