@@ -1,17 +1,17 @@
 """Whole recipes as data: `profiles/<name>.yaml` holds the keys of params.yaml that a recipe changes.
 
 `python -m pipeline profile <name>` merges that file into params.yaml (keeping params.yaml's comments and
-every key the profile does not name), validates the result, and only then writes it. `git diff params.yaml`
-shows what changed; `git checkout params.yaml` returns to the CPU default.
+every key the profile does not name), validates the result, and only then writes it, in the form DVC's own YAML
+writer gives it (`dvc exp run -S` rewrites params.yaml with that writer, so a later `-S` changes only its value).
+`git diff params.yaml` shows what changed; `git checkout params.yaml` returns to the CPU default.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedSeq
+from dvc.utils.collections import merge_dicts, remove_missing_keys
+from dvc.utils.serialize import dumps_yaml, parse_yaml_for_update
 
 from pipeline.config import Params, from_mapping, yaml_load
 from pipeline.errors import PipelineError
@@ -28,22 +28,34 @@ def available() -> list[str]:
 REPLACED_WHOLE = ("models",)
 
 
-def _merge(base, overlay, top: bool = True) -> None:
-    """Deep-merge mapping `overlay` into ruamel mapping `base` in place (lists, and the sections of
-    REPLACED_WHOLE, are replaced whole)."""
-    for key, value in overlay.items():
-        if top and key in REPLACED_WHOLE:
-            base[key] = value
-        elif isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value, top=False)
-        elif isinstance(value, list):  # a new flow-style list that keeps the comments of the one it replaces
-            seq = CommentedSeq(value)
-            seq.fa.set_flow_style()
-            if isinstance(base.get(key), CommentedSeq):
-                seq._yaml_comment = base[key].ca
-            base[key] = seq
-        else:
-            base[key] = value
+def _empty_lists_safe(node) -> None:
+    """Work around ruamel.yaml 0.19's emitter, which glues the next line onto an empty list whose key carried a
+    block list with an end-of-line comment (`x: []  # c` then `y: 2 z: 3`): clear that key's empty
+    before-items slot, as a key parsed with a flow list has it. `dvc exp run -S x=[]` hits the same bug
+    (tests/test_params_yaml.py)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            slots = getattr(node, "ca", None) and node.ca.items.get(key)
+            if isinstance(value, list) and not value and slots and len(slots) > 3 and slots[3] == []:
+                slots[3] = None
+            _empty_lists_safe(value)
+
+
+def dvc_form(text: str, where: str = "params.yaml") -> str:
+    """`text` as `dvc exp run -S` leaves it: DVC's round trip (merge the plain values into the commented document,
+    dump with DVC's writer) repeated until it changes nothing (twice at most for a hand-written file)."""
+    for _ in range(4):
+        doc = parse_yaml_for_update(text, where)
+        plain = yaml_load(text) or {}
+        merge_dicts(doc, plain)
+        remove_missing_keys(doc, plain)
+        _empty_lists_safe(doc)
+        new = dumps_yaml(doc)
+        if new == text:
+            return text
+        text = new
+    raise PipelineError(f"{where}: DVC's YAML writer does not settle on one form of this file; move comments that"
+                        " follow a list onto the next key's line")
 
 
 def apply_profile(name: str, params_path: str | Path) -> Params:
@@ -52,14 +64,14 @@ def apply_profile(name: str, params_path: str | Path) -> Params:
     if not source.exists():
         raise PipelineError(f"profile {name!r} not found; available: {', '.join(available())}")
     overlay = yaml_load(source.read_text()) or {}
-    rt = YAML()
-    rt.preserve_quotes = True
     params_path = Path(params_path)
-    doc = rt.load(params_path.read_text())
-    _merge(doc, overlay)
-    buffer = io.StringIO()
-    rt.dump(doc, buffer)
-    text = buffer.getvalue()
+    doc = parse_yaml_for_update(params_path.read_text(), str(params_path))
+    for key in REPLACED_WHOLE:
+        if key in overlay:
+            doc[key] = overlay.pop(key)
+    merge_dicts(doc, overlay)  # as `dvc exp run -S` merges: mappings key by key, lists and values replaced
+    _empty_lists_safe(doc)
+    text = dvc_form(dumps_yaml(doc), str(params_path))
     params = from_mapping(Params, yaml_load(text))  # validate before writing anything
     params_path.write_text(text)
     return params

@@ -78,7 +78,8 @@ def test_overrides_parse_yaml_values(params_file):
 
 
 def test_arms_put_the_method_first_without_repeats():
-    assert from_mapping(Params, {"init": "mimetic"}).arms == ["mimetic", "default"]
+    assert from_mapping(Params, {"init": "mimetic", "baselines": ["default", "default"]}).arms == ["mimetic",
+                                                                                                  "default"]
     assert from_mapping(Params, {"init": "impulse", "baselines": ["default", "timm"]}).arms == [
         "impulse", "default", "timm"]
 
@@ -149,6 +150,11 @@ def test_cli_rejects_a_misspelt_init(params_file, repo_root):
     assert proc.returncode == 2
     assert "init" in proc.stderr and "impulsee" in proc.stderr and "mimetic" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_method_that_is_also_a_baseline_is_an_error_that_says_what_to_do():
+    with pytest.raises(PipelineError, match=r"init = mimetic is also one of baselines .*baselines=\[impulse,default\]"):
+        from_mapping(Params, {"init": "mimetic"})
 
 
 def test_baselines_must_fill_the_two_dvc_slots():
