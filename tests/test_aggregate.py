@@ -503,6 +503,24 @@ def test_stage_writes_tables_claims_and_dvc_metrics(results, repo_root):
     assert not list(results.glob("*.partial"))
 
 
+def test_the_headline_metrics_are_keyed_by_role_so_another_init_shares_their_columns(results):
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed0", 0.83, dataset="fashion_mnist",
+              arm="timm", seed=0, variant="vit", model="vit_tiny_patch16_224", family="vit", num_heads=3)
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed1", 0.84, dataset="fashion_mnist",
+              arm="timm", seed=1, variant="vit", model="vit_tiny_patch16_224", family="vit", num_heads=3)
+    impulse = aggregate(results, PAPER, experiment()).summary["headline"]["fashion_mnist"]["vit"]
+    timm = aggregate(results, PAPER, experiment(arms=("timm", "default", "mimetic"))).summary["headline"][
+        "fashion_mnist"]["vit"]
+    assert list(impulse) == list(timm) == ["method", "baseline1", "method_vs_baseline1", "baseline2",
+                                           "method_vs_baseline2"]
+    assert (impulse["method"]["arm"], timm["method"]["arm"], timm["baseline2"]["arm"]) == ("impulse", "timm",
+                                                                                          "mimetic")
+    vs = impulse["method_vs_baseline1"]  # impulse - default, in points, paired over the 2 seeds
+    assert vs["diff_pts"] == pytest.approx(100 * (0.845 + 0.852 - 0.800 - 0.806) / 2)
+    assert vs["low_pts"] < vs["diff_pts"] < vs["high_pts"] and vs["pairs"] == 2 and vs["verdict"] == "supported"
+    assert impulse["method"]["top1_mean_pct"] == pytest.approx(84.85)
+
+
 def test_std_of_one_run_is_null_in_the_metrics(tmp_path):
     make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
     agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))

@@ -13,10 +13,12 @@ results/attention/<variant>/<arm>/measures.json for claim 7) and the published n
                                        comparison with its verdict, p-values and power
     results/tables/what_was_run.json   profile, models, datasets (with citation and licence), seeds, revisions,
                                        hardware, versions, wall times, missing runs
-    results/summary.json               DVC metrics: {dataset: {variant: {arm: {top1_mean, top1_std, n}}},
-                                       filter_study: {variant: ...}, ci_alpha: {dataset: {alpha: {arm: ...}}}}
+    results/summary.json               DVC metrics (git-tracked): {headline: {dataset: {variant: {method,
+                                       baseline1, baseline2, method_vs_baseline1, method_vs_baseline2}}},
+                                       dataset: {variant: {arm: {top1_mean, top1_std, n}}}, filter_study: ...}
 
-so `dvc exp show` has one column per dataset/variant/arm and `dvc metrics diff` compares experiments at a glance.
+`headline` is keyed by role (`role_metrics`), so experiments with another `init` share its columns in `dvc exp
+show` and `dvc metrics diff main`; `python -m pipeline compare` prints it per experiment.
 The report (`pipeline.analysis.report`) is the human-readable rendering of all of it.
 """
 
@@ -252,6 +254,21 @@ def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame,
     return out
 
 
+def role_metrics(headline: list[dict], arms: Sequence[str]) -> dict:
+    """The headline by role: per dataset and variant the method's and each baseline's top-1 (%, with its arm's
+    name) and the paired difference method - baseline (points, interval, verdict), whatever the arms are."""
+    role = {arms[0]: "method"} | {b: f"baseline{i}" for i, b in enumerate(arms[1:], 1)}
+    out: dict = {}
+    for row in headline:
+        cell = out.setdefault(row["dataset"], {}).setdefault(row["variant"], {})
+        for side in ("a", "b"):
+            cell[role[row[side]]] = {"arm": row[side], "top1_mean_pct": row[f"{side}_mean"],
+                                     "top1_std_pct": row[f"{side}_std"], "n": row[f"{side}_n"]}
+        cell[f"method_vs_{role[row['b']]}"] = {"diff_pts": row["mean"], "low_pts": row["low"],
+                                               "high_pts": row["high"], "pairs": row["n"], "verdict": row["verdict"]}
+    return out
+
+
 def _unique(frames: list[pd.DataFrame], key: str) -> list:
     values = [v for f in frames if key in f.columns for v in f[key] if isinstance(v, str) or not pd.isna(v)]
     return sorted(dict.fromkeys(str(v) for v in values))
@@ -368,8 +385,9 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
-    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan,
-                     summary_metrics(runs, filters, ci, m3), ran | {"table_notes": table_notes(built, exp)})
+    summary = {"headline": role_metrics(head, exp.arms)} | summary_metrics(runs, filters, ci, m3)
+    return Aggregate(built, claim_checks.check_claims(load_claims(paper), ev), head, plan, summary,
+                     ran | {"table_notes": table_notes(built, exp)})
 
 
 def jsonable(obj):
