@@ -65,9 +65,9 @@ STAGES = list({name.split("@")[0]: (name, cmd, deps) for name, cmd, deps in reve
 
 def test_every_stage_group_is_checked():
     groups = {name.split("@")[0] for name, _, _ in STAGES}
-    assert groups == {"fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3", "ci_table1",
-                      "train_config", "attention", "figures", "aggregate", "report",
-                      "fetch_ws", "pretrain", "select_finetune", "ws_scratch"}
+    assert groups == {"sources", "fetch", "filter_study", "filter_gaussian", "train", "ci_alpha", "ci_model3",
+                      "ci_table1", "train_config", "attention", "figures", "aggregate", "report", "fetch_ws",
+                      "pretrain", "select_finetune", "ws_scratch"}
 
 
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
