@@ -373,11 +373,14 @@ def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
     rows = {r[0]: r for r in ft.rows}
     assert list(rows) == ["learned", "random", "impulse", "box-9", "softmax", "perm (beyond the paper)"]
     assert list(ft.data["beyond_paper"]) == [False] * 5 + [True] and "never swept" in ft.caption
-    assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer)")
+    assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer, cifar10)")
+    assert rows["random"][6].startswith("– (no cell on this dataset)")  # never Fashion-MNIST minus CIFAR-10
     assert "effective rank k = 12" in ft.caption and "does not hold" in ft.caption
     gt = table(agg, "gaussian")
     assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
-    assert gt.rows[1][1].startswith("85.15 ± 0.21 (n=2); paper 91.70 (Δ -6.55)")
+    assert gt.rows[1][1] == "85.15 ± 0.21 (n=2); paper 91.70 on cifar10"
+    on_cifar = aggregate(results, PAPER, experiment(filter_dataset="cifar10"))  # the published dataset: a Δ
+    assert table(on_cifar, "gaussian").rows[1][1].endswith("paper 91.70 on cifar10 (Δ -6.55)")
 
 
 def test_filter_variants_map_to_the_published_bars_and_the_arms_beyond_the_paper():

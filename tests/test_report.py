@@ -28,7 +28,8 @@ from pipeline.config import load_params
 from pipeline.errors import PipelineError
 
 TITLE = "Structured Initialization for Vision Transformers: reproduction report"
-FIGURES = {"attention": [("attn_impulse.png", "steelblue"), ("attn_default.png", "seagreen")],
+FIGURES = {"forest": [("forest_1.png", "grey")],
+           "attention": [("attn_impulse.png", "steelblue"), ("attn_default.png", "seagreen")],
            "curves": [("curves.png", "darkorange")]}
 
 
@@ -41,8 +42,8 @@ def make_figures(folder: Path) -> None:
             Image.new("RGB", (400, 200), colour).save(folder / name)
             figures.append({"file": name, "family": family, "variant": "vit", "title": f"Figure {name}",
                             "note": f"note of {name}"})
-    families = [{"name": f, "section": f, "title": f"Family {f}", "caption": f"the one caption of {f}"}
-                for f in FIGURES]
+    families = [{"name": f, "section": "results" if f == "forest" else f, "title": f"Family {f}",
+                 "caption": f"the one caption of {f}"} for f in FIGURES]
     (folder / "figures.json").write_text(json.dumps({"families": families, "figures": figures}))
 
 
@@ -85,7 +86,7 @@ def pdf_text(path: Path) -> str:
 
 def test_markdown_reads_top_down_from_the_question(built):
     text = built[1].read_text()
-    page1 = text.split("## What was run")[0]
+    page1 = text.split("## Results")[0]
     assert "**The question: did the method under study, impulse init, beat its baselines (default, mimetic)?**" in page1
     assert "**fashion_mnist: Yes.** impulse reached 84.85 ± 0.49 % final validation top-1 (n = 2 seeds)" in page1
     assert "; impulse − default +4.55 pts [" in page1 and "], supported; impulse − mimetic +2.55 pts [" in page1
@@ -93,15 +94,20 @@ def test_markdown_reads_top_down_from_the_question(built):
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
     for c in claims:  # every claim with its four-word verdict and its one line of evidence
         assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
-    order = ["## What was run", "## Headline", "## Method: how the verdicts are reached", "## The claims in detail",
-             "## Coverage of the papers' tables and figures", "## Fidelity to the official code", "## Tables",
-             "## Figures", "## How to reproduce", "## Appendix: every run"]
+    assert "**The method under study against each baseline**" in page1 and "**What was run:** profile test" in page1
+    order = ["## Results", "### Every planned comparison", "### The claims in detail",
+             "### Reproduction against the published numbers", "### Training curves", "### Attention maps",
+             "### Filter study (ConvMixer)", "## What was run in full", "## How to reproduce",
+             "## Appendix A. Method: how the verdicts are reached", "## Appendix B. Coverage of the papers' tables and"
+             " figures", "## Appendix C. Fidelity to the official code", "## Appendix D. Every run"]
     assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
+    for heading in ("Fidelity to the official code", "Coverage of the papers' tables", "Method: how the verdicts"):
+        assert sum(heading in line for line in text.splitlines() if line.startswith("#")) == 1  # printed once
 
 
 def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage_inputs):
     text = built[1].read_text()
-    method = text.split("## Method: how the verdicts are reached")[1].split("## The claims in detail")[0]
+    method = section(text, "Appendix A. Method: how the verdicts are reached")
     assert "Holm's step-down" in method and "two one-sided tests (TOST)" in method and "α = 0.025" in method
     assert "| 6 | vit_convmixer | ViT impulse − ConvMixer learned > -2 | +0 | 6 | 0.025 | welch | 2 / 2 (seeds /" \
            " filter_study.seeds) |" in method
@@ -130,7 +136,7 @@ def test_each_figure_family_has_one_caption_before_its_figures(built):
     assert text.count("the one caption of attention") == 1 and text.count("the one caption of curves") == 1
     caption, first, second = (text.index(s) for s in ("the one caption of attention", "figures/attn_impulse.png",
                                                         "figures/attn_default.png"))
-    assert caption < first < second < text.index("the one caption of curves") < text.index("figures/curves.png")
+    assert text.index("the one caption of curves") < text.index("figures/curves.png") < caption < first < second
     assert "![Figure attn_impulse.png](figures/attn_impulse.png)\n\nnote of attn_impulse.png" in text
     assert "### Attention maps" in text and "### Training curves" in text
 
@@ -142,7 +148,8 @@ def test_pdf_page_1_holds_the_claims_table(built):
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
     assert claims[-1]["short"].split()[0] in page1 and page1.count("not tested") >= 4  # the last row is on page 1
     titles = [o.title for o in flatten(reader.outline)]
-    assert titles[:2] == [TITLE, "What was run"] and "The claims in detail" in titles  # headings are bookmarks
+    assert titles[:2] == [TITLE, "Results"] and "The claims in detail" in titles  # headings are bookmarks
+    assert "The method under study against each baseline" in page1
 
 
 def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
@@ -154,7 +161,7 @@ def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
     assert len(numbers) > 20
     missing = [n for n in numbers if n not in text]
     assert not missing, f"table numbers not in the PDF text: {missing[:10]}"
-    assert sum(len(p.images) for p in PdfReader(pdf).pages) == 3  # every figure embedded
+    assert sum(len(p.images) for p in PdfReader(pdf).pages) == 4  # every figure embedded
     assert text.count("the one caption of attention") == 1
 
 
@@ -167,7 +174,7 @@ def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(bui
     assert ("**What was run:** profile test; vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters; on fashion_mnist;"
             " arms impulse, default, mimetic; seeds [0, 1]; 5000 / 2000 training / validation images; 8 epochs;"
             " 139.1 min of training in total (the runs' wall times) on test-cpu.") in head
-    glance = head.split("**The claims of the papers at a glance**")[1].split("**The method under study")[0]
+    glance = head.split("**The claims of the papers at a glance**")[1].split("**What was run:**")[0]
     assert glance.strip() in report_md  # the same table, rendered by the same code
 
 
@@ -269,19 +276,20 @@ def section(text: str, heading: str) -> str:
 def test_the_report_has_a_coverage_row_per_table_and_figure_and_a_fidelity_row_per_entry(built):
     text = built[1].read_text()
     coverage, fidelity = load_coverage(PAPER), load_fidelity(PAPER)
-    rows = section(text, "Coverage of the papers' tables and figures")
+    rows = section(text, "Appendix B. Coverage of the papers' tables and figures")
     for e in coverage:  # the run's profile ('test') is no row's: every verdict says so
         claim = ", ".join(e.claims) or "none"
         assert f"| [{e.paper}] | {e.item} | {e.title} | {e.status} |" in rows, e.id
         assert f"| {claim} | {'not run' if e.claims else 'no claim'} |" in rows, e.id
     assert rows.count("\n| [") == len(coverage) and "Verdict (test)" in rows
-    rows = section(text, "Fidelity to the official code")
-    for e in fidelity:
-        assert f"| {e.experiment} | {e.short_source} | " in rows, e.id
+    rows = section(text, "Appendix C. Fidelity to the official code")
+    for e in fidelity:  # once each: no table repeating the entries
         assert f"**{e.experiment}** (official code: {e.source})\n\n- The same: {e.same}" in rows, e.id
-    assert rows.count("\n| ") == len(fidelity) + 1  # the header and a row per entry
+        assert rows.count(f"**{e.experiment}** (official code") == 1
+    assert "\n| " not in rows
     titles = [o.title for o in flatten(PdfReader(built[2]).outline)]
-    assert {"Coverage of the papers' tables and figures", "Fidelity to the official code"} <= set(titles)
+    assert {"Appendix B. Coverage of the papers' tables and figures",
+            "Appendix C. Fidelity to the official code"} <= set(titles)
     pdf = pdf_text(built[2])
     assert "ViT-Tiny from scratch on six small datasets" in pdf.replace("\n", " ") and "Why we differ:" in pdf
     flags = [w for e in fidelity for w in f"{e.same} {e.effect}".split() if w.startswith("--")]
@@ -293,7 +301,7 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
     ran = json.loads((tables / "what_was_run.json").read_text())
     (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
     claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
-    rows = section(report(stage_inputs)[0].read_text(), "Coverage of the papers' tables and figures")
+    rows = section(report(stage_inputs)[0].read_text(), "Appendix B. Coverage of the papers' tables and figures")
     assert f"| train, aggregate · paper-small, cpu, cpu-claims | 1 | 1: {claims['1']} |" in rows  # [NeurIPS] Table 1
     assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims | 9 | not run |" in rows  # cpu does not run the grid
     assert "Verdict (cpu)" in rows

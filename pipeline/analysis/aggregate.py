@@ -197,8 +197,8 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
            tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
            tables.ci_table1_table(m3, published) if m3 is not None else None,
-           filter_table(filters, published, exp.filters),
-           gaussian_table(filters, published, exp.sigmas, exp.heads),
+           filter_table(filters, published, exp.filters, exp.filter_dataset),
+           gaussian_table(filters, published, exp.sigmas, exp.heads, exp.filter_dataset),
            tables.runs_table(runs, filters, ci)]
     return [t for t in out if t is not None]
 
