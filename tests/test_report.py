@@ -8,6 +8,7 @@ page 1) and by rendering its first page to PNG with poppler's pdftoppm when it i
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from argparse import Namespace
@@ -186,7 +187,7 @@ def marked_readme(path: Path, *names: str) -> Path:
 
 
 def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeypatch, capsys):
-    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity", "papers")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
             str(built[0] / "results/tables")]
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the CLI reads params.yaml
@@ -197,7 +198,7 @@ def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeyp
     assert text.startswith("# Project") and text.endswith("## More\n")
     assert cli([*args, "--check"]) == 0
     assert cli(args) == 0 and readme_md.read_text() == text  # idempotent
-    marked_readme(readme_md, "headline", "coverage")
+    marked_readme(readme_md, "headline", "coverage", "papers")
     assert cli(args) == 2 and "the fidelity markers are missing" in capsys.readouterr().err
     readme_md.write_text("# no markers\n")
     assert cli(args) == 2 and "headline markers are missing" in capsys.readouterr().err
@@ -310,7 +311,7 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
 def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypatch, capsys):
     paper = tmp_path / "paper"
     shutil.copytree(PAPER, paper)
-    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity", "papers")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(paper), "--tables",
             str(tmp_path / "no-run")]
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
@@ -323,3 +324,29 @@ def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypa
     assert cli([*args, "--check"]) == 1
     err = capsys.readouterr().err
     assert "the fidelity block differs from paper/fidelity.yaml" in err and "coverage block" not in err
+
+
+def test_readme_writes_each_block_into_the_docs_page_that_holds_its_markers(built, tmp_path, monkeypatch, capsys):
+    readme_md = marked_readme(tmp_path / "README.md", "headline")
+    (tmp_path / "docs").mkdir()
+    pages = {n: marked_readme(tmp_path / "docs" / f"{n}.md", n) for n in ("coverage", "fidelity", "papers")}
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
+            str(built[0] / "results/tables")]
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert cli(args) == 0 and cli([*args, "--check"]) == 0
+    assert "old headline" not in readme_md.read_text() and "old papers" not in pages["papers"].read_text()
+    assert "| Paper | Item |" in pages["coverage"].read_text() and "| Experiment |" in pages["fidelity"].read_text()
+    papers = pages["papers"].read_text()
+    assert "[arXiv 2505.19985](https://arxiv.org/abs/2505.19985)" in papers and "github.com/osiriszjq" in papers
+    assert "| 1 | Small datasets (ViT-T): impulse > mimetic > default" in papers and "| n/p | n/p |" in papers
+    pages["papers"].write_text(pages["papers"].read_text().replace("91.76", "91.77"))
+    assert cli([*args, "--check"]) == 1 and "docs/papers.md: the papers block differs" in capsys.readouterr().err
+
+
+def test_the_readme_and_docs_point_nowhere_outside_the_repository(repo_root):
+    for page in [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert "../shared" not in text and "shared/" not in text, page
+        for target in re.findall(r"\]\(([^)#]+)", text):
+            if not target.startswith("http"):
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
