@@ -223,14 +223,14 @@ def part_train(args, init_from: str | None = None, epochs: int | None = None, na
         for seed in args.seeds:
             top = {p: runs[(arm, seed, p)]["top1"] for p in envs}
             spread = 100 * (max(top[p] for p in paths) - min(top[p] for p in paths))
-            notes = []
+            weights = {}
             for p in envs:
                 ref = p.replace(p.split("+")[0], first, 1)
                 if p != ref:
-                    c = compare(runs[(arm, seed, ref)]["state"], runs[(arm, seed, p)]["state"])
-                    notes.append(f"{p}: {describe(c)}")
+                    weights[f"{p} vs {ref}"] = compare(runs[(arm, seed, ref)]["state"], runs[(arm, seed, p)]["state"])
+            notes = [f"{k.split(' vs ')[0]}: {describe(c)}" for k, c in weights.items()]
             raw[f"{arm}/{seed}"] = {"top1": top, "seconds": {p: runs[(arm, seed, p)]["seconds"] for p in envs},
-                                    "spread_pts": spread}
+                                    "spread_pts": spread, "final_weights": weights}
             print(f"| {arm} | {seed} | " + " | ".join(f"{100 * top[p]:.2f} %" for p in envs)
                   + f" | {spread:.2f} | {'; '.join(notes)} |")
     for r in [] if init_from else args.remedies:

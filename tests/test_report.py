@@ -23,6 +23,7 @@ from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
 from pipeline.analysis.coverage import load_coverage
+from pipeline.analysis.document import block_markdown
 from pipeline.analysis.fidelity import load_fidelity
 from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
 from pipeline.config import load_params
@@ -350,3 +351,25 @@ def test_the_readme_and_docs_point_nowhere_outside_the_repository(repo_root):
         for target in re.findall(r"\]\(([^)#]+)", text):
             if not target.startswith("http"):
                 assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def test_the_report_says_what_is_bit_identical_across_cpus_from_the_bench(tmp_path):
+    from pipeline.analysis.reproducibility import cross_cpu_blocks
+
+    missing = "\n".join(map(block_markdown, cross_cpu_blocks({})))
+    assert "Not measured here" in missing and "bit-identical on one CPU code path and thread count" in missing
+    same = {"differ": 0, "total": 10, "max_abs": 0.0, "max_rel": 0.0}
+    data = {"paths": {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2"}},
+            "remedies": {"MKL_CBWR": {"MKL_CBWR": "COMPATIBLE"}},
+            "init": {"command": "python bench/bench_cross_cpu.py init", "date": "2026-11-26", "threads": 1,
+                     "cpu": "Test CPU", "torch": "2.14.1", "results": {
+                         "impulse avx2": same | {"differ": 2, "max_abs": 1e-9}, "impulse avx2+MKL_CBWR": same}},
+            "train": {"command": "python bench/bench_cross_cpu.py train", "date": "2026-11-26", "threads": 1,
+                      "cpu": "Test CPU", "torch": "2.14.1", "results": {"mimetic/2": {
+                          "top1": {"native": 0.548, "avx2": 0.558}, "seconds": {"native": 10, "avx2": 11},
+                          "spread_pts": 1.0, "final_weights": {"avx2 vs native": same | {"differ": 9}}}}}}
+    text = "\n".join(map(block_markdown, cross_cpu_blocks(data)))
+    assert "impulse: AVX2 2 of 10 float32 entries differ (largest difference 1.0e-09)" in text
+    assert "With MKL_CBWR=COMPATIBLE on every path: impulse: AVX2 bit-identical" in text
+    assert "mimetic seed 2: final top-1 54.80 % on native; 55.80 % on avx2; spread over the paths 1.00 pts" in text
+    assert "`python bench/bench_cross_cpu.py train` (2026-11-26)" in text and "Test CPU" in text

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import entry
@@ -43,6 +43,7 @@ from pipeline.analysis.document import (
 )
 from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, load_fidelity
 from pipeline.analysis.pdf import render_pdf
+from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, load_cross_cpu
 from pipeline.analysis.tables import NA, num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
@@ -64,6 +65,7 @@ class ReportInputs:
     figures_dir: Path
     coverage: list[CoverageEntry]  #: paper/coverage.yaml
     fidelity: list[FidelityEntry]  #: paper/fidelity.yaml
+    cross_cpu: dict = field(default_factory=dict)  #: bench/cross_cpu.yaml (bench/bench_cross_cpu.py)
 
 
 def _json(path: Path, what: str):
@@ -75,8 +77,10 @@ def _json(path: Path, what: str):
         raise PipelineError(f"{path}: not valid JSON ({exc}); {what}") from None
 
 
-def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str | Path = PAPER) -> ReportInputs:
-    """Read results/tables, (if present) reports/figures/figures.json, and paper/coverage.yaml and fidelity.yaml."""
+def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str | Path = PAPER,
+                cross_cpu: str | Path = CROSS_CPU) -> ReportInputs:
+    """Read results/tables, (if present) reports/figures/figures.json, paper/coverage.yaml and fidelity.yaml, and
+    (if present) bench/cross_cpu.yaml."""
     tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
     fix = "run the aggregate stage first (dvc repro aggregate, or python -m pipeline aggregate)"
     manifest = figures_dir / "figures.json"
@@ -84,7 +88,7 @@ def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str 
                else {"families": [], "figures": []})
     return ReportInputs(_json(tables_dir / "tables.json", fix), _json(tables_dir / "claims.json", fix),
                         _json(tables_dir / "what_was_run.json", fix), figures, figures_dir, load_coverage(paper_dir),
-                        load_fidelity(paper_dir))
+                        load_fidelity(paper_dir), load_cross_cpu(cross_cpu))
 
 
 def level(inp: ReportInputs) -> str:
@@ -222,7 +226,7 @@ def run_blocks(inp: ReportInputs) -> list[Block]:
         + (f", {runs['ci_alpha']} [CI] α grid" if runs.get("ci_alpha") else "") + f"; missing: {len(missing)}"
         + (" (" + "; ".join(missing[:6]) + (" …" if len(missing) > 6 else "") + ")" if missing else "") + ".",
     ]
-    return [Heading("What was run in full"), Bullets(items)]
+    return [Heading("What was run in full"), Bullets(items), *cross_cpu_blocks(inp.cross_cpu)]
 
 
 # --- detail ------------------------------------------------------------------------------------------------------
@@ -440,11 +444,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--figures", default=str(FIGURES), help="default: reports/figures")
     parser.add_argument("--out", default=str(OUT), help="where the report goes (default: reports)")
     parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml and fidelity.yaml (default: paper)")
+    parser.add_argument("--cross-cpu", default=str(CROSS_CPU), help="default: bench/cross_cpu.yaml")
 
 
 def main(params: Params, args) -> int:
     out = Path(getattr(args, "out", OUT))
-    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER))
+    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER),
+                      getattr(args, "cross_cpu", CROSS_CPU))
     md, pdf, head = write_report(params.report.title, build_report(inp, out), headline_markdown(inp), out)
     print(f"report: wrote {md}, {pdf} and {head} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
