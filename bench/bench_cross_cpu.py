@@ -3,24 +3,27 @@
     .venv/bin/python bench/bench_cross_cpu.py init                       # initial weights, every arm (seconds)
     .venv/bin/python bench/bench_cross_cpu.py train --arms mimetic --seeds 2   # whole CPU-default cells (minutes)
     .venv/bin/python bench/bench_cross_cpu.py steps                      # one identical init, 2 epochs per path
+    .venv/bin/python bench/bench_cross_cpu.py speed --remedies pinned-avx2 pinned   # what a remedy costs
 
 One machine stands in for several CPU kinds: MKL, oneDNN, ATen and OpenBLAS each pick their kernels by the CPU's
 instruction set at run time, and each can be made to take a lower one (`MKL_ENABLE_INSTRUCTIONS`,
 `ONEDNN_MAX_CPU_ISA`, `ATEN_CPU_CAPABILITY`, `OPENBLAS_CORETYPE`): the code paths an AVX2-only or an SSE4.2-only
-x86 CPU runs (`PATHS`). `MKL_CBWR=COMPATIBLE` asks MKL for results that are the same on every x86 CPU (Intel's
-"conditional numerical reproducibility"), and `PINNED` adds the lowest path of the other three libraries: the
-candidate remedies, measured here for what they fix and what they cost. Every child process runs the CPU
-default's model (params.yaml) on `--threads` threads, so thread count is not what differs.
+x86 CPU runs (`PATHS`). The candidate remedies (`REMEDIES`) are MKL's reproducible mode alone (`MKL_CBWR`, "the
+same results on every x86 CPU" for MKL's routines) and every library held on one path (the AVX2 one, or the
+lowest). Each child process runs the CPU default's model (params.yaml) on `--threads` threads, so the thread count
+(which also changes the last bits) is not what differs.
 
-- `init`: the initial weights of every arm (params `init` and `baselines`) and seed, built in a child process per
-  path; per arm, whether they are bit-identical to this CPU's own path, and if not how many float32 entries
-  differ and by how much. Then the same with MKL pinned (`MKL_CBWR=COMPATIBLE`) and with every library pinned.
-- `steps`: one init (this CPU's), trained one epoch on each path: does training itself differ by path?
-- `train`: the CPU default's cells (whole recipe) per path, and with everything pinned: final top-1 per path,
-  the spread, and the wall time (the cost of pinning). Needs data/fashion_mnist (`python -m pipeline fetch
-  fashion_mnist`); runs in a scratch folder (`--work`) that it leaves behind, one sub-folder per run.
+- `init`: every arm's (params `init`, `baselines`) initial weights, seeds 0-2, in a child process per path and per
+  path with each remedy; per arm, bit-identical to this CPU's own path or how many float32 entries differ and by
+  how much.
+- `steps`: one initial model (this CPU's), trained 2 epochs on each path: does training itself differ by path?
+- `train`: whole CPU-default cells on each of `--paths`, and with each of `--remedies` on each path: final top-1,
+  its spread over the paths, whether the final weights are identical. Needs a fetched fashion_mnist (`--data`);
+  each run has its own folder under `--work`, left behind (`--reuse` reads finished ones instead of re-running).
+- `speed`: what a remedy costs: a training step of the CPU default's model on random data, with and without it,
+  alternating, best of `--repeat` (whole runs' wall times on a shared machine are too noisy for this).
 
-Prints a Markdown table per part; `--json` also writes the raw numbers.
+Prints a Markdown table per part; `--yaml bench/cross_cpu.yaml` also records it there, for the report.
 """
 
 from __future__ import annotations
@@ -121,6 +124,59 @@ def child_train(work: str, params_file: str, arm: str, seed: int, threads: int, 
     metrics = json.loads((cell.out / "metrics.json").read_text())
     state = torch.load(cell.out / "model.pt", weights_only=True)
     torch.save({"top1": metrics["top1"], "seconds": time.perf_counter() - t0, "state": state}, Path(work) / "out.pt")
+
+
+def child_speed(out: str, params_file: str, threads: int, steps: int) -> None:
+    """Seconds per training step of the CPU default's model and batch on random data (after 3 warm-up steps)."""
+    import torch
+
+    from pipeline.data.meta import DatasetMeta
+    from pipeline.data.registry import DATASETS
+    from pipeline.training import builders
+
+    torch.set_num_threads(threads)
+    params = _params(params_file, [])
+    dataset = params.datasets[0]
+    info = DATASETS[dataset]
+    model = builders.vit(params, next(iter(params.models)), params.init,
+                         DatasetMeta(dataset, info.num_classes, info.channels, info.native_size), 0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    size = params.models[next(iter(params.models))].img_size or info.native_size
+    x = torch.randn(params.train.batch_size, info.channels, size, size, generator=torch.Generator().manual_seed(0))
+    y = torch.randint(0, info.num_classes, (params.train.batch_size,), generator=torch.Generator().manual_seed(1))
+    times = []
+    for i in range(steps + 3):
+        t0 = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i >= 3:
+            times.append(time.perf_counter() - t0)
+    Path(out).write_text(json.dumps({"median_s": sorted(times)[len(times) // 2], "min_s": min(times)}))
+
+
+def part_speed(args) -> dict:
+    """The cost of each remedy: training-step time with it against without, alternating, `--repeat` rounds."""
+    out = Path(args.work) / "speed"
+    out.mkdir(parents=True, exist_ok=True)
+    envs = {"native": {}} | {r: REMEDIES[r] for r in args.remedies}
+    found: dict = {name: [] for name in envs}
+    for k in range(args.repeat):
+        for name, env in envs.items():
+            path = out / f"{name}-{k}.json"
+            child(["_speed", str(path), args.params, "--threads", str(args.threads), "--steps", str(args.steps)], env,
+                  args.threads)
+            found[name].append(json.loads(path.read_text())["min_s"])
+    best = {name: min(v) for name, v in found.items()}
+    raw = {name: {"best_step_s": best[name], "ratio_to_native": best[name] / best["native"], "rounds": found[name]}
+           for name in envs}
+    print(f"\nTraining step of the CPU default's model, batch from params (best of {args.repeat} rounds of"
+          f" {args.steps} steps, {args.threads} thread(s)):\n")
+    print("| remedy | seconds per step | / native |\n|---|---|---|")
+    for name, r in raw.items():
+        print(f"| {name} | {r['best_step_s']:.3f} | {r['ratio_to_native']:.2f} |")
+    return raw
 
 
 # -------------------------------------------------------------------------------------------------- comparisons
@@ -261,7 +317,7 @@ def part_steps(args) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("init", "steps", "train", "_init", "_train"))
+    parser.add_argument("part", choices=("init", "steps", "train", "speed", "_init", "_train", "_speed"))
     parser.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument("--arms", nargs="+", default=["impulse", "default", "mimetic"])
@@ -269,6 +325,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=None, help="train/steps: epochs (default: the recipe's; steps 1)")
     parser.add_argument("--init-from", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=20, help="speed: timed training steps per round")
+    parser.add_argument("--repeat", type=int, default=3, help="speed: rounds, alternating the environments")
     parser.add_argument("--data", default=str(ROOT / "data"), help="a folder holding fashion_mnist/ (fetched)")
     parser.add_argument("--work", default=str(ROOT / "scratch" / "bench_cross_cpu"))
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS),
@@ -288,11 +346,15 @@ def main() -> int:
         work, params_file, arm, seed = args.rest
         child_train(work, params_file, arm, int(seed), args.threads, args.epochs, args.init_from)
         return 0
+    if args.part == "_speed":
+        out, params_file = args.rest
+        child_speed(out, params_file, args.threads, args.steps)
+        return 0
     print(f"bench_cross_cpu {args.part}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs,"
           f" {args.threads} thread(s) per child; paths {PATHS}")
     if args.part == "steps":
         args.epochs = args.epochs or 2  # the recipe warms up for 1
-    raw = {"init": part_init, "steps": part_steps, "train": part_train}[args.part](args)
+    raw = {"init": part_init, "steps": part_steps, "train": part_train, "speed": part_speed}[args.part](args)
     if args.yaml:
         record(Path(args.yaml), args, raw)
     return 0

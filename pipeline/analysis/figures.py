@@ -237,8 +237,7 @@ def curves_figure(found: dict[str, dict[str, list]], arms: list[str], key: str, 
         ax.legend(fontsize=8, loc="lower right")
     for ax in axes[len(found):]:
         ax.set_visible(False)
-    fig.suptitle(f"{title}\nline = mean over seeds, band = min–max over seeds (n seeds per arm in the legend)",
-                 fontsize=10)
+    fig.suptitle(f"{title}\n(line = mean, band = min–max over seeds)", fontsize=9.5)
     return fig
 
 

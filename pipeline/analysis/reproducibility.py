@@ -60,21 +60,24 @@ def train_lines(part: dict, what: str) -> list[str]:
         weights = "; ".join(f"{k}: {_entries(c)}" for k, c in r.get("final_weights", {}).items())
         lines.append(f"{what} ({part['threads']} threads), {arm} seed {seed}: final top-1 {top}; spread over the"
                      f" paths {r['spread_pts']:.2f} pts" + (f"; final weights {weights}" if weights else "") + ".")
-        pinned = [k for k in r["seconds"] if "+" in k]
-        for k in pinned:
-            ratio = r["seconds"][k] / r["seconds"][k.split("+")[0]]
-            lines.append(f"Wall time of {k} / {k.split('+')[0]}: {ratio:.2f} (one busy machine).")
     return lines
+
+
+def speed_lines(part: dict, remedies: dict) -> list[str]:
+    cells = [f"with {_env(remedies.get(name, {}))} {r['ratio_to_native']:.2f}×" for name, r in part["results"].items()
+             if name != "native"]
+    return [f"What holding the paths costs: a training step of the CPU default's model ({part['threads']} thread(s),"
+            " best of 3) takes " + "; ".join(cells) + " the time of this CPU's own path."] if cells else []
 
 
 def cross_cpu_blocks(data: dict) -> list[Block]:
     """The measured facts of bench/cross_cpu.yaml, part by part, with the command that measured each."""
     head = Heading("Reproducibility across CPUs", 2)
-    if not any(k in data for k in ("init", "steps", "train")):
+    if not any(k in data for k in ("init", "steps", "train", "speed")):
         return [head, Paragraph("Not measured here (bench/cross_cpu.yaml is missing; `python bench/bench_cross_cpu.py"
                                 " init` and `train` measure it). Runs are bit-identical on one CPU code path and"
                                 " thread count; nothing more is claimed.")]
-    first = next(data[k] for k in ("init", "steps", "train") if k in data)
+    first = next(data[k] for k in ("init", "steps", "train", "speed") if k in data)
     paths = "; ".join(f"{name}: {_env(env) or 'as detected'}" for name, env in data.get("paths", {}).items())
     items = []
     if "init" in data:
@@ -83,7 +86,10 @@ def cross_cpu_blocks(data: dict) -> list[Block]:
         items += train_lines(data["steps"], "The same initial weights trained 2 epochs on each path")
     if "train" in data:
         items += train_lines(data["train"], "A whole cell of the CPU default on each path")
-    commands = [f"`{data[k]['command']}` ({data[k]['date']})" for k in ("init", "steps", "train") if k in data]
+    if "speed" in data:
+        items += speed_lines(data["speed"], data.get("remedies", {}))
+    commands = [f"`{data[k]['command']}` ({data[k]['date']})" for k in ("init", "steps", "train", "speed")
+                if k in data]
     return [head, Paragraph(
         f"Measured on one {first['cpu']} (torch {first['torch']}), whose code paths stand in for other x86 CPUs:"
         f" MKL, oneDNN, ATen and OpenBLAS each take the kernels of a lower instruction set when told to ({paths})."

@@ -481,9 +481,8 @@ def headline_table(comparisons: list[dict]) -> Table:
     over = (f"seeds and the {', '.join(f'{n:,}' for n in sorted(images))} test images" if images else
             "seeds only (these runs record no per-image correctness)")
     what = "Final top-1 (%) on the whole test split" if images else "Final validation top-1 (%)"
-    caption = (f"{what}: each arm's mean ± std over its seeds; the paired difference over the seeds both ran (same"
-               f" seed = same training subset, data order and augmentation) with its {level} interval over {over}."
-               " supported = the interval lies above 0; contradicted = below 0 (Holm); inconclusive = neither.")
+    caption = (f"{what}, mean ± std over seeds; Δ = the paired difference over the seeds both ran (same training"
+               f" subset, data order and augmentation) with its {level} interval over {over}.")
     data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",
