@@ -66,8 +66,10 @@ def train_lines(part: dict, what: str) -> list[str]:
 def speed_lines(part: dict, remedies: dict) -> list[str]:
     cells = [f"with {_env(remedies.get(name, {}))} {r['ratio_to_native']:.2f}×" for name, r in part["results"].items()
              if name != "native"]
+    rounds = len(part["results"].get("native", {}).get("rounds", []))
     return [f"What holding the paths costs: a training step of the CPU default's model ({part['threads']} thread(s),"
-            " best of 3) takes " + "; ".join(cells) + " the time of this CPU's own path."] if cells else []
+            f" best of {rounds} alternating rounds) takes " + "; ".join(cells) + " the time of this CPU's own path"
+            " (on one busy, shared machine)."] if cells else []
 
 
 def cross_cpu_blocks(data: dict) -> list[Block]:
