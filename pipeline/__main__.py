@@ -6,6 +6,7 @@
     python -m pipeline repro                     # the stale stages of dvc.yaml, in parallel
     python -m pipeline readme                    # the report's headline, coverage and fidelity into README.md
     python -m pipeline train fashion_mnist vit impulse 0     # one training cell, by its axis values
+    python -m pipeline compare                   # per experiment: method, baselines, paired differences
 
 Every command (and the bare `python -m pipeline`) reads params.yaml (or --params PATH) with optional
 `--set key.sub=value` overrides and validates it before doing any work (`pipeline.entry`). The training commands
@@ -26,12 +27,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("pipeline.check", "validate params.yaml and print the runs it plans"),
     "resolve": ("pipeline.resolve", "stage configs: validate params.yaml, write every cell's resolved configuration"),
     "dvc-yaml": ("pipeline.stages", "write dvc.yaml from the experiments' declarations (--check: exit 1 if stale)"),
+    "sources": ("pipeline.data.fetch.fingerprint",
+                "stage sources: what each dataset is read from (data/sources/, checked on every run)"),
     "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
     "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
+    "compare": ("pipeline.analysis.compare",
+                "per experiment (dvc exp show): the method, its baselines and the paired differences"),
     "readme": ("pipeline.analysis.readme", "README.md's generated blocks (--check: exit 1 if stale)"),
     "repro": ("pipeline.scale.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }

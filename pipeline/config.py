@@ -708,6 +708,13 @@ class Params:
                 f"baselines = {self.baselines}: give exactly two (repeat one to train a single baseline, e.g."
                 " [default, default]); dvc.yaml's train matrix reads ${baselines[0]} and ${baselines[1]}"
             )
+        if self.init in self.baselines:
+            others = [m for m in ("impulse", "default", "mimetic", "timm") if m != self.init][:2]
+            raise PipelineError(
+                f"init = {self.init} is also one of baselines {self.baselines}: the method under study would be"
+                f" compared with itself. Choose baselines without it, e.g. `dvc exp run -S init={self.init}"
+                f" -S 'baselines=[{others[0]},{others[1]}]'` (or set both keys in params.yaml)"
+            )
         for key, seeds in (("seeds", self.seeds), ("filter_study.seeds", self.filter_study.seeds),
                            ("ci_alpha.seeds", self.ci_alpha.seeds), ("ci_model3.seeds", self.ci_model3.seeds),
                            ("sia.seeds", self.sia.seeds)):

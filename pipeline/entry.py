@@ -9,6 +9,7 @@ it reads params.yaml (or --params) with the overrides, validates it before any w
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from collections.abc import Callable
 
@@ -30,6 +31,12 @@ def run(main: Callable, args: argparse.Namespace) -> int:
         return main(load_params(args.params, args.overrides), args) or 0
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk outside pipeline.outputs' writers (which say more): one line, too
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"error: no space left on the disk holding {exc.filename or 'what this command writes'}; free space"
+              " there and run it again", file=sys.stderr)
         return 2
 
 

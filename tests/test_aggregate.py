@@ -403,11 +403,14 @@ def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
     rows = {r[0]: r for r in ft.rows}
     assert list(rows) == ["learned", "random", "impulse", "box-9", "softmax", "perm (beyond the paper)"]
     assert list(ft.data["beyond_paper"]) == [False] * 5 + [True] and "never swept" in ft.caption
-    assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer)")
+    assert rows["random"][4] == "-0.50" and rows["random"][5].startswith("92.20 ([SIA] ConvMixer, cifar10)")
+    assert rows["random"][6].startswith("– (no cell on this dataset)")  # never Fashion-MNIST minus CIFAR-10
     assert "effective rank k = 12" in ft.caption and "does not hold" in ft.caption
     gt = table(agg, "gaussian")
     assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
-    assert gt.rows[1][1].startswith("85.15 ± 0.21 (n=2); paper 91.70 (Δ -6.55)")
+    assert gt.rows[1][1] == "85.15 ± 0.21 (n=2); paper 91.70 on cifar10"
+    on_cifar = aggregate(results, PAPER, experiment(filter_dataset="cifar10"))  # the published dataset: a Δ
+    assert table(on_cifar, "gaussian").rows[1][1].endswith("paper 91.70 on cifar10 (Δ -6.55)")
 
 
 def test_filter_variants_map_to_the_published_bars_and_the_arms_beyond_the_paper():
@@ -549,6 +552,24 @@ def test_stage_writes_tables_claims_and_dvc_metrics(results, repo_root):
     csv = (out / "vit_top1.csv").read_text()
     assert "84.8500" in csv  # numbers in percent
     assert not list(results.glob("*.partial"))
+
+
+def test_the_headline_metrics_are_keyed_by_role_so_another_init_shares_their_columns(results):
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed0", 0.83, dataset="fashion_mnist",
+              arm="timm", seed=0, variant="vit", model="vit_tiny_patch16_224", family="vit", num_heads=3)
+    write_run(results / "train" / "fashion_mnist" / "vit" / "timm" / "seed1", 0.84, dataset="fashion_mnist",
+              arm="timm", seed=1, variant="vit", model="vit_tiny_patch16_224", family="vit", num_heads=3)
+    impulse = aggregate(results, PAPER, experiment()).summary["headline"]["fashion_mnist"]["vit"]
+    timm = aggregate(results, PAPER, experiment(arms=("timm", "default", "mimetic"))).summary["headline"][
+        "fashion_mnist"]["vit"]
+    assert list(impulse) == list(timm) == ["method", "baseline1", "method_vs_baseline1", "baseline2",
+                                           "method_vs_baseline2"]
+    assert (impulse["method"]["arm"], timm["method"]["arm"], timm["baseline2"]["arm"]) == ("impulse", "timm",
+                                                                                          "mimetic")
+    vs = impulse["method_vs_baseline1"]  # impulse - default, in points, paired over the 2 seeds
+    assert vs["diff_pts"] == pytest.approx(100 * (0.845 + 0.852 - 0.800 - 0.806) / 2)
+    assert vs["low_pts"] < vs["diff_pts"] < vs["high_pts"] and vs["pairs"] == 2 and vs["verdict"] == "supported"
+    assert impulse["method"]["top1_mean_pct"] == pytest.approx(84.85)
 
 
 def test_std_of_one_run_is_null_in_the_metrics(tmp_path):

@@ -111,7 +111,8 @@ def test_overrides_parse_yaml_values(params_file):
 
 
 def test_arms_put_the_method_first_without_repeats():
-    assert from_mapping(Params, {"init": "mimetic"}).arms == ["mimetic", "default"]
+    assert from_mapping(Params, {"init": "mimetic", "baselines": ["default", "default"]}).arms == ["mimetic",
+                                                                                                  "default"]
     assert from_mapping(Params, {"init": "impulse", "baselines": ["default", "timm"]}).arms == [
         "impulse", "default", "timm"]
 
@@ -182,6 +183,11 @@ def test_cli_rejects_a_misspelt_init(params_file, repo_root):
     assert proc.returncode == 2
     assert "init" in proc.stderr and "impulsee" in proc.stderr and "mimetic" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_method_that_is_also_a_baseline_is_an_error_that_says_what_to_do():
+    with pytest.raises(PipelineError, match=r"init = mimetic is also one of baselines .*baselines=\[impulse,default\]"):
+        from_mapping(Params, {"init": "mimetic"})
 
 
 def test_baselines_must_fill_the_two_dvc_slots():
@@ -314,10 +320,11 @@ def test_pyyaml_resolves_scalars_as_yaml_1_2():
     assert yaml_load_pyyaml(text)["k0"] == 0.002 and yaml_load_pyyaml(text)["k8"] == "yes"
 
 
-def test_a_profile_applies_without_ruamel(repo_root, params_file, monkeypatch, capsys):
+def test_a_profile_applies_without_dvc_or_ruamel(repo_root, params_file, monkeypatch, capsys):
     """On a stock image the profile is applied with PyYAML: the same values, without the comments (and it says so)."""
     expected = yaml_load(merged_text("paper-small", params_file.read_text())[0])
-    for name in ("ruamel", "ruamel.yaml", "ruamel.yaml.comments"):
+    for name in ("ruamel", "ruamel.yaml", "ruamel.yaml.comments", "dvc", "dvc.utils", "dvc.utils.collections",
+                 "dvc.utils.serialize"):
         monkeypatch.setitem(sys.modules, name, None)
     apply_profile("paper-small", params_file)
     assert typed(yaml_load_pyyaml(params_file.read_text())) == typed(expected)

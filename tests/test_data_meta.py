@@ -15,6 +15,7 @@ import pytest
 import torch
 from datasets_fixtures import make_image_folder, one_training_step
 from PIL import Image
+from workspace import copy_repo, sh
 
 from pipeline.config import DataConfig, Params
 from pipeline.data import fetch as fetch_stage
@@ -117,6 +118,10 @@ def _break(root, layout):
         (root / "train" / "c00" / "000.png").write_bytes(b"not an image")
     elif layout == "no eval split":
         shutil.rmtree(root / "val")
+    elif layout == "one class":
+        for split in ("train", "val"):
+            for name in ("c01", "c02"):
+                shutil.rmtree(root / split / name)
 
 
 @pytest.mark.parametrize("layout, message", [
@@ -127,6 +132,7 @@ def _break(root, layout):
     ("different classes", "train/ and val/ have different class folders"),
     ("empty class folder", "class folder.s. c01 of .*/train hold no images"),
     ("unreadable image", r"000.png is not an image PIL can read"),
+    ("one class", r"train/ has 1 class folder \(c00\); a classifier needs at least two"),
 ])
 def test_a_wrong_folder_path_is_refused_before_and_at_fetch(tmp_path, layout, message):
     spec = make_image_folder(tmp_path / "mine")
@@ -228,3 +234,23 @@ def test_a_damaged_digits_file_is_refused(tmp_path):
 
 def test_fashion_mnist_and_digits_are_a_valid_dataset_list():
     assert Params(datasets=["fashion_mnist", "digits"]).datasets == ["fashion_mnist", "digits"]
+
+
+def test_fetch_at_folder_depends_on_the_folders_content(tmp_path):
+    """dvc.yaml's `sources` stage (always run) records the folder's listing; fetch@folder depends on it, so added
+    images are fetched again by the next `dvc repro` and an unchanged folder is not."""
+    spec = make_image_folder(tmp_path / "mine")
+    repo = copy_repo(tmp_path / "repo", "smoke", {"datasets": ["folder"], "data.folder_path": str(spec.root),
+                                                  "filter_study.dataset": "folder"})
+
+    def fetch() -> tuple[str, int]:
+        out = sh(repo, "dvc", "repro", "fetch@folder")
+        return out, read_manifest(repo / "data" / "folder", "folder")["splits"]["train"]["images"]
+
+    out, images = fetch()
+    assert "Running stage 'fetch@folder'" in out and images == 12
+    out, images = fetch()
+    assert "Running stage 'sources'" in out and "Running stage 'fetch@folder'" not in out and images == 12
+    shutil.copy(spec.root / "train" / "c00" / "000.png", spec.root / "train" / "c00" / "new.png")
+    out, images = fetch()
+    assert "Running stage 'fetch@folder'" in out and images == 13

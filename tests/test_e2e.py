@@ -60,7 +60,7 @@ def test_full_repro_runs_every_stage_and_writes_the_report(repo, first_run):
 
 def test_second_repro_executes_nothing(repo, first_run):
     out = sh(repo, "dvc", "repro")
-    assert ran(out) == set() and "up to date" in out
+    assert ran(out) == {"sources"}  # re-reads what each dataset comes from (seconds); nothing after it changed
 
 
 def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
@@ -144,8 +144,14 @@ def test_killed_training_stage_resumes_from_its_checkpoint(repo, first_run):
         sh(repo, "dvc", "repro")  # back to the committed state (from the run-cache)
 
 
-def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
+def test_exp_run_of_another_init_reruns_only_that_arm_and_compares_with_the_committed_run(repo, first_run):
+    sh(repo, "git", "add", "dvc.lock", "results/summary.json")  # the reference run, committed as the README says
+    sh(repo, "git", "commit", "-qm", "reference run")
+    committed = (repo / "params.yaml").read_text()
     out = sh(repo, "dvc", "exp", "run", "-S", "init=timm")
+    changed = [line for line in sh(repo, "git", "diff", "-U0", "HEAD", "--", "params.yaml").splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert [line.split("#")[0].strip() for line in changed] == ["-init: impulse", "+init: timm"]  # its layout kept
     executed = ran(out)
     assert {"train@fashion_mnist-vit-timm-0", "attention@vit-timm"} <= executed
     assert not {s for s in executed if re.match(r"(train|attention)@.*(default|mimetic)", s)}
@@ -154,6 +160,17 @@ def test_exp_run_of_another_init_reruns_only_that_arm(repo, first_run):
     assert set(summary["fashion_mnist"]["vit"]) == {"timm", "default", "mimetic"}
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json"))
     assert "timm" in json.dumps(shown)
+    # the committed run and the experiment share the role-keyed columns
+    diff = json.loads(sh(repo, "dvc", "metrics", "diff", "HEAD", "--json"))["results/summary.json"]
+    vs = diff["headline.fashion_mnist.vit.method_vs_baseline1.diff_pts"]
+    assert vs["old"] is not None and vs["new"] is not None
+    view = sh(repo, "dvc", "exp", "show", "--md", "--drop", ".*", "--keep", "Experiment|headline.*(method.arm|diff)")
+    assert "headline.fashion_mnist.vit.method.arm" in view and "| impulse" in view and "| timm" in view
+    table = sh(repo, "python", "-m", "pipeline", "compare").splitlines()
+    rows = {line.split()[0]: line for line in table[2:] if line and not line.startswith("Paired")}
+    assert rows["workspace"].split()[1] == "timm" and "default: " in rows["workspace"] and "mimetic: " in table[2]
+    assert any(r.split()[1] == "impulse" for r in rows.values())  # the committed reference run
+    (repo / "params.yaml").write_text(committed)
     sh(repo, "git", "checkout", "params.yaml")
     back = ran(sh(repo, "dvc", "repro"))  # back to the committed params: every cell from the run-cache
     assert not {s for s in back if s.startswith(("fetch@", "filter_", "train@", "attention@"))}, back

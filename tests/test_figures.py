@@ -158,15 +158,15 @@ def test_figures_stage_writes_every_figure_and_its_manifest(results, params, tmp
     manifest = figures.write_figures(params, results, out, trained=False)
     assert json.loads((out / "figures.json").read_text()) == manifest
     files = [e["file"] for e in manifest["figures"]]
-    assert files == ["attention_vit_init_impulse_pseudo.png", "attention_vit_init_impulse_real.png",
+    assert files == ["curves_val_top1_vit.png", "curves_train_top1_vit.png",
+                     "attention_vit_init_impulse_pseudo.png", "attention_vit_init_impulse_real.png",
                      "attention_vit_init_default_pseudo.png", "attention_vit_init_default_real.png",
-                     "curves_val_top1_vit.png", "curves_train_top1_vit.png", "filter_study_bars.png",
-                     "filter_study_gaussian.png"]
+                     "filter_study_bars.png", "filter_study_gaussian.png"]
     families = {f["name"]: f for f in manifest["families"]}
-    assert list(families) == ["attention", "curves_val_top1", "curves_train_top1", "filter_study_bars",
+    assert list(families) == ["curves_val_top1", "curves_train_top1", "attention", "filter_study_bars",
                               "filter_study_gaussian"]
     assert [families[e["family"]]["section"] for e in manifest["figures"]] == (
-        ["attention"] * 4 + ["curves"] * 2 + ["filter_study"] * 2)
+        ["curves"] * 2 + ["attention"] * 4 + ["filter_study"] * 2)
     assert sorted(p.name for p in out.glob("*.png")) == sorted(files)
     for e in manifest["figures"]:
         image = imread(out / e["file"])
@@ -185,9 +185,9 @@ def test_each_figure_is_skipped_without_its_inputs(results, params, tmp_path):
     (results / "attention" / "vit" / "default" / "maps.npz").unlink()
     manifest = figures.write_figures(params, results, tmp_path / "figs", trained=False)
     assert [e["file"] for e in manifest["figures"]] == [
-        "attention_vit_init_impulse_pseudo.png", "attention_vit_init_impulse_real.png", "curves_val_top1_vit.png",
-        "curves_train_top1_vit.png"]
-    assert [f["name"] for f in manifest["families"]] == ["attention", "curves_val_top1", "curves_train_top1"]
+        "curves_val_top1_vit.png", "curves_train_top1_vit.png", "attention_vit_init_impulse_pseudo.png",
+        "attention_vit_init_impulse_real.png"]
+    assert [f["name"] for f in manifest["families"]] == ["curves_val_top1", "curves_train_top1", "attention"]
     empty = figures.write_figures(params, tmp_path / "nothing", tmp_path / "figs", trained=False)
     assert empty == {"families": [], "figures": []}
     assert list((tmp_path / "figs").iterdir()) == [tmp_path / "figs" / "figures.json"]
@@ -208,8 +208,8 @@ def test_figures_are_grouped_by_variant(results, params, tmp_path, monkeypatch):
     fake_attention(results / "attention" / "vit6", "impulse")
     params.models["vit6"] = params.models["vit"]
     entries = figures.draw_all(params, results, tmp_path, trained=False)["figures"]
-    assert [(e["family"], e["variant"]) for e in entries][:6] == [("attention", "vit")] * 4 + [
-        ("attention", "vit6")] * 2
+    assert [(e["family"], e["variant"]) for e in entries if e["family"] == "attention"][:6] == [
+        ("attention", "vit")] * 4 + [("attention", "vit6")] * 2
     assert [e["file"] for e in entries if e["family"] == "curves_val_top1"] == ["curves_val_top1_vit.png",
                                                                                  "curves_val_top1_vit6.png"]
 
@@ -224,6 +224,58 @@ def test_zoom_panel_marks_one_grid_row_per_block():
     assert full.patches[0].get_width() == 16  # the red box around the zoomed corner
     assert "offset (+0, +0)" in full.get_title() and "peak 1.00" in full.get_title()
     assert figures.attention_figure({}, record, "real", "t") is None
+
+
+def test_only_the_impulse_arm_is_titled_with_offsets_and_every_map_has_query_and_key_axes():
+    record = fake_record(layers=(0,), heads=1, sources=("pseudo",))
+    maps = {"pseudo_L0": shifted_maps(1, [0])}
+    impulse = figures.attention_figure(maps, record, "pseudo", "t", "impulse")
+    default = figures.attention_figure(maps, record, "pseudo", "t", "default")
+    assert "offset" in impulse.axes[0].get_title() and "peak" in impulse.axes[0].get_title()
+    assert default.axes[0].get_title() == "layer 0, head 0\nlocal 1.00"
+    for ax in (*impulse.axes[:2], *default.axes[:2]):
+        assert (ax.get_xlabel(), ax.get_ylabel()) == ("key token", "query token")
+
+
+def test_the_filter_bars_start_at_zero_and_call_softmax_rand_star():
+    fig = figures.filter_bars({"learned": [0.90, 0.91], "softmax": [0.88]}, "t")
+    ax = fig.axes[0]
+    assert ax.get_ylim()[0] == 0 and "test split" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["learned\n(n=2)", "rand*\n(softmax)\n(n=1)"]
+
+
+def test_the_forest_plot_has_a_row_per_planned_comparison_with_its_threshold(tmp_path):
+    claims = {"confidence": 0.95, "claims": [
+        {"id": "1", "comparisons": [
+            {"label": "fm, vit", "a": "impulse", "b": "default", "mean": 3.0, "low": 1.0, "high": 5.0,
+             "needs": "> 0", "verdict": "supported"},
+            {"label": "fm, vit", "a": "mimetic", "b": "default", "mean": 0.5, "low": None, "high": None,
+             "needs": "> 0", "verdict": "inconclusive"}]},
+        {"id": "5a", "comparisons": [{"label": "frozen ≈ learned", "a": "random", "b": "learned", "mean": -0.4,
+                                      "low": -1.0, "high": 0.2, "needs": "inside ±2", "verdict": "supported"}]},
+        {"id": "2", "comparisons": []}]}
+    assert [figures.thresholds(n) for n in ("> 0", "> -2", "inside ±2", "< −1")] == [[0.0], [-2.0], [-2.0, 2.0],
+                                                                                     [-1.0]]
+    entries = figures.forest_figures(claims, tmp_path)
+    assert [e["file"] for e in entries] == ["forest_1.png"] and entries[0]["note"].endswith("3 comparisons")
+    fig = figures.forest_figure(figures.forest_rows(claims), "t", 0.95)
+    ticks = sorted(((t.get_position()[1], t.get_text()) for t in fig.axes[0].get_yticklabels()), reverse=True)
+    assert [text for _, text in ticks] == ["1: fm, vit: impulse − default (> 0)", "1: fm, vit: mimetic − default (> 0)",
+                                           "5a: frozen ≈ learned: random − learned (inside ±2)"]  # top to bottom
+
+
+def test_only_published_numbers_on_the_same_dataset_are_plotted_against_ours(tmp_path):
+    tables_dir = tmp_path / "tables"
+    tables_dir.mkdir()
+    (tables_dir / "tables.json").write_text(json.dumps([
+        {"title": "ViT beside published", "csv": "vit.csv"}, {"title": "Filter study", "csv": "filter.csv"}]))
+    (tables_dir / "vit.csv").write_text("dataset,arm,ours_std,published,ours_minus_published\n"
+                                        "cifar10,impulse,0.5,80.0,-2.0\ncifar10,default,0.4,,\n")
+    (tables_dir / "filter.csv").write_text("variant,std,published,ours_minus_published\nrandom,0.3,92.2,\n")
+    points = figures.published_points(tables_dir)
+    assert points == [{"table": "ViT beside published", "label": "cifar10, impulse", "published": 80.0,
+                       "ours": 78.0, "std": 0.5}]
+    assert figures.published_figure(points) is not None and figures.published_figure([]) is None
 
 
 def test_layers_with_fewer_heads_leave_their_panels_empty():

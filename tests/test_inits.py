@@ -8,6 +8,7 @@ real images are Fashion-MNIST test images from Debian's mirror (skipped where it
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -451,7 +452,8 @@ def test_the_readmes_init_library_snippet_runs_as_shown_with_the_library_alone(t
     root = Path(__file__).resolve().parent.parent
     pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     text = next(t for t in (p.read_text() for p in pages if p.is_file()) if "<!-- init-library-snippet -->" in t)
-    snippet = text.split("<!-- init-library-snippet -->", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    block = text.split("<!-- init-library-snippet -->", 1)[1].split("```python\n", 1)[1].split("```")[0]
+    snippet = textwrap.dedent(block)
     script = tmp_path / "user_script.py"
     script.write_text("import importlib.util, sys\n"
                       "assert not any(importlib.util.find_spec(m) for m in ('dvc', 'pandas', 'fpdf', 'submitit'))\n"

@@ -8,6 +8,7 @@ page 1) and by rendering its first page to PNG with poppler's pdftoppm when it i
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from argparse import Namespace
@@ -23,14 +24,15 @@ from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
 from pipeline.analysis.claims_report import SET_RUN, claims_markdown
 from pipeline.analysis.coverage import load_coverage
-from pipeline.analysis.document import to_markdown
+from pipeline.analysis.document import block_markdown, to_markdown
 from pipeline.analysis.fidelity import load_fidelity
 from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
 
 TITLE = "Structured Initialization for Vision Transformers: reproduction report"
-FIGURES = {"attention": [("attn_impulse.png", "steelblue"), ("attn_default.png", "seagreen")],
+FIGURES = {"forest": [("forest_1.png", "grey")],
+           "attention": [("attn_impulse.png", "steelblue"), ("attn_default.png", "seagreen")],
            "curves": [("curves.png", "darkorange")]}
 
 
@@ -43,8 +45,8 @@ def make_figures(folder: Path) -> None:
             Image.new("RGB", (400, 200), colour).save(folder / name)
             figures.append({"file": name, "family": family, "variant": "vit", "title": f"Figure {name}",
                             "note": f"note of {name}"})
-    families = [{"name": f, "section": f, "title": f"Family {f}", "caption": f"the one caption of {f}"}
-                for f in FIGURES]
+    families = [{"name": f, "section": "results" if f == "forest" else f, "title": f"Family {f}",
+                 "caption": f"the one caption of {f}"} for f in FIGURES]
     (folder / "figures.json").write_text(json.dumps({"families": families, "figures": figures}))
 
 
@@ -88,7 +90,7 @@ def pdf_text(path: Path) -> str:
 
 def test_markdown_reads_top_down_from_the_question(built):
     text = built[1].read_text()
-    page1 = text.split("## What was run")[0]
+    page1 = text.split("## Results")[0]
     assert "**The question: did the method under study, impulse init, beat its baselines (default, mimetic)?**" in page1
     assert "**fashion_mnist: Yes.** impulse reached 84.85 ± 0.49 % final validation top-1 (n = 2 seeds)" in page1
     assert "; impulse − default +4.55 pts [" in page1 and "], supported; impulse − mimetic +2.55 pts [" in page1
@@ -96,15 +98,20 @@ def test_markdown_reads_top_down_from_the_question(built):
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
     for c in claims:  # every claim with its four-word verdict and its one line of evidence
         assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
-    order = ["## What was run", "## Headline", "## Method: how the verdicts are reached", "## The claims in detail",
-             "## Coverage of the papers' tables and figures", "## Fidelity to the official code", "## Tables",
-             "## Figures", "## How to reproduce", "## Appendix: every run"]
+    assert "**The method under study against each baseline**" in page1 and "**What was run:** profile test" in page1
+    order = ["## Results", "### Every planned comparison", "### The claims in detail",
+             "### Reproduction against the published numbers", "### Training curves", "### Attention maps",
+             "### Filter study (ConvMixer)", "## What was run in full", "## How to reproduce",
+             "## Appendix A. Method: how the verdicts are reached", "## Appendix B. Coverage of the papers' tables and"
+             " figures", "## Appendix C. Fidelity to the official code", "## Appendix D. Every run"]
     assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
+    for heading in ("Fidelity to the official code", "Coverage of the papers' tables", "Method: how the verdicts"):
+        assert sum(heading in line for line in text.splitlines() if line.startswith("#")) == 1  # printed once
 
 
 def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage_inputs):
     text = built[1].read_text()
-    method = text.split("## Method: how the verdicts are reached")[1].split("## The claims in detail")[0]
+    method = section(text, "Appendix A. Method: how the verdicts are reached")
     assert "Holm's step-down" in method and "two one-sided tests (TOST)" in method and "α = 0.025" in method
     assert "| 6 | vit_convmixer | ViT impulse − ConvMixer learned > -2 | +0 | 6 | 0.025 | welch | 2 / 2 (seeds /" \
            " filter_study.seeds) |" in method
@@ -133,7 +140,7 @@ def test_each_figure_family_has_one_caption_before_its_figures(built):
     assert text.count("the one caption of attention") == 1 and text.count("the one caption of curves") == 1
     caption, first, second = (text.index(s) for s in ("the one caption of attention", "figures/attn_impulse.png",
                                                         "figures/attn_default.png"))
-    assert caption < first < second < text.index("the one caption of curves") < text.index("figures/curves.png")
+    assert text.index("the one caption of curves") < text.index("figures/curves.png") < caption < first < second
     assert "![Figure attn_impulse.png](figures/attn_impulse.png)\n\nnote of attn_impulse.png" in text
     assert "### Attention maps" in text and "### Training curves" in text
 
@@ -145,7 +152,8 @@ def test_pdf_page_1_holds_the_claims_table(built):
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
     assert claims[-1]["short"].split()[0] in page1 and page1.count("not tested") >= 4  # the last row is on page 1
     titles = [o.title for o in flatten(reader.outline)]
-    assert titles[:2] == [TITLE, "What was run"] and "The claims in detail" in titles  # headings are bookmarks
+    assert titles[:2] == [TITLE, "Results"] and "The claims in detail" in titles  # headings are bookmarks
+    assert "The method under study against each baseline" in page1
 
 
 def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
@@ -157,7 +165,7 @@ def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
     assert len(numbers) > 20
     missing = [n for n in numbers if n not in text]
     assert not missing, f"table numbers not in the PDF text: {missing[:10]}"
-    assert sum(len(p.images) for p in PdfReader(pdf).pages) == 3  # every figure embedded
+    assert sum(len(p.images) for p in PdfReader(pdf).pages) == 4  # every figure embedded
     assert text.count("the one caption of attention") == 1
 
 
@@ -170,7 +178,7 @@ def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(bui
     assert ("**What was run:** profile test; vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters; on fashion_mnist;"
             " arms impulse, default, mimetic; seeds [0, 1]; 5000 / 2000 training / validation images; 8 epochs;"
             " 139.1 min of training in total (the runs' wall times) on test-cpu.") in head
-    glance = head.split("**The claims of the papers at a glance**")[1].split("**The method under study")[0]
+    glance = head.split("**The claims of the papers at a glance**")[1].split("**What was run:**")[0]
     assert glance.strip() in report_md  # the same table, rendered by the same code
 
 
@@ -197,7 +205,7 @@ def test_claims_md_is_the_laptop_sets_table_or_says_not_run_yet(built):
 
 
 def test_readme_takes_the_claims_block_from_a_set_run_only(built, tmp_path, monkeypatch, capsys):
-    readme_md = marked_readme(tmp_path / "README.md", "claims", "headline", "coverage", "fidelity")
+    readme_md = marked_readme(tmp_path / "README.md", "claims", "headline", "coverage", "fidelity", "papers")
     claims_md = tmp_path / "claims.md"
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
             str(built[0] / "results/tables"), "--claims", str(claims_md)]
@@ -211,7 +219,7 @@ def test_readme_takes_the_claims_block_from_a_set_run_only(built, tmp_path, monk
 
 
 def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeypatch, capsys):
-    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity", "papers")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
             str(built[0] / "results/tables"), "--claims", str(built[4])]  # a run of profile 'test': not the set's
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)  # the CLI reads params.yaml
@@ -222,7 +230,7 @@ def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeyp
     assert text.startswith("# Project") and text.endswith("## More\n")
     assert cli([*args, "--check"]) == 0
     assert cli(args) == 0 and readme_md.read_text() == text  # idempotent
-    marked_readme(readme_md, "headline", "coverage")
+    marked_readme(readme_md, "headline", "coverage", "papers")
     assert cli(args) == 2 and "the fidelity markers are missing" in capsys.readouterr().err
     readme_md.write_text("# no markers\n")
     assert cli(args) == 2 and "headline markers are missing" in capsys.readouterr().err
@@ -301,19 +309,20 @@ def section(text: str, heading: str) -> str:
 def test_the_report_has_a_coverage_row_per_table_and_figure_and_a_fidelity_row_per_entry(built):
     text = built[1].read_text()
     coverage, fidelity = load_coverage(PAPER), load_fidelity(PAPER)
-    rows = section(text, "Coverage of the papers' tables and figures")
+    rows = section(text, "Appendix B. Coverage of the papers' tables and figures")
     for e in coverage:  # the run's profile ('test') is no row's: every verdict says so
         claim = ", ".join(e.claims) or "none"
         assert f"| [{e.paper}] | {e.item} | {e.title} | {e.status} |" in rows, e.id
         assert f"| {claim} | {'not run' if e.claims else 'no claim'} |" in rows, e.id
     assert rows.count("\n| [") == len(coverage) and "Verdict (test)" in rows
-    rows = section(text, "Fidelity to the official code")
-    for e in fidelity:
-        assert f"| {e.experiment} | {e.short_source} | " in rows, e.id
+    rows = section(text, "Appendix C. Fidelity to the official code")
+    for e in fidelity:  # once each: no table repeating the entries
         assert f"**{e.experiment}** (official code: {e.source})\n\n- The same: {e.same}" in rows, e.id
-    assert rows.count("\n| ") == len(fidelity) + 1  # the header and a row per entry
+        assert rows.count(f"**{e.experiment}** (official code") == 1
+    assert "\n| " not in rows
     titles = [o.title for o in flatten(PdfReader(built[2]).outline)]
-    assert {"Coverage of the papers' tables and figures", "Fidelity to the official code"} <= set(titles)
+    assert {"Appendix B. Coverage of the papers' tables and figures",
+            "Appendix C. Fidelity to the official code"} <= set(titles)
     pdf = pdf_text(built[2])
     assert "ViT-Tiny from scratch on six small datasets" in pdf.replace("\n", " ") and "Why we differ:" in pdf
     flags = [w for e in fidelity for w in f"{e.same} {e.effect}".split() if w.startswith("--")]
@@ -325,7 +334,7 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
     ran = json.loads((tables / "what_was_run.json").read_text())
     (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
     claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
-    rows = section(report(stage_inputs)[0].read_text(), "Coverage of the papers' tables and figures")
+    rows = section(report(stage_inputs)[0].read_text(), "Appendix B. Coverage of the papers' tables and figures")
     # [NeurIPS] Table 1; cpu does not run the α grid
     assert f"| train, aggregate · paper-small, cpu, cpu-claims, cpu-all | 1 | 1: {claims['1']} |" in rows
     assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims, cpu-all | 9 | not run |" in rows
@@ -335,7 +344,7 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
 def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypatch, capsys):
     paper = tmp_path / "paper"
     shutil.copytree(PAPER, paper)
-    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity")
+    readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity", "papers")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(paper), "--tables",
             str(tmp_path / "no-run")]
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
@@ -354,7 +363,7 @@ def test_the_report_states_assumptions_per_seed_differences_and_the_plans_histor
     """Method: the assumptions (normal seed effects, teachers fixed); each claim's comparisons seed by seed; the
     plan's history with post-hoc changes labelled, in the history section, the glance table and the claim."""
     text = built[1].read_text()
-    method = text.split("## Method: how the verdicts are reached")[1].split("## The claims in detail")[0]
+    method = text.split("## Appendix A. Method: how the verdicts are reached")[1].split("## Appendix B.")[0]
     assert "**Assumptions.**" in method and "normal distribution" in method and "teachers are fixed" in method
     assert "## The plan's history" in method and "Not recorded" in method  # aggregated without a repository
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())
@@ -375,10 +384,58 @@ def test_the_report_states_assumptions_per_seed_differences_and_the_plans_histor
     (tables / "claims.json").write_text(json.dumps(claims))
     inp = read_inputs(tables, built[0] / "reports/figures", PAPER)
     md = to_markdown(TITLE, build_report(inp, tmp_path))
-    history = md.split("## The plan's history")[1].split("## The claims in detail")[0]
+    history = md.split("## The plan's history")[1].split("## Appendix B.")[0]
     assert "| 2026-11-23 | f3db8e6 | params.yaml | 1 | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] |" \
            " verdict | **post hoc**: after claim 1: 2026-11-22 (e621789) |  |" in history
     assert "this run is not (its profile or seed lists are not the confirmatory ones)" in history
-    glance = md.split("The claims of the papers at a glance")[1].split("## What was run")[0]
+    glance = md.split("The claims of the papers at a glance")[1].split("**What was run:**")[0]
     assert "| # | Claim | Verdict | Plan | Evidence |" in glance and "| post hoc (1) |" in glance
     assert "Plan: post hoc: 2026-11-23 f3db8e6 (params.yaml: cpu (params.yaml): seeds" in md
+
+
+def test_readme_writes_each_block_into_the_docs_page_that_holds_its_markers(built, tmp_path, monkeypatch, capsys):
+    readme_md = marked_readme(tmp_path / "README.md", "headline")
+    (tmp_path / "docs").mkdir()
+    pages = {n: marked_readme(tmp_path / "docs" / f"{n}.md", n) for n in ("coverage", "fidelity", "papers")}
+    args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
+            str(built[0] / "results/tables")]
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert cli(args) == 0 and cli([*args, "--check"]) == 0
+    assert "old headline" not in readme_md.read_text() and "old papers" not in pages["papers"].read_text()
+    assert "| Paper | Item |" in pages["coverage"].read_text() and "| Experiment |" in pages["fidelity"].read_text()
+    papers = pages["papers"].read_text()
+    assert "[arXiv 2505.19985](https://arxiv.org/abs/2505.19985)" in papers and "github.com/osiriszjq" in papers
+    assert "| 1 | Small datasets (ViT-T): impulse > mimetic > default" in papers and "| n/p | n/p |" in papers
+    pages["papers"].write_text(pages["papers"].read_text().replace("91.76", "91.77"))
+    assert cli([*args, "--check"]) == 1 and "docs/papers.md: the papers block differs" in capsys.readouterr().err
+
+
+def test_the_readme_and_docs_point_nowhere_outside_the_repository(repo_root):
+    for page in [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert "../shared" not in text and "shared/" not in text, page
+        for target in re.findall(r"\]\(([^)#]+)", text):
+            if not target.startswith("http"):
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def test_the_report_says_what_is_bit_identical_across_cpus_from_the_bench(tmp_path):
+    from pipeline.analysis.reproducibility import cross_cpu_blocks
+
+    missing = "\n".join(map(block_markdown, cross_cpu_blocks({})))
+    assert "Not measured here" in missing and "bit-identical on one CPU code path and thread count" in missing
+    same = {"differ": 0, "total": 10, "max_abs": 0.0, "max_rel": 0.0}
+    data = {"paths": {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2"}},
+            "remedies": {"MKL_CBWR": {"MKL_CBWR": "COMPATIBLE"}},
+            "init": {"command": "python bench/bench_cross_cpu.py init", "date": "2026-11-26", "threads": 1,
+                     "cpu": "Test CPU", "torch": "2.14.1", "results": {
+                         "impulse avx2": same | {"differ": 2, "max_abs": 1e-9}, "impulse avx2+MKL_CBWR": same}},
+            "train": {"command": "python bench/bench_cross_cpu.py train", "date": "2026-11-26", "threads": 1,
+                      "cpu": "Test CPU", "torch": "2.14.1", "results": {"mimetic/2": {
+                          "top1": {"native": 0.548, "avx2": 0.558}, "seconds": {"native": 10, "avx2": 11},
+                          "spread_pts": 1.0, "final_weights": {"avx2 vs native": same | {"differ": 9}}}}}}
+    text = "\n".join(map(block_markdown, cross_cpu_blocks(data)))
+    assert "impulse: AVX2 2 of 10 float32 entries differ (largest difference 1.0e-09)" in text
+    assert "With MKL_CBWR=COMPATIBLE on every path: impulse: AVX2 bit-identical" in text
+    assert "mimetic seed 2: final top-1 54.80 % on native; 55.80 % on avx2; spread over the paths 1.00 pts" in text
+    assert "`python bench/bench_cross_cpu.py train` (2026-11-26)" in text and "Test CPU" in text

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -186,6 +187,50 @@ def test_a_failed_cell_is_reported_the_others_finish_and_it_reruns_next_time(ins
     outcomes = run_plan(inside, jobs=2)
     assert {n: o.status for n, o in outcomes.items()} == {"cell@2": "ran", "total": "ran"}
     assert is_clean(inside)
+
+
+def test_the_runner_shows_k_of_n_the_running_stages_and_an_eta(inside):
+    edit(inside, "source", text="v4\n")  # every stage is stale or downstream: 8 stages, the cells 2 at a time
+    lines: list[str] = []
+    scheduler = repro.Scheduler({"local": LocalExecutor(inside, inside / "scratch/repro")}, {"local": 2},
+                                repro.DevicePool([]), echo=lines.append)
+    scheduler.run(repro.plan([], load_params("params.yaml")))
+    progress = [line.strip() for line in lines if line.strip().startswith("[")]
+    assert progress[0].startswith("[1/8 done; running: none; ETA after the first training stage]")
+    assert any(re.fullmatch(r"\[[2-6]/8 done; running: cell@\d \(\d+ s\)(, cell@\d \(\d+ s\))?; ETA \d+ s\]",
+                            line) for line in progress), progress
+    assert progress[-1] == "[8/8 done; running: none; ETA 0 s]"
+    assert is_clean(inside)
+
+
+def test_always_changed_stages_run_first_and_then_only_what_they_changed_is_stale(tmp_path, monkeypatch):
+    """A stage reading state outside the repository (dvc.yaml's `sources`: a user's folder) is `always_changed`;
+    the runner runs it before planning, so a stage depending on its output is stale exactly when it changed."""
+    project = tmp_path / "watch"
+    project.mkdir()
+    (project / "dvc.yaml").write_text(
+        "stages:\n  watch:\n    cmd: mkdir -p seen && cp ../outside.txt seen/now.txt\n    always_changed: true\n"
+        "    outs:\n      - seen:\n          cache: false\n"
+        "  use:\n    cmd: cp seen/now.txt used.txt\n    deps: [seen/now.txt]\n    outs: [used.txt]\n")
+    (project / "params.yaml").write_text("resources:\n  threads: 1\n")
+    (tmp_path / "outside.txt").write_text("1\n")
+    sh(project, "git", "init", "-q")
+    sh(project, "dvc", "init", "-q")
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PATH", tool_env()["PATH"])
+    params = load_params("params.yaml")
+    assert repro.checks([]) == ["watch"]
+
+    def run() -> list[str]:
+        assert repro.run_checks(repro.checks([]), echo=lambda line: None)
+        cells = repro.plan([], params)
+        run_plan(project, jobs=1, cells=cells)
+        return [c.name for c in cells]
+
+    assert run() == ["use"]
+    assert run() == []  # unchanged outside: nothing to run
+    (tmp_path / "outside.txt").write_text("2\n")
+    assert run() == ["use"] and (project / "used.txt").read_text() == "2\n"
 
 
 def test_parallel_dvc_repro_single_item_waits_for_the_lock_and_loses_no_result(inside):

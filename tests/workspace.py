@@ -101,9 +101,9 @@ def metrics(repo: Path, run_dir: Path) -> dict:
 
 def ran(output: str) -> set[str]:
     """The stages `dvc repro` / `dvc exp run` / `python -m pipeline repro` executed (not those restored from the
-    run-cache)."""
-    return set(re.findall(r"Running stage '([^']+)'", output)) | set(re.findall(r"^done +(\S+) +ran in ", output,
-                                                                               re.MULTILINE))
+    run-cache; the runner's `check` lines are the always-changed stages it runs first)."""
+    return (set(re.findall(r"Running stage '([^']+)'", output))
+            | set(re.findall(r"^(?:done|check) +(\S+) +(?:ran in |\()", output, re.MULTILINE)))
 
 
 def run_metrics(repo: Path) -> dict[str, dict]:

@@ -13,10 +13,12 @@ results/attention/<variant>/<arm>/measures.json for claim 7) and the published n
                                        comparison with its verdict, p-values and power
     results/tables/what_was_run.json   profile, models, datasets (with citation and licence), seeds, revisions,
                                        hardware, versions, wall times, missing runs
-    results/summary.json               DVC metrics: {dataset: {variant: {arm: {top1_mean, top1_std, n}}},
-                                       filter_study: {variant: ...}, ci_alpha: {dataset: {alpha: {arm: ...}}}}
+    results/summary.json               DVC metrics (git-tracked): {headline: {dataset: {variant: {method,
+                                       baseline1, baseline2, method_vs_baseline1, method_vs_baseline2}}},
+                                       dataset: {variant: {arm: {top1_mean, top1_std, n}}}, filter_study: ...}
 
-so `dvc exp show` has one column per dataset/variant/arm and `dvc metrics diff` compares experiments at a glance.
+`headline` is keyed by role (`role_metrics`), so experiments with another `init` share its columns in `dvc exp
+show` and `dvc metrics diff main`; `python -m pipeline compare` prints it per experiment.
 The report (`pipeline.analysis.report`) is the human-readable rendering of all of it.
 """
 
@@ -215,8 +217,8 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
            tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
            tables.model3_fit_table(m3, dict(exp.m3_fits)),
            tables.ci_table1_table(m3, published) if m3 is not None else None,
-           filter_table(filters, published, exp.filters),
-           gaussian_table(filters, published, exp.sigmas, exp.heads),
+           filter_table(filters, published, exp.filters, exp.filter_dataset),
+           gaussian_table(filters, published, exp.sigmas, exp.heads, exp.filter_dataset),
            tables.runs_table(runs, filters, ci)]
     return [t for t in out if t is not None]
 
@@ -269,6 +271,21 @@ def summary_metrics(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame,
             out.setdefault("ci_model3", {}).setdefault(d, {}).setdefault(a, {}).setdefault(qk, {})[v] = _stats(frame)
         for (d, f, v), frame in m3[forms != MODEL3].groupby(["dataset", "form", "value"], sort=False):
             out.setdefault("ci_table1", {}).setdefault(d, {}).setdefault(f, {})[v] = _stats(frame)
+    return out
+
+
+def role_metrics(headline: list[dict], arms: Sequence[str]) -> dict:
+    """The headline by role: per dataset and variant the method's and each baseline's top-1 (%, with its arm's
+    name) and the paired difference method - baseline (points, interval, verdict), whatever the arms are."""
+    role = {arms[0]: "method"} | {b: f"baseline{i}" for i, b in enumerate(arms[1:], 1)}
+    out: dict = {}
+    for row in headline:
+        cell = out.setdefault(row["dataset"], {}).setdefault(row["variant"], {})
+        for side in ("a", "b"):
+            cell[role[row[side]]] = {"arm": row[side], "top1_mean_pct": row[f"{side}_mean"],
+                                     "top1_std_pct": row[f"{side}_std"], "n": row[f"{side}_n"]}
+        cell[f"method_vs_{role[row['b']]}"] = {"diff_pts": row["mean"], "low_pts": row["low"],
+                                               "high_pts": row["high"], "pairs": row["n"], "verdict": row["verdict"]}
     return out
 
 
@@ -428,7 +445,8 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}
     judged = claim_checks.check_claims(load_claims(paper), ev)
     plan["history"] = plan_record(plans, paper, exp, judged, ran["git_rev"], repo)
-    return Aggregate(built, judged, head, plan, summary_metrics(runs, filters, ci, m3),
+    summary = {"headline": role_metrics(head, exp.arms)} | summary_metrics(runs, filters, ci, m3)
+    return Aggregate(built, judged, head, plan, summary,
                      ran | {"table_notes": table_notes(built, exp)})
 
 

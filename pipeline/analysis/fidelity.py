@@ -3,7 +3,7 @@
 A list of entries, each {id, experiment, official: {code, repo, commit, file}, same, differs, why, option, effect}
 (the schema is at the top of the file; `code: none` where no official code exists). Read once and checked key by
 key: a bad file stops with one PipelineError naming the entry and the key. Any number of entries, ids unique.
-The report's "Fidelity to the official code" section and the README's fidelity block print `fidelity_table`.
+The report's appendix prints `fidelity_details`, docs/fidelity.md's generated block `fidelity_table`.
 """
 
 from __future__ import annotations
@@ -143,31 +143,26 @@ def _option(e: FidelityEntry) -> str:
     return f"`{e.option}`" if e.option else "–"
 
 
-def fidelity_table(entries: list[FidelityEntry], full: bool = True) -> TableBlock:
-    """The table, one row per entry: every key (`full`, the README's), or experiment, source, difference and option
-    (the report's, whose PDF page has no room for seven prose columns; `fidelity_details` has the rest)."""
+def fidelity_table(entries: list[FidelityEntry]) -> TableBlock:
+    """The table, one row per entry with every key (docs/fidelity.md's generated block)."""
     differ = sum(e.differs != NOTHING for e in entries)
     caption = (f"{len(entries)} arms and experiments, {differ} with a difference from the official code. code-2505 ="
-               " [NeurIPS], code-2404 = [SIA], code-2401 = [CI] (../shared/paper.md); none = no official code"
+               " [NeurIPS]'s code, code-2404 = [SIA]'s, code-2401 = [CI]'s (docs/papers.md); none = no official code"
                " exists. An option's default is the official behaviour.")
-    if full:
-        return TableBlock("Fidelity to the official code (paper/fidelity.yaml)",
-                          ["Experiment", "Official code", "The same", "Where we differ", "Why",
-                           "Option (default = official)", "Measured effect"],
-                          [[e.experiment, e.source, e.same, e.differs, e.why or "–", _option(e), e.effect]
-                           for e in entries], caption)
     return TableBlock("Fidelity to the official code (paper/fidelity.yaml)",
-                      ["Experiment", "Official code", "Where we differ", "Option (default = official)"],
-                      [[e.experiment, e.short_source, e.differs, _option(e)] for e in entries],
-                      caption + " What is the same, why each difference was made and its measured effect: below"
-                      " the table.")
+                      ["Experiment", "Official code", "The same", "Where we differ", "Why",
+                       "Option (default = official)", "Measured effect"],
+                      [[e.experiment, e.source, e.same, e.differs, e.why or "–", _option(e), e.effect]
+                       for e in entries], caption)
 
 
 def fidelity_details(entries: list[FidelityEntry]) -> list[Block]:
-    """Per entry: its official source in full, what is the same, why it differs and the measured effect."""
+    """Per entry, once (the report's appendix, whose page has no room for seven prose columns): its official source,
+    what is the same, where and why it differs, the option that restores the official behaviour, the effect."""
     out: list[Block] = []
     for e in entries:
-        items = [f"The same: {e.same}"] + ([f"Why we differ: {e.why}"] if e.why else []) + [
-            f"Measured effect: {e.effect}"]
+        items = [f"The same: {e.same}", f"Where we differ: {e.differs}"] + (
+            [f"Why we differ: {e.why}"] if e.why else []) + ([f"Option (default = official): {_option(e)}"]
+                                                             if e.option else []) + [f"Measured effect: {e.effect}"]
         out += [Paragraph(f"**{e.experiment}** (official code: {e.source})"), Bullets(items)]
     return out

@@ -12,6 +12,8 @@ reader `pipeline.analysis.runs`; other runs lying in results/ are ignored) and d
   top-1 per epoch, mean and min-max band over seeds;
 - the filter study: top-1 per ConvMixer filter variant ([CI] 2401.12511 Fig. 4) and the Gaussian sigma x heads
   heat map ([CI] Table 6 layout);
+- from the aggregate's results/tables: the forest plot of every planned comparison (claims.json) and ours against
+  every published number on the same dataset (the tables' CSVs).
 - [CI] Figs 6-9 from the alpha grid's alpha 0.2 cells (`pipeline.analysis.ci_figures`): accuracy by epoch, and one
   head's QK, PQK^TP^T and softmax maps at layers 1 / 3 / 6 before and after training.
 
@@ -23,8 +25,8 @@ reports/figures/figures.json, in reading order::
     {"families": [{"name", "section", "title", "caption"}],
      "figures": [{"file": "<name>.png" (relative to reports/figures), "family", "variant", "title", "note"}]}
 
-with section one of ``attention``, ``curves``, ``filter_study``, ``ci``. The folder is written aside and moved
-into place when complete.
+with section one of ``results``, ``curves``, ``attention``, ``filter_study``, ``ci``. The folder is written aside
+and moved into place when complete.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import torch
 from matplotlib import colormaps
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
@@ -95,9 +98,11 @@ def draw_map(ax, m: np.ndarray, norm: PowerNorm, zoom: int, grid_w: int, corner:
     ax.tick_params(labelsize=7, length=2)
 
 
-def attention_figure(maps: dict[str, np.ndarray], record: dict, source: str, heading: str) -> Figure | None:
-    """Rows = heads (at most MAX_HEADS); per layer two columns: the full map, titled with the head's intended
-    offset, peak agreement and locality mass, and its upper-left corner. None when `maps` lacks this input."""
+def attention_figure(maps: dict[str, np.ndarray], record: dict, source: str, heading: str,
+                     arm: str = "impulse") -> Figure | None:
+    """Rows = heads (at most MAX_HEADS); per layer two columns: the full map (queries down, keys across) and its
+    upper-left corner. The impulse arm's panels are titled with the head's intended offset and peak agreement,
+    every arm's with its locality mass. None when `maps` lacks this input."""
     layers = [str(layer) for layer in record["layers"]]
     if any(f"{source}_L{layer}" not in maps for layer in layers):
         return None
@@ -120,11 +125,17 @@ def attention_figure(maps: dict[str, np.ndarray], record: dict, source: str, hea
                 continue
             draw_map(full, m[h], norm, zoom, grid_w, corner=False)
             draw_map(corner, m[h], norm, zoom, grid_w, corner=True)
-            dy, dx = record["offsets"][layer][h]
-            full.set_title(f"layer {layer}, head {h}, offset ({dy:+d}, {dx:+d})\n"
-                           f"peak {measures['peak_agreement'][h]:.2f}, local {measures['locality_mass'][h]:.2f}",
-                           fontsize=8.5)
+            local = f"local {measures['locality_mass'][h]:.2f}"
+            if arm == "impulse":
+                dy, dx = record["offsets"][layer][h]
+                full.set_title(f"layer {layer}, head {h}, offset ({dy:+d}, {dx:+d})\n"
+                               f"peak {measures['peak_agreement'][h]:.2f}, {local}", fontsize=8.5)
+            else:
+                full.set_title(f"layer {layer}, head {h}\n{local}", fontsize=8.5)
             corner.set_title(f"layer {layer}, head {h}\nzoom {zoom}×{zoom}", fontsize=8.5)
+            for ax in (full, corner):
+                ax.set_xlabel("key token", fontsize=7, labelpad=1)
+                ax.set_ylabel("query token", fontsize=7, labelpad=1)
     bar = fig.add_axes((1 - 0.8 / width, 0.25, 0.13 / width, 0.5))
     fig.colorbar(axes[0, 0].images[0], cax=bar, label="attention probability (√ scale)")
     fig.suptitle(heading, fontsize=11, y=1 - 0.15 / height, va="top")
@@ -138,10 +149,10 @@ ATTENTION = family(
     " across, prefix tokens such as cls dropped), the red box marking the zoomed corner; right: that upper-left"
     " corner, white lines every w tokens = one row of the w-wide token grid (the paper's 8×8 sub-blocks on an"
     " 8-wide grid), so an impulse at offset (dy, dx) is a diagonal shifted by dy·w+dx. Colour: attention"
-    " probability on a square-root scale from 0 to 1, shared by all panels. Panel titles: the head's intended"
-    " impulse offset (dy, dx) (the impulse arm's, the yardstick for every arm), peak agreement = fraction of"
-    " queries whose strongest key is at that offset, local = attention mass inside the query's f×f neighbourhood"
-    " (each figure's note gives a uniform map's value). Inputs: the positional pseudo-input is each block's norm1"
+    " probability on a square-root scale from 0 to 1, shared by all panels. Panel titles: local = attention mass"
+    " inside the query's f×f neighbourhood (each figure's note gives a uniform map's value); on the impulse arm's"
+    " panels also the head's intended offset (dy, dx) and peak agreement = the fraction of queries whose strongest"
+    " key is at that offset. Inputs: the positional pseudo-input is each block's norm1"
     " of the patch position embeddings, no image content (what the impulse init is fitted on, paper.md section"
     " 1.1); the real batch averages the maps over validation images. Compare [NeurIPS] Fig. 4: impulse heads peak"
     " off the diagonal at distinct offsets, mimetic heads strengthen the diagonal, default maps are flat.")
@@ -187,7 +198,7 @@ def attention_figures(records: dict[tuple[str, str, str], tuple[dict, dict]], ou
     for (variant, state, arm), (maps, record) in records.items():
         for source in attention.INPUTS:
             title = f"{variant}: {arm} {STATE_TEXT[state]}, {INPUT_TEXT[source]}"
-            fig = attention_figure(maps, record, source, title)
+            fig = attention_figure(maps, record, source, title, arm)
             if fig is not None:
                 entries.append(save(fig, out, f"attention_{variant}_{state}_{arm}_{source}", "attention", variant,
                                     title, attention_note(record, source, state)))
@@ -228,7 +239,7 @@ def curves_figure(found: dict[str, dict[str, list]], arms: list[str], key: str, 
         ax.legend(fontsize=8, loc="lower right")
     for ax in axes[len(found):]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(f"{title}\n(line = mean, band = min–max over seeds)", fontsize=9.5)
     return fig
 
 
@@ -271,6 +282,10 @@ def curve_figures(runs: pd.DataFrame, arms: list[str], out: Path) -> list[dict]:
 # ------------------------------------------------------------------------------------------------- filter study
 
 
+#: filter-study variants under [CI]'s names where they differ from ours
+STUDY_NAMES = {"softmax": "rand*\n(softmax)"}
+
+
 def filter_bars(found: dict[str, list[float]], title: str) -> Figure | None:
     """Bar per variant (`found`: {variant: [top-1 fraction of each seed]}, learned first): mean top-1 with min-max
     error bar and the seeds as dots; learned dashed across."""
@@ -280,8 +295,7 @@ def filter_bars(found: dict[str, list[float]], title: str) -> Figure | None:
     names = list(found)
     tops = [100 * np.array(found[v], dtype=float) for v in names]
     means = np.array([t.mean() for t in tops])
-    lo_all, hi_all = min(t.min() for t in tops), max(t.max() for t in tops)
-    bottom = max(0.0, math.floor(lo_all - max(2.0, 0.5 * (hi_all - lo_all))))
+    hi_all, bottom = max(t.max() for t in tops), 0.0  # bars from 0: a 2-point gap looks like one
     fig = Figure(figsize=(max(4.5, 1.0 * len(names) + 1.5), 3.6), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(names))
@@ -293,9 +307,9 @@ def filter_bars(found: dict[str, list[float]], title: str) -> Figure | None:
         ax.text(x[i], t.max() + 0.02 * (hi_all - bottom), f"{means[i]:.1f}", ha="center", va="bottom", fontsize=8)
     if "learned" in found:
         ax.axhline(means[0], color="#2ca02c", ls="--", lw=1)
-    ax.set_xticks(x, [f"{v}\n(n={len(found[v])})" for v in names], fontsize=8)
-    ax.set_ylim(bottom, hi_all + 0.12 * (hi_all - bottom))
-    ax.set_ylabel("top-1 (%)")
+    ax.set_xticks(x, [f"{STUDY_NAMES.get(v, v)}\n(n={len(found[v])})" for v in names], fontsize=8)
+    ax.set_ylim(bottom, min(100.0, hi_all + 0.12 * (hi_all - bottom)))
+    ax.set_ylabel("final top-1 on the test split (%)")
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(title, fontsize=10)
     return fig
@@ -333,12 +347,12 @@ def filter_families(params: Params) -> list[dict]:
     where = (f"ConvMixer (dim {study.model.dim}, depth {study.model.depth}, kernel {study.model.kernel_size}, patch"
              f" {study.model.patch_size}) on {study.dataset}")
     return [family("filter_study_bars", "filter_study", "ConvMixer with learned vs frozen spatial filters",
-                   f"Final top-1 (%) of the {where}: learned filters (green: learned, learned-<family>) vs frozen"
-                   " filter families (purple)."
+                   f"Final top-1 (%) on the test split of the {where}: learned filters (green: learned,"
+                   " learned-<family>) vs frozen filter families (purple)."
                    f" Bar = mean over the finished seeds of {study.seeds} (the number above it), error bar = min–max,"
-                   " dots = single seeds, dashed line = learned mean; the y axis is cut below the lowest seed."
-                   " Compare [CI] 2401.12511 Fig. 4: random ≈ impulse ≈ learned, box and rand* (softmax) clearly"
-                   " worse; perm and fullperm are arms beyond the paper."),
+                   " dots = single seeds, dashed line = learned mean; the y axis starts at 0."
+                   " Compare [CI] 2401.12511 Fig. 4 (CIFAR-10): random ≈ impulse ≈ learned, box and rand* clearly"
+                   " worse; rand* is code-2401's `softmax` family; perm and fullperm are arms beyond the paper."),
             family("filter_study_gaussian", "filter_study", "Frozen Gaussian filters: σ × heads",
                    f"Final top-1 (%) of the {where} with frozen Gaussian filters exp(−d²/(2σ)), one cell per σ and"
                    " number of distinct filters (heads), mean over the finished seeds (n in the cell); grey = not"
@@ -359,12 +373,155 @@ def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
     for sigma, heads, top1 in zip(grid["sigma"], grid["heads"], grid["top1"]):
         heat.setdefault((float(sigma), int(heads)), []).append(top1)
     entries = []
-    fig = filter_bars(bars, "ConvMixer with learned vs frozen spatial filters")
+    fig = filter_bars(bars, f"ConvMixer on {study.dataset}: learned vs frozen spatial filters")
     if fig is not None:
         entries.append(save(fig, out, "filter_study_bars", "filter_study_bars", "", "Learned vs frozen filters"))
-    fig = gaussian_heatmap(heat, study.gaussian_sigmas, study.gaussian_heads, "Frozen Gaussian filters: σ × heads")
+    fig = gaussian_heatmap(heat, study.gaussian_sigmas, study.gaussian_heads,
+                           f"ConvMixer on {study.dataset}, frozen Gaussian filters: σ × heads (test top-1 %)")
     if fig is not None:
         entries.append(save(fig, out, "filter_study_gaussian", "filter_study_gaussian", "", "Gaussian σ × heads"))
+    return entries
+
+# ------------------------------------------------------------------------------------------------------ results
+
+VERDICT_COLOURS = {"supported": "#2ca02c", "contradicted": "#d62728", "inconclusive": "#7f7f7f"}
+FOREST_ROWS = 24  #: comparisons per forest-plot figure (a taller one would print too small on a page)
+
+
+def thresholds(needs: str) -> list[float]:
+    """The x positions a comparison must clear: '> 0' -> [0], '> -2' -> [-2], 'inside ±2' -> [-2, 2]."""
+    text = needs.replace("−", "-").strip()
+    if text.startswith("inside ±"):
+        m = float(text.removeprefix("inside ±"))
+        return [-m, m]
+    return [float(text.lstrip("<>= "))] if text[:1] in "<>" else []
+
+
+def _arm(name: str) -> str:
+    """An arm or filter variant under the paper's name where ours differs ('softmax' is [CI]'s rand*)."""
+    return "rand* (softmax)" if name == "softmax" else name
+
+
+def forest_rows(claims: dict) -> list[dict]:
+    """Every planned comparison of claims.json that has an estimate, in the claims' order."""
+    rows = []
+    for c in claims.get("claims", []):
+        for comp in c.get("comparisons", []):
+            if comp.get("mean") is not None:
+                rows.append(comp | {"claim": c["id"]})
+    return rows
+
+
+def forest_figure(rows: list[dict], title: str, confidence: float) -> Figure:
+    """One row per comparison: the paired difference (dot), its interval (bar), the threshold it must clear (red
+    ticks) and its verdict (colour)."""
+    fig = Figure(figsize=(8.6, 0.34 * len(rows) + 1.5), layout="constrained")
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    for yi, r in zip(y, rows):
+        colour = VERDICT_COLOURS.get(r["verdict"], "black")
+        if r.get("low") is not None and r.get("high") is not None:
+            ax.plot([r["low"], r["high"]], [yi, yi], color=colour, lw=2.2, solid_capstyle="butt")
+            ax.plot(r["mean"], yi, "o", color=colour, ms=5)
+        else:
+            ax.plot(r["mean"], yi, "o", mfc="white", color=colour, ms=5)
+        for t in thresholds(r.get("needs", "")):
+            ax.plot([t, t], [yi - 0.38, yi + 0.38], color="#d62728", lw=1.4)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{r['claim']}: {r['label']}: {_arm(r['a'])} − {_arm(r['b'])} ({r['needs']}"
+                      + (f"; n={r['n']}" if r.get("n") else "") + ")" for r in rows], fontsize=7)
+    ax.set_xlabel(f"difference a − b (points of top-1), {100 * confidence:g}% interval")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in VERDICT_COLOURS.items()]
+    handles += [Line2D([], [], color="#d62728", lw=1.4, label="what the claim needs"),
+                Line2D([], [], color="grey", marker="o", mfc="white", lw=0, label="too few seeds for an interval")]
+    ax.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    ax.set_title(title, fontsize=10, pad=34)
+    return fig
+
+
+def forest_figures(claims: dict, out: Path) -> list[dict]:
+    """The forest plot of every planned comparison, FOREST_ROWS per figure."""
+    rows = forest_rows(claims)
+    chunks = [rows[i:i + FOREST_ROWS] for i in range(0, len(rows), FOREST_ROWS)]
+    entries = []
+    for k, chunk in enumerate(chunks, 1):
+        part = f" ({k} of {len(chunks)})" if len(chunks) > 1 else ""
+        title = f"Every planned comparison{part}: the paired difference and its interval"
+        fig = forest_figure(chunk, title, claims.get("confidence", 0.95))
+        entries.append(save(fig, out, f"forest_{k}", "forest", "", title,
+                            f"claims {chunk[0]['claim']} to {chunk[-1]['claim']}; {len(chunk)} comparisons"))
+    return entries
+
+
+def published_points(tables_dir: Path) -> list[dict]:
+    """(label, published, ours, ours' std) of every table cell with a published number on the same dataset: the
+    rows of results/tables/*.csv whose `published` and `ours_minus_published` are both numbers."""
+    manifest = json.loads((tables_dir / "tables.json").read_text()) if (tables_dir / "tables.json").is_file() else []
+    points = []
+    for t in manifest:
+        path = tables_dir / t["csv"]
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path)
+        if not {"published", "ours_minus_published"} <= set(frame.columns):
+            continue
+        frame = frame[frame["published"].notna() & frame["ours_minus_published"].notna()]
+        for _, r in frame.iterrows():
+            keys = [str(r[k]) for k in ("dataset", "variant", "arm", "alpha", "qk", "value", "metric", "sigma",
+                                        "heads") if k in frame.columns and pd.notna(r[k]) and str(r[k]) != ""]
+            std = next((r[k] for k in ("ours_std", "std") if k in frame.columns and pd.notna(r[k])), math.nan)
+            points.append({"table": t["title"], "label": ", ".join(keys), "published": float(r["published"]),
+                           "ours": float(r["published"] + r["ours_minus_published"]), "std": float(std)})
+    return points
+
+
+def published_figure(points: list[dict]) -> Figure | None:
+    """Ours against the published number per cell (mean ± std over seeds), the diagonal = reproduced."""
+    if not points:
+        return None
+    fig = Figure(figsize=(5.8, 5.0), layout="constrained")
+    ax = fig.subplots()
+    tables = list(dict.fromkeys(p["table"] for p in points))
+    for i, table in enumerate(tables):
+        mine = [p for p in points if p["table"] == table]
+        ax.errorbar([p["published"] for p in mine], [p["ours"] for p in mine],
+                    yerr=[0 if math.isnan(p["std"]) else p["std"] for p in mine], fmt="o", ms=4, capsize=2,
+                    color=f"C{i}", label=table)
+    lo = min(min(p["published"], p["ours"]) for p in points)
+    hi = max(max(p["published"], p["ours"]) for p in points)
+    pad = max(1.0, 0.05 * (hi - lo))
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="black", lw=0.8, ls="--", label="ours = published")
+    ax.set_xlabel("published top-1 (%)")
+    ax.set_ylabel("ours: mean ± std over seeds (%)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+    ax.set_title(f"Reproduction against the published numbers ({len(points)} cells)", fontsize=10)
+    return fig
+
+
+def results_families() -> list[dict]:
+    return [family("forest", "results", "Every planned comparison",
+                   "Each row is one comparison of the analysis plan (paper/plan.yaml), labelled claim: data and model:"
+                   " a − b (what the claim needs). Dot = the paired difference of final top-1 (or of training top-1"
+                   " at an epoch, claim 4) in points; bar = its interval over seeds and test images (at the level"
+                   " of the plan, 95% two-sided); red ticks = the threshold the claim needs (0, or the plan's"
+                   " margin); colour = the comparison's verdict. Hollow dot: too few seeds for an interval."),
+            family("published", "results", "Reproduction against the published numbers",
+                   "Every cell of the result tables with a published number for the same dataset, model, arm and"
+                   " setting: the published top-1 across, ours (mean ± std over seeds) up; on the dashed diagonal"
+                   " ours equals the paper. Which tables the points come from: the legend.")]
+
+
+def results_figures(tables_dir: Path, out: Path) -> list[dict]:
+    """The forest plot and the reproduction plot, from the aggregate's results/tables (skipped without them)."""
+    claims_file = tables_dir / "claims.json"
+    if not claims_file.is_file():
+        return []
+    entries = forest_figures(json.loads(claims_file.read_text()), out)
+    fig = published_figure(published_points(tables_dir))
+    if fig is not None:
+        entries.append(save(fig, out, "published", "published", "", "Reproduction against the published numbers"))
     return entries
 
 # --------------------------------------------------------------------------------------------------------- stage
@@ -383,9 +540,9 @@ def draw_all(params: Params, results: Path, out: Path, trained: bool = True, pap
                 records[(variant, "trained", arm)] = rec
     runs, _ = load_vit_runs(results / "train", params.datasets, params.variants, arms, params.seeds)
     ci_families, ci_drawn = ci_figures(params, results, out, paper, save)
-    figures = (attention_figures(records, out) + curve_figures(runs, arms, out) + filter_figures(params, results, out)
-               + ci_drawn)
-    families = [ATTENTION, *curve_families(params.seeds), *filter_families(params), *ci_families]
+    figures = (results_figures(results / "tables", out) + curve_figures(runs, arms, out)
+               + attention_figures(records, out) + filter_figures(params, results, out) + ci_drawn)
+    families = [*results_families(), *curve_families(params.seeds), ATTENTION, *filter_families(params), *ci_families]
     drawn = {f["family"] for f in figures}
     return {"families": [f for f in families if f["name"] in drawn], "figures": figures}
 

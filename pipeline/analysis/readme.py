@@ -1,23 +1,23 @@
-"""`python -m pipeline readme [--check]`: the README's generated blocks, never typed.
+"""`python -m pipeline readme [--check]`: the generated blocks of README.md and docs/, never typed.
 
-README.md holds four blocks, each between two marker comments (`markers`):
+Each block sits between two marker comments (`markers`) in one of README.md and docs/*.md:
 
-- claims: reports/claims.md of a run of the laptop set (the plan's confirmatory profile, cpu-all): every claim, its
-  verdict, the profile and revision it came from, its plan and its deciding comparisons with intervals
-  (`pipeline.analysis.claims_report`). A run of another profile leaves this block as it is, so `make repro` of the
-  CPU default never erases the set's table;
-- headline: reports/headline.md, which the report stage writes (the question, the claims at a glance with their
-  verdicts and intervals, and the headline table; `pipeline.analysis.report.headline_markdown`);
-- coverage: paper/coverage.yaml, every table and figure of the three papers, with the verdicts of the run in
-  results/tables (claims.json and what_was_run.json, the run the headline comes from; "not run" without one);
-- fidelity: paper/fidelity.yaml, each arm and experiment against the official code.
+- claims (README.md): reports/claims.md of a run of the laptop set (the plan's confirmatory profile, cpu-all): every
+  claim, its verdict, the profile and revision it came from, its plan and its deciding comparisons with intervals
+  (`pipeline.analysis.claims_report`); a run of another profile leaves it as it is;
+- headline (README.md): reports/headline.md, which the report stage writes (the question, the headline table, the
+  claims at a glance with their verdicts; `pipeline.analysis.report.headline_markdown`);
+- coverage (docs/coverage.md): paper/coverage.yaml, every table and figure of the three papers, with the verdicts
+  of the run in results/tables (claims.json and what_was_run.json; "not run" without one);
+- fidelity (docs/fidelity.md): paper/fidelity.yaml, each arm and experiment against the official code;
+- papers (docs/papers.md): the papers, their claims and published numbers, from paper/*.yaml and *.csv.
 
-The coverage and fidelity blocks are rendered by the same code as the report's sections (`pipeline.analysis.coverage`,
-`pipeline.analysis.fidelity`), so the README says what the pipeline wrote and nothing else. With `--check` it
-changes nothing and exits 1 when a block differs from its source (for CI or before a release, after `make repro`).
+The last three are rendered by the same code as the report (`pipeline.analysis.coverage`, `fidelity`, `papers`),
+so the docs say what the pipeline wrote and nothing else. With `--check` it changes nothing and exits 1 when a
+block differs from its source (for CI or before a release, after `make repro`).
 
-    python -m pipeline readme            # splice the three blocks into README.md
-    python -m pipeline readme --check    # exit 1 if README.md is stale
+    python -m pipeline readme            # splice every block into the file that holds its markers
+    python -m pipeline readme --check    # exit 1 if one is stale
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pipeline.analysis.claims_report import SET_RUN
 from pipeline.analysis.coverage import coverage_table, load_coverage, run_verdicts
 from pipeline.analysis.document import block_markdown
 from pipeline.analysis.fidelity import fidelity_table, load_fidelity
+from pipeline.analysis.papers import papers_markdown
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import write_text
@@ -38,8 +39,8 @@ README, HEADLINE, PAPER, TABLES = Path("README.md"), Path("reports/headline.md")
 CLAIMS = Path("reports/claims.md")
 #: block -> what it is generated from
 SOURCES = {"claims": "reports/claims.md of a cpu-all run", "headline": "reports/headline.md",
-           "coverage": "paper/coverage.yaml and results/tables/claims.json", "fidelity": "paper/fidelity.yaml"}
-
+           "coverage": "paper/coverage.yaml and results/tables/claims.json",
+           "fidelity": "paper/fidelity.yaml", "papers": "paper/*.yaml and paper/*.csv"}
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -80,17 +81,31 @@ def blocks(headline: Path, paper: Path, tables: Path, claims: Path = CLAIMS) -> 
     profile, verdicts = _run(tables)
     out = {"headline": headline.read_text(),
            "coverage": block_markdown(coverage_table(load_coverage(paper), profile, verdicts)),
-           "fidelity": block_markdown(fidelity_table(load_fidelity(paper)))}
+           "fidelity": block_markdown(fidelity_table(load_fidelity(paper))),
+           "papers": papers_markdown(paper)}
     if claims.is_file() and claims.read_text().startswith(SET_RUN):
         out = {"claims": claims.read_text()} | out
     return out
 
 
+def homes(readme: Path, names) -> dict[str, Path]:
+    """The file holding each block's markers: README.md or a page of the docs/ folder beside it."""
+    files = [readme, *sorted((readme.parent / "docs").glob("*.md"))]
+    texts = {f: f.read_text() for f in files if f.is_file()}
+    found = {}
+    for name in names:
+        holders = [f for f, text in texts.items() if markers(name)[0] in text]
+        if len(holders) > 1:
+            raise PipelineError(f"the {name} block's markers are in {' and '.join(map(str, holders))}; keep one")
+        found[name] = holders[0] if holders else readme  # splice() then says the markers are missing
+    return found
+
+
 def add_arguments(parser) -> None:
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if README.md is stale")
-    parser.add_argument("--readme", default=str(README), help="default: README.md")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    parser.add_argument("--readme", default=str(README), help="default: README.md (docs/ is the folder beside it)")
     parser.add_argument("--headline", default=str(HEADLINE), help="default: reports/headline.md")
-    parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml and fidelity.yaml (default: paper)")
+    parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml, fidelity.yaml, the CSVs (default: paper)")
     parser.add_argument("--tables", default=str(TABLES), help="the run's verdicts (default: results/tables)")
     parser.add_argument("--claims", default=str(CLAIMS), help="the laptop set's claims table (default:"
                         " reports/claims.md; read only when it is a cpu-all run's)")
@@ -103,21 +118,25 @@ def main(params: Params, args) -> int:
                    Path(getattr(args, "claims", CLAIMS)))
     if not readme.is_file():
         raise PipelineError(f"{readme}: not found; run this command from the repository root or pass --readme")
-    old = new = readme.read_text()
+    where = homes(readme, texts)
+    old = {f: f.read_text() for f in set(where.values())}
+    new = dict(old)
     stale = []
     for name, text in texts.items():
-        spliced = splice(new, text, str(readme), name)
-        if spliced != new:
+        spliced = splice(new[where[name]], text, str(where[name]), name)
+        if spliced != new[where[name]]:
             stale.append(name)
-        new = spliced
+        new[where[name]] = spliced
     if args.check:
         for name in stale:
-            print(f"{readme}: the {name} block differs from {SOURCES[name]}; run `python -m pipeline readme`",
+            print(f"{where[name]}: the {name} block differs from {SOURCES[name]}; run `python -m pipeline readme`",
                   file=sys.stderr)
         if not stale:
-            print(f"{readme}: the {', '.join(texts)} blocks match their sources")
+            print(f"the {', '.join(texts)} blocks match their sources")
         return 1 if stale else 0
-    if new != old:
-        write_text(readme, new)
-    print(f"{readme}: {', '.join(stale) or 'no'} block(s) updated; {len(texts) - len(stale)} already matched")
+    for f, text in new.items():
+        if text != old[f]:
+            write_text(f, text)
+    print(f"{', '.join(f'{n} ({where[n]})' for n in stale) or 'no'} block(s) updated; {len(texts) - len(stale)}"
+          " already matched")
     return 0

@@ -1,21 +1,18 @@
 """`python -m pipeline report`: reports/report.md, reports/report.pdf and reports/headline.md.
 
 Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, what_was_run.json), the
-figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/fidelity.yaml. The report reads top-down:
+figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/fidelity.yaml. It leads with
+results:
 
 1. page 1: the question (did the method under study, params `init`, beat its baselines?) with its answer per
-   dataset and model variant, the claims of paper.md 2.10 at a glance (verdict and one line of evidence each),
-   and what was run (models, datasets with citation and licence, seeds, hardware, versions, wall times);
-2. the headline: the method against each baseline per dataset and variant (n, mean ± std, the paired
-   difference and its interval, the verdict);
-3. the method: how intervals and verdicts are computed, and the analysis plan (paper/plan.yaml) in full, so a
-   change to the plan shows in the report;
-4. each claim in detail: its evidence, every comparison with its verdict, p-values and minimal detectable effect,
-   and for an inconclusive one the seeds a new experiment would need; then the coverage of the papers' tables and
-   figures (paper/coverage.yaml, with this run's verdicts) and the fidelity to the official code
-   (paper/fidelity.yaml);
-5. the tables (each beside the published numbers of paper/ where they exist), 6. the figures, one caption per
-   figure family before its figures, 7. how to reproduce, and an appendix with every run.
+   dataset and model variant, the claims of the papers at a glance (verdict and one line of evidence each), the
+   headline table (the method against each baseline) and what was run, in one line;
+2. results: the forest plot of every planned comparison, each claim in detail, reproduction against the published
+   numbers (figure and tables), training curves, attention maps, the filter study and the [CI] grids, each
+   figure family's caption once before its figures;
+3. what was run in full and how to reproduce it;
+4. appendices, each printed once: A the method (intervals, tests, the analysis plan paper/plan.yaml in full),
+   B the coverage of the papers' tables and figures, C the fidelity to the official code, D every run.
 
 The content is built once as blocks (`pipeline.analysis.document`) and rendered to Markdown and, with fpdf2, to
 PDF (`pipeline.analysis.pdf`). reports/headline.md is the question, the claims at a glance and the headline table
@@ -30,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import entry
@@ -54,20 +51,15 @@ from pipeline.analysis.document import (
     block_markdown,
     to_markdown,
 )
-from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, fidelity_table, load_fidelity
+from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, load_fidelity
 from pipeline.analysis.pdf import render_pdf
+from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, load_cross_cpu
 from pipeline.analysis.tables import NA, num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside
 
 TABLES, FIGURES, OUT, PAPER = Path("results/tables"), Path("reports/figures"), Path("reports"), Path("paper")
-FIGURE_SECTIONS = {"attention": "Attention maps", "curves": "Training curves", "filter_study": "Filter study",
-                   "ci": "[CI] Figs 6-9: the α grid at α = 0.2"}
-TABLE_SECTIONS = {"results": "Results", "ci_alpha": "[CI] α grid",
-                  "ci_model3": "[CI] Tables 1-2 (Model III and the other attention forms)",
-                  "filter_study": "Filter study (ConvMixer)",
-                  "init_diagnostics": "Init diagnostics (Mixer and Swin constructions are ours)"}
 #: answers listed on page 1 before the rest are summarised (the claims table must stay on page 1)
 PAGE1_ANSWERS = 4
 
@@ -83,6 +75,7 @@ class ReportInputs:
     figures_dir: Path
     coverage: list[CoverageEntry]  #: paper/coverage.yaml
     fidelity: list[FidelityEntry]  #: paper/fidelity.yaml
+    cross_cpu: dict = field(default_factory=dict)  #: bench/cross_cpu.yaml (bench/bench_cross_cpu.py)
 
 
 def _json(path: Path, what: str):
@@ -94,8 +87,10 @@ def _json(path: Path, what: str):
         raise PipelineError(f"{path}: not valid JSON ({exc}); {what}") from None
 
 
-def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str | Path = PAPER) -> ReportInputs:
-    """Read results/tables, (if present) reports/figures/figures.json, and paper/coverage.yaml and fidelity.yaml."""
+def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str | Path = PAPER,
+                cross_cpu: str | Path = CROSS_CPU) -> ReportInputs:
+    """Read results/tables, (if present) reports/figures/figures.json, paper/coverage.yaml and fidelity.yaml, and
+    (if present) bench/cross_cpu.yaml."""
     tables_dir, figures_dir = Path(tables_dir), Path(figures_dir)
     fix = "run the aggregate stage first (dvc repro aggregate, or python -m pipeline aggregate)"
     manifest = figures_dir / "figures.json"
@@ -103,7 +98,7 @@ def read_inputs(tables_dir: str | Path, figures_dir: str | Path, paper_dir: str 
                else {"families": [], "figures": []})
     return ReportInputs(_json(tables_dir / "tables.json", fix), _json(tables_dir / "claims.json", fix),
                         _json(tables_dir / "what_was_run.json", fix), figures, figures_dir, load_coverage(paper_dir),
-                        load_fidelity(paper_dir))
+                        load_fidelity(paper_dir), load_cross_cpu(cross_cpu))
 
 
 def level(inp: ReportInputs) -> str:
@@ -180,12 +175,10 @@ def glance_table(inp: ReportInputs) -> TableBlock:
     counts: dict[str, int] = {}
     for c in claims:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    caption = (f"Verdicts by the analysis plan (paper/plan.yaml; see Method): supported = every comparison the claim"
-               f" needs passes its one-sided test (its {level(inp)} interval lies on the claimed side of 0 or of the"
-               " plan's margin); contradicted = one is reversed after Holm's correction over the claim's"
-               " comparisons; inconclusive = neither (the evidence gives the effect the planned seeds detect);"
-               " not tested = this experiment lacks what the claim is about. Here: "
-               + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    caption = (f"Verdicts by the analysis plan (paper/plan.yaml; the report's Appendix A): supported = every"
+               f" comparison the claim needs has its {level(inp)} interval on the claimed side of 0 or of the plan's"
+               " margin; contradicted = one is reversed (Holm's correction within the claim); inconclusive ="
+               " neither; not tested = not run here. Here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
     history = (inp.claims.get("plan") or {}).get("history") or {}
     if history.get("available"):
         return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Plan", "Evidence"],
@@ -250,7 +243,7 @@ def run_blocks(inp: ReportInputs) -> list[Block]:
         + (f", {runs['ci_alpha']} [CI] α grid" if runs.get("ci_alpha") else "") + f"; missing: {len(missing)}"
         + (" (" + "; ".join(missing[:6]) + (" …" if len(missing) > 6 else "") + ")" if missing else "") + ".",
     ]
-    return [Heading("What was run"), Bullets(items)]
+    return [Heading("What was run in full"), Bullets(items), *cross_cpu_blocks(inp.cross_cpu)]
 
 
 # --- detail ------------------------------------------------------------------------------------------------------
@@ -312,7 +305,7 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
     notes = [f"Claim {r['claim']}, {r['comparison']}: {r['note']}" for r in rows if r.get("note")]
     notes += [f"Claim {c} (structural) thresholds: " + ", ".join(f"{k} {v:g}" for k, v in t.items())
               for c, t in plan.get("thresholds", {}).items()]
-    return [Heading("Method: how the verdicts are reached"), *map(Paragraph, text),
+    return [Heading("Appendix A. Method: how the verdicts are reached"), *map(Paragraph, text),
             TableBlock("The analysis plan (paper/plan.yaml)", ["Claim", "Comparison", "Needs (points)",
                                                                 "Effect of interest", "Family", "α (one-sided)",
                                                                 "Interval", "Planned n"], table_rows,
@@ -323,10 +316,10 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
 
 def claim_blocks(inp: ReportInputs) -> list[Block]:
     """Each claim of paper.md 2.10 with the evidence behind its verdict, its plan and its per-seed differences."""
-    blocks: list[Block] = [Heading("The claims in detail")]
+    blocks: list[Block] = [Heading("The claims in detail", 2)]
     history = (inp.claims.get("plan") or {}).get("history") or {}
     for c in inp.claims.get("claims", []):
-        blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 2), Paragraph(c["claim"]),
+        blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 3), Paragraph(c["claim"]),
                    Paragraph(f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}."),
                    Bullets(c["evidence"]), *claim_detail(c, history)]
     return blocks
@@ -334,58 +327,76 @@ def claim_blocks(inp: ReportInputs) -> list[Block]:
 
 def coverage_blocks(inp: ReportInputs) -> list[Block]:
     """Every table and figure of the three papers: what regenerates it, its claims and their verdicts here."""
-    return [Heading("Coverage of the papers' tables and figures"), Paragraph(
-        "Every table and figure of [NeurIPS], [SIA] and [CI] (../shared/paper.md section 2): the stages and profiles"
+    return [Heading("Appendix B. Coverage of the papers' tables and figures"), Paragraph(
+        "Every table and figure of [NeurIPS], [SIA] and [CI] (docs/papers.md lists them): the stages and profiles"
         " that regenerate it, or why none does, the claims it is evidence for and their verdicts at this run's"
         " profile."), coverage_table(inp.coverage, inp.ran.get("profile"), run_verdicts(inp.claims))]
 
 
 def fidelity_blocks(inp: ReportInputs) -> list[Block]:
     """Each arm and experiment against the official code it reproduces, and every difference that remains."""
-    return [Heading("Fidelity to the official code"), Paragraph(
+    differ = sum(e.differs != "nothing" for e in inp.fidelity)
+    return [Heading("Appendix C. Fidelity to the official code"), Paragraph(
         "Each experiment runs as the official code runs it, where that code exists; each remaining difference is"
-        " named with its reason, the option that restores the official behaviour, and its measured effect."),
-            fidelity_table(inp.fidelity, full=False), *fidelity_details(inp.fidelity)]
+        " named with its reason, the option whose default restores the official behaviour, and its measured"
+        f" effect (paper/fidelity.yaml: {len(inp.fidelity)} arms and experiments, {differ} with a difference;"
+        " code-2505 = [NeurIPS]'s code, code-2404 = [SIA]'s, code-2401 = [CI]'s; none = no official code)."),
+            *fidelity_details(inp.fidelity)]
 
 
-def table_blocks(inp: ReportInputs) -> list[Block]:
-    """The result tables, grouped as the aggregate ordered them."""
-    blocks: list[Block] = [Heading("Tables"), Paragraph(
-        "Top-1 accuracy in %, differences in percentage points (pts). Published numbers come from paper/ (one CSV"
-        " per table; every row names its source and paper version, see paper/sources.yaml); n/p = not published"
-        " in a reachable source, – = not run here.")]
-    notes = inp.ran.get("table_notes", [])
-    if notes:
-        blocks.append(Bullets(notes))
-    for section, name in TABLE_SECTIONS.items():
-        chosen = [t for t in inp.tables if t["section"] == section]
-        if chosen:
-            blocks += [Heading(name, 2), *map(_table_block, chosen)]
+def _figures_of(inp: ReportInputs, report_dir: Path, families: set[str]) -> list[Block]:
+    """The figures of these figure families that exist, each family's caption once before its figures."""
+    present = [f for f in inp.figures.get("figures", []) if (inp.figures_dir / f["file"]).is_file()]
+    blocks: list[Block] = []
+    for fam in (f for f in inp.figures.get("families", []) if f["name"] in families):
+        figs = [f for f in present if f["family"] == fam["name"]]
+        if figs:
+            blocks.append(Paragraph(f"**{fam['title']}.** {fam['caption']}"))
+            blocks += [FigureBlock(Path(os.path.relpath(inp.figures_dir / f["file"], report_dir)).as_posix(),
+                                   f["title"], f.get("note", "")) for f in figs]
     return blocks
 
 
-def figure_blocks(inp: ReportInputs, report_dir: Path) -> list[Block]:
-    """The figures that exist, by section; each family's caption once, before its figures."""
-    blocks: list[Block] = [Heading("Figures")]
+def _section(inp: ReportInputs, section: str) -> set[str]:
+    """The names of the figure families of one figures.json section."""
+    return {f["name"] for f in inp.figures.get("families", []) if f["section"] == section}
+
+
+#: the results after the claims, in reading order: (heading, figure families, tables.json sections)
+RESULTS = [("Training curves", "curves", []), ("Attention maps", "attention", ["init_diagnostics"]),
+           ("Filter study (ConvMixer)", "filter_study", ["filter_study"]), ("[CI] α grid", "", ["ci_alpha"]),
+           ("[CI] Figs 6-9: the α grid at α = 0.2", "ci", []),
+           ("[CI] Tables 1-2 (Model III and the other attention forms)", "", ["ci_model3"])]
+NO_PUBLISHED = ("No published number exists for this run's datasets and settings (the [NeurIPS] small-dataset cells"
+                " are n/p; the published filter-study and [CI] numbers are on CIFAR-10): nothing here is compared"
+                " with the papers directly.")
+
+
+def results_blocks(inp: ReportInputs, report_dir: Path) -> list[Block]:
+    """The results: the forest plot, each claim in detail, ours against the published numbers, then per topic its
+    figures and tables."""
+    blocks: list[Block] = [Heading("Results"), Paragraph(
+        "Top-1 accuracy in %, differences in percentage points (pts); final top-1 is on each dataset's whole test"
+        " split, the per-epoch curves on a fixed validation subset. Published numbers come from paper/ (one CSV per"
+        " table; every row names its source and paper version); n/p = not published in a reachable source, – = not"
+        " run here.")]
     figures = inp.figures.get("figures", [])
-    present = [f for f in figures if (inp.figures_dir / f["file"]).is_file()]
-    if not present:
+    if not figures:
         where = "is missing" if not inp.figures_dir.is_dir() else "has no figures"
-        return blocks + [Paragraph(f"No figures: {inp.figures_dir} {where} (the figures stage draws them:"
-                                   " `dvc repro figures`).")]
-    families = inp.figures.get("families", [])
-    for section in dict.fromkeys(f["section"] for f in families):
-        chosen = [(fam, [f for f in present if f["family"] == fam["name"]]) for fam in families
-                  if fam["section"] == section]
-        if not any(figs for _, figs in chosen):
-            continue
-        blocks.append(Heading(FIGURE_SECTIONS.get(section, section.replace("_", " ").capitalize()), 2))
-        for fam, figs in chosen:
-            if figs:
-                blocks.append(Paragraph(f"**{fam['title']}.** {fam['caption']}"))
-                blocks += [FigureBlock(Path(os.path.relpath(inp.figures_dir / f["file"], report_dir)).as_posix(),
-                                       f["title"], f.get("note", "")) for f in figs]
-    absent = [f["file"] for f in figures if f not in present]
+        blocks.append(Paragraph(f"No figures: {inp.figures_dir} {where} (the figures stage draws them:"
+                                " `dvc repro figures`)."))
+    forest = _figures_of(inp, report_dir, {"forest"})
+    blocks += [Heading("Every planned comparison", 2), *forest] if forest else []
+    blocks += claim_blocks(inp)
+    published = _figures_of(inp, report_dir, {"published"}) or [Paragraph(NO_PUBLISHED)]
+    notes = [Bullets(inp.ran["table_notes"])] if inp.ran.get("table_notes") else []
+    blocks += [Heading("Reproduction against the published numbers", 2), *published, *notes,
+               *(_table_block(t) for t in inp.tables if t["section"] == "results")]
+    for heading, section, table_sections in RESULTS:
+        body = (_figures_of(inp, report_dir, _section(inp, section)) if section else []) + [
+            _table_block(t) for t in inp.tables if t["section"] in table_sections]
+        blocks += [Heading(heading, 2), *body] if body else []
+    absent = [f["file"] for f in figures if not (inp.figures_dir / f["file"]).is_file()]
     if absent:
         blocks.append(Paragraph(f"Listed in figures.json but missing: {', '.join(absent)}."))
     return blocks
@@ -402,19 +413,19 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
               "python -m pipeline check   # validates params.yaml and prints the planned runs",
               "dvc repro               # fetch, train, filter study, attention, aggregate, figures, report",
               "python -m pipeline readme  # headline.md, the coverage and fidelity tables into README.md",
-              "dvc exp show            # results/summary.json per dataset, variant and arm, across experiments"]
+              "python -m pipeline compare   # per experiment: the method, its baselines, the paired differences"]
     return [Heading("How to reproduce"), Paragraph(
         "Every number above comes from the runs' metrics.json files under results/ through `python -m pipeline"
         " aggregate`, and this report from `python -m pipeline report`."), Code(lines)]
 
 
 def build_report(inp: ReportInputs, report_dir: Path) -> list[Block]:
-    """All blocks of the report, in reading order (page 1: the question, the claims at a glance, what was run)."""
+    """All blocks of the report, in reading order (module docstring)."""
     appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
-    return [*question_blocks(inp), glance_table(inp), *run_blocks(inp), *headline_blocks(inp), *method_blocks(inp),
-            *history_blocks(inp.claims), *claim_blocks(inp), *coverage_blocks(inp), *fidelity_blocks(inp),
-            *table_blocks(inp), *figure_blocks(inp, report_dir), *reproduce_blocks(inp),
-            *([Heading("Appendix: every run"), *appendix] if appendix else [])]
+    return [*question_blocks(inp), *headline_blocks(inp)[1:], glance_table(inp), Paragraph(run_line(inp)),
+            *results_blocks(inp, report_dir), *run_blocks(inp), *reproduce_blocks(inp),
+            *method_blocks(inp), *history_blocks(inp.claims), *coverage_blocks(inp), *fidelity_blocks(inp),
+            *([Heading("Appendix D. Every run"), *appendix] if appendix else [])]
 
 
 def run_line(inp: ReportInputs) -> str:
@@ -437,7 +448,7 @@ def headline_markdown(inp: ReportInputs) -> str:
     source = (f"Generated by `python -m pipeline report` from this experiment's runs (params digest"
               f" `{p.get('params_digest')}`, git revision {', '.join(p.get('git_rev', [])) or 'unknown'});"
               " `python -m pipeline readme` copies it here. Details, tables and figures: `reports/report.pdf`.")
-    blocks = [*question_blocks(inp), glance_table(inp), *headline_blocks(inp)[1:], Paragraph(run_line(inp)),
+    blocks = [*question_blocks(inp), *headline_blocks(inp)[1:], glance_table(inp), Paragraph(run_line(inp)),
               Paragraph(source)]
     return "\n\n".join(map(block_markdown, blocks)) + "\n"
 
@@ -460,11 +471,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--figures", default=str(FIGURES), help="default: reports/figures")
     parser.add_argument("--out", default=str(OUT), help="where the report goes (default: reports)")
     parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml and fidelity.yaml (default: paper)")
+    parser.add_argument("--cross-cpu", default=str(CROSS_CPU), help="default: bench/cross_cpu.yaml")
 
 
 def main(params: Params, args) -> int:
     out = Path(getattr(args, "out", OUT))
-    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER))
+    inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER),
+                      getattr(args, "cross_cpu", CROSS_CPU))
     paper = Path(getattr(args, "paper", PAPER))
     confirmatory = load_confirmatory(paper)
     table = claims_markdown(inp.claims, inp.ran, confirmatory.profile if confirmatory else params.profile)

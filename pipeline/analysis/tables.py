@@ -452,16 +452,20 @@ def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | Non
     rows, data = [], []
     for _, r in both.iterrows():
         best = f"{num(100 * r['best_top1'])} (ep {r['best_epoch']})" if math.isfinite(r["best_top1"]) else NA
-        rows.append([r["study"], r["name"], str(r["seed"]), num(100 * r["top1"]), best, str(r["epochs"]),
+        tested = r.get("images") is not None and not (isinstance(r.get("images"), float) and math.isnan(r["images"]))
+        rows.append([r["study"], r["name"], str(r["seed"]), num(100 * r["top1"]) + ("" if tested else " (val)"),
+                     best, str(r["epochs"]),
                      f"{num(r['wall_time_s'] / 60)} min", num(r["images_per_s"]), str(r["hardware"])])
         data.append({"study": r["study"], "run": r["name"], "seed": r["seed"], "top1": 100 * r["top1"],
                      "best_top1": 100 * r["best_top1"], "best_epoch": r["best_epoch"], "epochs": r["epochs"],
                      "wall_time_s": r["wall_time_s"], "images_per_s": r["images_per_s"], "hardware": r["hardware"],
                      "git_rev": r["git_rev"], "config_digest": r["config_digest"]})
-    return Table("runs", "Every run of this experiment", "From each run's metrics.json: final and best validation"
-                 " top-1 (%), epochs, wall time and mean training throughput.",
-                 ["Study", "Arm / variant", "Seed", "Top-1 %", "Best % (epoch)", "Epochs", "Wall time", "Images/s",
-                  "Hardware"], rows, pd.DataFrame(data), section="appendix")
+    return Table("runs", "Every run of this experiment", "From each run's metrics.json: final top-1 (%) on the"
+                 " whole test split (marked 'val' where a run scored only its validation subset), the best"
+                 " validation top-1 over its epochs (the per-epoch curves use data.val_subset), epochs, wall time"
+                 " and mean training throughput.",
+                 ["Study", "Arm / variant", "Seed", "Final test top-1 %", "Best validation % (epoch)", "Epochs",
+                  "Wall time", "Images/s", "Hardware"], rows, pd.DataFrame(data), section="appendix")
 
 
 def headline_table(comparisons: list[dict]) -> Table:
@@ -477,10 +481,8 @@ def headline_table(comparisons: list[dict]) -> Table:
     over = (f"seeds and the {', '.join(f'{n:,}' for n in sorted(images))} test images" if images else
             "seeds only (these runs record no per-image correctness)")
     what = "Final top-1 (%) on the whole test split" if images else "Final validation top-1 (%)"
-    caption = (f"{what}: each arm's mean ± std over its seeds, and the paired"
-               f" difference over the seeds both ran (same seed = same training subset, data order and"
-               f" augmentation) with its {level} interval over {over}. supported = the interval lies above 0;"
-               " contradicted = below 0 (Holm over the cell's comparisons); inconclusive = neither.")
+    caption = (f"{what}, mean ± std over seeds; Δ = the paired difference over the seeds both ran (same training"
+               f" subset, data order and augmentation) with its {level} interval over {over}.")
     data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",

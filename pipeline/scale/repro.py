@@ -25,6 +25,9 @@ defaulting to cores // resources.threads on CPU, and to GPUs // resources.nproc 
 resources.nproc GPUs of its own). `slurm` submits each training cell as a SLURM job (`pipeline.scale.executors`)
 and runs the light stages here; `-j` then caps the jobs in flight (default: no cap). Ctrl-C cancels what was
 started. A failed stage is reported with its log; the stages that need it are skipped, the rest finish.
+Progress: each finished stage prints k of N, the stages running and an overall ETA (`Progress`), and so does a
+heartbeat line every `Scheduler.heartbeat_s` while nothing finishes. Stages marked `always_changed` (`sources`:
+outside state such as a user's folder) run first, one at a time, and only then is the stale set planned.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -112,12 +116,77 @@ def plan(targets: list[str], params: Params, root: Path | None = None) -> list[C
         steps = plan_repro(graph, stages)
         cells: dict[str, Cell] = {}
         for stage in steps:  # dependencies come first
+            if stage.always_changed:  # run before planning (`checks`), so what it changes is stale here
+                continue
             upstream = [d.addressing for d in graph.successors(stage) if d.addressing in cells]
             stale = bool(stage.status())
             if stale or upstream:
                 cells[stage.addressing] = Cell(stage.addressing, upstream, request_for(is_training(stage.desc), params),
                                                stale)
     return list(cells.values())
+
+
+def checks(targets: list[str], root: Path | None = None) -> list[str]:
+    """The `always_changed` stages the targets need (they read state outside the repository), in DVC's order."""
+    with contextlib.chdir(Path(root or ".")), Repo(_wait_for_lock=True) as repo, lock_repo(repo):
+        stages = collect_stages(repo, targets or ["dvc.yaml"])
+        steps = plan_repro(get_active_graph(repo.index.graph), stages)
+        return [s.addressing for s in steps if s.always_changed]
+
+
+def run_checks(names: list[str], echo=print) -> bool:
+    """Run the always-changed stages one at a time (DVC decides what their outputs change); False if one failed."""
+    for name in names:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        log = LOG_DIR / f"{name}.log"
+        t0 = time.monotonic()
+        with log.open("w") as f:
+            code = subprocess.run(stage_command(name), stdout=f, stderr=subprocess.STDOUT).returncode
+        if code:
+            echo(f"FAILED {name}  (exit {code}); log {log}")
+            for line in log_tail(log):
+                echo(f"       | {line}")
+            return False
+        echo(f"check  {name}  ({time.monotonic() - t0:.1f} s; runs every time: it reads state outside the repository)")
+    return True
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
+
+
+@dataclass
+class Progress:
+    """k of N stages, the running ones and an overall ETA. The ETA assumes each remaining stage takes the mean
+    time of the finished ones of its kind (training or light) that ran, and that `capacity` run at once."""
+
+    total: int
+    capacity: int
+    done: int = 0
+    took: dict = field(default_factory=lambda: {True: [], False: []})  #: training? -> seconds of stages that ran
+
+    def finished(self, cell: Cell, outcome: Outcome) -> None:
+        self.done += 1
+        if outcome.status == "ran":
+            self.took[cell.request.training].append(outcome.seconds)
+
+    def eta(self, pending: list[Cell], running: dict, now: float) -> str:
+        mean = {k: sum(v) / len(v) for k, v in self.took.items() if v}
+        work = 0.0
+        for cell in pending:
+            if cell.request.training not in mean:
+                return "ETA after the first " + ("training" if cell.request.training else "light") + " stage"
+            work += mean[cell.request.training]
+        for run in running.values():
+            training = run["cell"].request.training
+            work += max(0.0, mean.get(training, 0.0) - (now - run["t0"]))
+        return f"ETA {_duration(work / max(1, self.capacity))}"
+
+    def line(self, pending: list[Cell], running: dict) -> str:
+        now = time.monotonic()
+        names = ", ".join(f"{n} ({_duration(now - r['t0'])})" for n, r in running.items()) or "none"
+        return f"{self.done}/{self.total} done; running: {names}; {self.eta(pending, running, now)}"
 
 
 class DevicePool:
@@ -193,6 +262,7 @@ class Scheduler:
     poll_s: float = 0.2
     echo: object = field(default=lambda line: print(line, flush=True))
     outcomes: dict = field(default_factory=dict)
+    heartbeat_s: float = 120.0  #: a progress line this often while no stage finishes
 
     def route(self, cell: Cell) -> str:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
@@ -247,6 +317,8 @@ class Scheduler:
 
     def run(self, cells: list[Cell]) -> dict[str, Outcome]:
         pending, running = list(cells), {}
+        progress = Progress(len(cells), sum(self.capacity.values()))
+        last = time.monotonic()
         try:
             while pending or running:
                 for cell in list(pending):
@@ -255,6 +327,7 @@ class Scheduler:
                     if blocked:
                         pending.remove(cell)
                         self.outcomes[cell.name] = Outcome(cell.name, "skipped", detail=f"needs {blocked[0]}")
+                        progress.finished(cell, self.outcomes[cell.name])
                         self.echo(f"skip   {cell.name}  (needs {blocked[0]}, which did not succeed)")
                     elif all(u in self.outcomes for u in cell.upstream) and self.start(cell, running):
                         pending.remove(cell)
@@ -263,6 +336,12 @@ class Scheduler:
                     if code is not None:
                         del running[name]
                         self.finish(name, run, code)
+                        progress.finished(run["cell"], self.outcomes[name])
+                        self.echo(f"       [{progress.line(pending, running)}]")
+                        last = time.monotonic()
+                if running and time.monotonic() - last > self.heartbeat_s:
+                    self.echo(f"...    [{progress.line(pending, running)}]")
+                    last = time.monotonic()
                 time.sleep(self.poll_s)
         except KeyboardInterrupt:
             self.echo(f"interrupted: cancelling {len(running)} running stage(s)")
@@ -314,6 +393,8 @@ def main(params: Params, args) -> int:
         raise PipelineError(f"repro -j {args.jobs}: give a positive number of stages to run at once")
     devices = gpu_devices(params) if args.executor == "local" else []
     local_jobs = default_jobs(params, devices)
+    if not args.dry and not run_checks(checks(args.targets), lambda line: print(line, flush=True)):
+        return 1
     cells = plan(args.targets, params)
     executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
     configs = [c for c in cells if c.name == CONFIGS_STAGE and c.stale]

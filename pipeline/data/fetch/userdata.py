@@ -17,10 +17,15 @@ folders), and `pipeline.data.load.images.open_image` converts each image to the 
   than its share is read whole. ImageNet-1K: 2 per class, 4,000 headers (its 1.3M file names are still listed,
   to count them). A colour image between the sampled ones of an otherwise grayscale folder loads as gray.
 - Image size: the median (the lower one of an even count) of the sampled train images' shorter sides.
+- At least two class folders: one class would label every image the same and "train" to 100 %.
+- `folder` only: `listing_digest`, a digest of every image's path, size and modification time (what DVC itself
+  compares before re-hashing a file), is recorded in the manifest and in data/sources/folder.json
+  (`pipeline.data.fetch.fingerprint`), so images added, removed or edited make fetch@folder run again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 from pathlib import Path
@@ -105,6 +110,18 @@ def read_header(path: str, where: str) -> tuple[bool, int]:
         raise PipelineError(f"{where}: {path} is not an image PIL can read ({exc}); remove or replace it") from None
 
 
+def listing_digest(root: Path, splits: tuple[str, ...]) -> str:
+    """A digest of every image file of `splits` under `root`: relative path, size and modification time."""
+    h = hashlib.sha256()
+    for split in splits:
+        for entry in sorted(os.scandir(root / split), key=lambda e: e.name):
+            if entry.is_dir():
+                for f in class_images(entry.path):
+                    st = os.stat(f)
+                    h.update(f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
 def image_folder(name: str, path: str) -> dict:
     """Scan the ImageFolder dataset `name` at `path`; return its manifest fields, or a PipelineError that
     names the params key (`data.folder_path` / `data.imagenet_path`) and how to fix it."""
@@ -124,6 +141,10 @@ def image_folder(name: str, path: str) -> dict:
         odd = sorted(set(train) ^ set(held_out))
         raise PipelineError(f"{where}: train/ and {eval_dir}/ have different class folders ({', '.join(odd[:5])}"
                             f" ...); labels would not match; {howto}")
+    if len(train) < 2:
+        raise PipelineError(f"{where}: train/ has {len(train)} class folder ({', '.join(train)}); a classifier needs"
+                            " at least two (with one, every image has the same label and top-1 is 100 %); add a"
+                            f" folder of images per class to train/ and {eval_dir}/")
     if info.num_classes and len(train) != info.num_classes:
         raise PipelineError(f"{where}: train/ has {len(train)} class folders, expected {info.num_classes}; {howto}")
     for split, counts, expected in (("train", train, info.train_size), (eval_dir, held_out, info.eval_size)):
@@ -131,7 +152,8 @@ def image_folder(name: str, path: str) -> dict:
             raise PipelineError(f"{where}: {split}/ holds {sum(counts.values())} images, expected {expected}; the "
                                 f"copy is incomplete; {howto}")
     headers = [read_header(f, where) for f in train_sample + eval_sample]
-    return {"format": "imagefolder", "path": str(root), "classes": sorted(train), "eval_split": eval_dir,
+    listing = {"listing_digest": listing_digest(root, ("train", eval_dir))} if name == "folder" else {}
+    return {"format": "imagefolder", "path": str(root), "classes": sorted(train), "eval_split": eval_dir, **listing,
             "channels": 1 if all(gray for gray, _ in headers) else 3,
             "image_size": statistics.median_low(side for _, side in headers[:len(train_sample)]),
             "splits": {"train": {"images": sum(train.values()), "dir": "train"},
