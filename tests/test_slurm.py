@@ -168,7 +168,8 @@ def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, smoke_b
     assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans  # two cells ran at the same time
 
     assert "up to date" in sh(repo, "dvc", "status", *CELLS)
-    assert "Running stage" not in sh(repo, "dvc", "repro", *CELLS)
+    again = sh(repo, "dvc", "repro", *CELLS)  # `sources` (always changed) looks at the data folder again, no cell runs
+    assert not [name for name in CELLS if f"Running stage '{name}'" in again], again
     ours = run_metrics(repo)
     reference = {k: v for k, v in run_metrics(smoke_built[0]).items() if k in ours}
     assert len(ours) == len(CELLS) and reference == ours
@@ -188,16 +189,16 @@ def wait_for(condition, seconds: float, what: str, diagnose=lambda: "") -> None:
         time.sleep(0.5)
 
 
-def training_process(args: list[str]) -> psutil.Process:
-    """The process of `python -m pipeline.training.train <args>` (the stage's command inside the SLURM job)."""
+def training_process(config: str) -> psutil.Process:
+    """The process of `python -m pipeline.cell <runtime> <config>` (the stage's command inside the SLURM job)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for proc in psutil.process_iter(["cmdline"]):
             cmd = proc.info["cmdline"] or []
-            if "pipeline.training.train" in cmd and cmd[cmd.index("pipeline.training.train") + 1:] == args:
+            if "pipeline.cell" in cmd and cmd[-1:] == [config]:
                 return proc
         time.sleep(0.5)
-    raise AssertionError(f"no process runs pipeline.training.train {' '.join(args)}")
+    raise AssertionError(f"no process runs python -m pipeline.cell ... {config}")
 
 
 def minutes(runtime: str) -> int:
@@ -235,7 +236,7 @@ def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_envir
 
         checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         wait_for(checkpoint.exists, 300, "the cell's first checkpoint", diagnose)
-        trainer = training_process(cell.split("@")[1].split("-"))
+        trainer = training_process(f"configs/train/{cell.split('@')[1]}.json")
         trainer.suspend()
         limit = minutes(job_field(cluster, job, "RunTime")) + 2
         subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit}"], env=cluster, check=True)

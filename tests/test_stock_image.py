@@ -5,6 +5,7 @@ pandas, ...) cannot be imported."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def test_pytest_collects_the_gpu_tests_without_them(tmp_path):
 def test_make_bench_gpu_installs_nothing():
     """`make bench-gpu` on a GPU node runs the GPU check with the Python it finds (a stock image's: no venv, no
     package registry), never `make env`."""
-    plan = subprocess.run(["make", "-n", "bench-gpu", "GPU_PYTHON=python3"], cwd=ROOT, capture_output=True,
-                          text=True).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under `make test`
+    plan = subprocess.run(["make", "-n", "--no-print-directory", "bench-gpu", "GPU_PYTHON=python3"], cwd=ROOT,
+                          capture_output=True, text=True, env=env).stdout
     assert plan.strip() == "python3 bench/gpu_check.py --yaml bench/throughput.yaml"
