@@ -395,18 +395,17 @@ def targets(found: list[dict]) -> list[str]:
 
 
 def paper_small_hours(rate: float) -> float:
-    """GPU-hours of paper-small's grid at `rate` images/s: what `python -m pipeline check` estimates (its trained
-    images under the 8 ranks' sampler, its evaluated ones at a third of the cost)."""
-    from pipeline.check import EVAL_COST, epoch_images, eval_images
+    """GPU-hours of paper-small's training grid (its `train` stage's cells) at `rate` images/s, as `python -m pipeline
+    check` estimates them: the images trained under the 8 ranks' sampler, the evaluated ones at a third of the cost."""
+    from pipeline.check import cost_groups, group_estimate
     from pipeline.config import Params, from_mapping, yaml_load
-    from pipeline.data.registry import DATASETS
     from pipeline.profiles import merged_text
 
     params = from_mapping(Params, yaml_load(merged_text("paper-small", (ROOT / "params.yaml").read_text())[0]))
-    recipe, runs = params.train, len(params.arms) * len(params.seeds)
-    cost = sum(recipe.epochs * epoch_images(DATASETS[name].train_size, recipe, params.resources.ranks)
-               + EVAL_COST * eval_images(params, name, recipe) for name in params.datasets)
-    return cost * runs / rate / 3600
+    table = [{"model": MODEL, "img_size": 224, "embed_dim": None, "device": "gpu", "images_per_s": rate,
+              "source": "the GPU check"}]
+    return sum(group_estimate(group, table, "gpu", params.resources.ranks, [])[1]
+               for group in cost_groups(params) if group[0].startswith("train cells,"))
 
 
 def main(argv: list[str] | None = None) -> int:

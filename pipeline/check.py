@@ -8,6 +8,7 @@ bench/throughput.yaml (each entry names its source); the power of each claim fro
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from types import SimpleNamespace
 import torch
 from timm.optim import create_optimizer_v2
 
-from pipeline.config import ModelConfig, Params, SimpleVitConfig, TrainConfig, yaml_load
+from pipeline.config import Params, TrainConfig, yaml_load
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
 from pipeline.data.meta import DatasetMeta, dataset_meta
@@ -56,16 +57,22 @@ def on_device(row: dict, device: str) -> bool:
     return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
 
 
-def throughput_key(m: ModelConfig | SimpleVitConfig) -> tuple[str, int, int | None]:
-    """(model name, image size, width) as bench/throughput.yaml names a model (timm's, or 'simple_vit')."""
-    if isinstance(m, SimpleVitConfig):
-        return "simple_vit", m.image_size, m.dim
-    return m.name, m.img_size or 224, m.embed_dim
+def throughput_key(model) -> tuple[str, int, int | None] | None:
+    """(model name, image size, width) as bench/throughput.yaml names a model section (a params section or a resolved
+    configuration's): a timm model, or [CI]'s Simple ViT ('simple_vit'); None for a model it has no entry for (the
+    filter study's ConvMixer)."""
+    m = model if isinstance(model, dict) else vars(model)
+    if "name" in m:
+        return m["name"], m.get("img_size") or 224, m.get("embed_dim")
+    if "image_size" in m:
+        return "simple_vit", m["image_size"], m["dim"]
+    return None
 
 
-def throughput(m: ModelConfig | SimpleVitConfig, table: list[dict], device: str) -> dict | None:
+def throughput(model, table: list[dict], device: str) -> dict | None:
+    key = throughput_key(model)
     for row in table:
-        if (row["model"], row["img_size"], row["embed_dim"]) == throughput_key(m) and on_device(row, device):
+        if key and (row["model"], row["img_size"], row["embed_dim"]) == key and on_device(row, device):
             return row
     return None
 
@@ -87,48 +94,62 @@ def epoch_images(n: int, recipe: TrainConfig, processes: int) -> int:
     return math.ceil(n / ranks) // share * share * ranks
 
 
-def eval_images(params: Params, dataset: str, recipe: TrainConfig) -> int | None:
+def eval_images(dataset: str, val_subset: int, recipe) -> int | None:
     """Images one run evaluates: the validation set at every evaluated epoch, then the test split once (None when
     unknown before fetching)."""
     size = DATASETS[dataset].eval_size
     if not size:
         return None
-    val = min(size, params.data.val_subset) if params.data.val_subset else size
+    val = min(size, val_subset) if val_subset else size
     return val * evaluated_epochs(recipe) + size
 
 
-def grid_estimate(label: str, model: ModelConfig | SimpleVitConfig, datasets: list[str], runs: int, epochs: int,
-                  params: Params, table: list[dict], device: str, recipe: TrainConfig | None = None,
-                  cells: list | None = None) -> list[str]:
-    """Lines estimating one grid's compute: `runs` runs per dataset of `epochs` epochs of `model`, evaluation included
-    (EVAL_COST per image); each run's hours go to `cells` as (hours, where)."""
+def cost_groups(params: Params) -> list[tuple[str, dict, str, dict, dict, int]]:
+    """Every declared stage's cells (`pipeline.experiments`), grouped by what costs alike: (label, model section,
+    dataset, recipe, data section, cells), from the cells' resolved configurations. A label names the stage and the
+    axis values its cells share (`train cells, variant vit`)."""
+    groups: dict[str, list] = {}
+    for stage in stages():
+        for cell in stage.cells(params):
+            c = stage.resolve(params, cell)
+            if throughput_key(c.get("model") or {}) is None:
+                continue
+            key = json.dumps([stage.name, c["model"], c["dataset"], c["train"], c["data"]], sort_keys=True)
+            groups.setdefault(key, [stage, c["model"], c["dataset"], c["train"], c["data"], []])[5].append(cell)
+    found = []
+    for stage, model, dataset, train, data, cells in groups.values():
+        shared = [f"{axis} {value}" for axis, value in cells[0].items()
+                  if axis != "dataset" and all(c[axis] == value for c in cells)]
+        note = f" ({stage.cost_note})" if stage.cost_note else ""
+        found.append((", ".join([f"{stage.name} cells", *shared]) + note, model, dataset, train, data, len(cells)))
+    return found
+
+
+def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cells: list) -> tuple[str, float, str]:
+    """One line estimating a group of cells' compute (evaluation included, EVAL_COST per image), its total hours and
+    their unit; each cell's wall time goes to `cells` as (hours, where, device)."""
+    label, model, dataset, train, data, runs = group
     row = throughput(model, table, device)
+    name = throughput_key(model)[0]
     if row is None:
-        name, size, _ = throughput_key(model)
-        others = sorted({r["device"] for r in table if (r["model"], r["img_size"]) == (name, size)})
-        return [f"compute estimate of {label}: no throughput figure for {name} at this size on {device}"
+        others = sorted({r["device"] for r in table if (r["model"], r["img_size"]) == throughput_key(model)[:2]})
+        return (f"compute estimate of {label} on {dataset}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
-                + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py"]
-    total = 0.0
-    lines = [f"compute estimate of {label} at {row['images_per_s']} images/s per {row['device']} ({row['source']}):"]
-    for dataset in datasets:
-        n = train_images(params, dataset)
-        if n is None:
-            lines.append(f"  {dataset}: size unknown until fetched")
-            continue
-        trained = epochs * (epoch_images(n, recipe, params.resources.ranks) if recipe is not None else n)
-        evaluated = eval_images(params, dataset, recipe) if recipe is not None else None
-        cost = trained + EVAL_COST * (evaluated or 0)
-        hours = cost / row["images_per_s"] / 3600
-        total += hours * runs
-        share = (f" + {evaluated:,} evaluated ({EVAL_COST * evaluated / cost:.0%} of the cost)" if evaluated
-                 else "")
-        lines.append(f"  {dataset}: {runs} runs x {trained:,} images{share} = {hours:.2f} h each")
-        if cells is not None:  # a cell's wall time on its resources.nproc x nnodes devices
-            cells.append((hours / params.resources.ranks, f"{label} on {dataset}",
-                          f"{params.resources.ranks} x {row['device']}"))
+                + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py", 0.0, "")
+    size = DATASETS[dataset].train_size
+    n = min(s for s in (size, data["train_subset"]) if s) if (size or data["train_subset"]) else None
+    if n is None:
+        return f"compute estimate of {label} on {dataset}: size unknown until fetched", 0.0, ""
+    recipe = SimpleNamespace(**train)
+    trained = recipe.epochs * epoch_images(n, recipe, ranks)
+    evaluated = eval_images(dataset, data["val_subset"], recipe)
+    cost = trained + EVAL_COST * (evaluated or 0)
+    hours = cost / row["images_per_s"] / 3600
+    cells.append((hours / ranks, f"{label} on {dataset}", f"{ranks} x {row['device']}"))
+    share = f" + {evaluated:,} evaluated ({EVAL_COST * evaluated / cost:.0%} of the cost)" if evaluated else ""
     unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on a {row['device']} CPU"
-    return [*lines, f"  total: {total:.1f} {unit}"]
+    return (f"compute estimate of {label} on {dataset} at {row['images_per_s']} images/s per {row['device']}"
+            f" ({row['source']}): {runs} runs x {trained:,} images{share} = {hours:.2f} h each", hours * runs, unit)
 
 
 def slurm_lines(params: Params, cells: list) -> list[str]:
@@ -148,54 +169,17 @@ def slurm_lines(params: Params, cells: list) -> list[str]:
 
 
 def estimate_lines(params: Params, device: str | None = None) -> list[str]:
+    """The compute estimate of every declared stage's cells on `device` (default: the one the runs will use here),
+    from their resolved configurations: what they train and evaluate, at bench/throughput.yaml's rate."""
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
-    device, lines, cells = device or run_device(params), [], []
-    grids = [(variant, model, params.datasets, len(params.arms) * len(params.seeds), params.train)
-             for variant, model in params.models.items()]
-    tc = params.train_config_cells
-    grids += [(f"{variant} under training configuration {name}", params.models[variant], tc.datasets,
-               len(params.arms) * len(params.seeds), recipe)
-              for name, recipe in params.config_recipes.items() for variant in tc.variants]
-    ci, m3, sia = params.ci_alpha, params.ci_model3, params.sia
-    if ci.datasets:
-        grids.append(("the [CI] alpha grid", ci.model, ci.datasets, len(ci.alphas) * len(ci.arms) * len(ci.seeds),
-                      params.ci_recipe))
-    if m3.datasets:
-        grids.append(("the [CI] Model III grid", m3.model, m3.datasets,
-                      len(m3.arms) * len(m3.qk) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe))
-    if m3.datasets and m3.forms:
-        grids.append(("[CI] Table 1's other columns", m3.model, m3.datasets,
-                      len(m3.forms) * len(m3.value) * len(m3.seeds), params.ci_model3_recipe))
-    if sia.enabled:
-        grids.append((f"[SIA]'s cells on {sia.variant} (the fit cells' {sia.fit.steps} Adam steps per fit not"
-                      " included)", params.models[sia.variant], sia.datasets,
-                      (len(sia.bases) + len(sia.fits)) * len(sia.seeds), params.train))
-    for label, model, datasets, runs, recipe in grids:
-        lines += grid_estimate(label, model, datasets, runs, recipe.epochs, params, table, device, recipe, cells)
-    return lines + weight_selection_estimate(params, table, device, cells) + slurm_lines(params, cells)
-
-
-def weight_selection_estimate(params: Params, table: list[dict], device: str, cells: list | None = None) -> list[str]:
-    ws, lines = params.weight_selection, []
-    row = throughput(ws.teacher, table, device)
-    for name, t in ws.teachers.items():
-        n = t.train_size or DATASETS[ws.pretrain_dataset].train_size
-        if row is None:
-            lines.append(f"compute estimate of teacher {name}: no throughput figure for {ws.teacher.name} at"
-                         f" {ws.teacher.img_size} px, width {ws.teacher.embed_dim} on {device}")
-            continue
-        hours = n * params.ws_pretrain_recipe.epochs / row["images_per_s"] / 3600
-        lines.append(f"compute estimate of teacher {name}: {n:,} images x {params.ws_pretrain_recipe.epochs} epochs"
-                     f" at {row['images_per_s']} images/s ({row['device']}) = {hours:.2f} h (training)")
-        if cells is not None:
-            cells.append((hours / params.resources.ranks, f"teacher {name}",
-                          f"{params.resources.ranks} x {row['device']}"))
-    runs = (len(ws.teachers) + len(ws.scratch)) * len(ws.seeds)
-    if ws.datasets and runs:
-        lines += grid_estimate(f"the weight-selection student {ws.student}", params.models[ws.student], ws.datasets,
-                               runs, params.ws_finetune_recipe.epochs, params, table, device,
-                               params.ws_finetune_recipe, cells)
-    return lines
+    device, lines, cells, totals = device or run_device(params), [], [], {}
+    for group in cost_groups(params):
+        line, hours, unit = group_estimate(group, table, device, params.resources.ranks, cells)
+        lines.append(line)
+        if unit:
+            totals[unit] = totals.get(unit, 0.0) + hours
+    lines += [f"  total: {hours:.1f} {unit}" for unit, hours in totals.items()]
+    return lines + slurm_lines(params, cells)
 
 
 def check_devices(params: Params) -> None:

@@ -54,15 +54,15 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
     monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
     params = load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
     lines = estimate_lines(params)
-    assert lines[0].startswith("compute estimate of vit at 277 images/s")
+    assert lines[0].startswith("compute estimate of train cells, variant vit on fashion_mnist at 277 images/s")
     # 3,000 images in batches of 128 (23 steps) x 6 epochs; the val subset every epoch and the test split once, at a
     # third of a training image each
-    assert "  fashion_mnist: 15 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each" in lines
-    ci = lines.index(next(line for line in lines if line.startswith("compute estimate of the [CI] alpha grid")))
-    assert lines[ci].startswith("compute estimate of the [CI] alpha grid at 54 images/s")
-    assert lines[ci + 1].startswith("  fashion_mnist: 18 runs x 17,664 images")  # 3 alphas x 3 arms x 2 seeds
-    assert lines[-2] == "  total: 2.1 hours on a cpu-2core CPU"
-    assert lines[-1].startswith("slurm: the longest cell (the [CI] alpha grid on fashion_mnist, ~0.1 h on 1 x"
+    assert lines[0].endswith(": 15 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each")
+    ci = next(line for line in lines if line.startswith("compute estimate of ci_alpha cells"))
+    assert ci.startswith("compute estimate of ci_alpha cells on fashion_mnist at 54 images/s")
+    assert ": 18 runs x 17,664 images" in ci  # 3 alphas x 3 arms x 2 seeds
+    assert lines[-2] == "  total: 2.5 hours on a cpu-2core CPU"  # 15 x 0.02 h + 18 x 0.12 h
+    assert lines[-1].startswith("slurm: the longest cell (ci_alpha cells on fashion_mnist, ~0.1 h on 1 x"
                                 " cpu-2core) fits")
     lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
                                                      "ci_alpha.model.dim=256"]))
@@ -79,11 +79,14 @@ def test_check_says_when_a_cell_outlasts_what_slurm_lets_it_run(params_file):
     profile's 720 min x 5 fits; Flowers-102 trains 2 x 512 images per epoch (the 8 ranks' steps)."""
     params = apply_profile("paper-small", params_file)
     lines = estimate_lines(params, "V100")
-    assert any(line.startswith("  flowers102: 15 runs x 307,200 images + ") for line in lines)
-    assert lines[-1].startswith("slurm: the longest cell (vit on food101, ~40.1 h on 1 x V100) fits")
+    assert any(line.startswith("compute estimate of train cells, variant vit on flowers102 ") and
+               ": 15 runs x 307,200 images + " in line for line in lines)
+    assert lines[-1].startswith("slurm: the longest cell (train cells, variant vit on food101, ~40.1 h on 1 x V100)"
+                                " fits")
     line = estimate_lines(load_params(params_file, ["slurm.time=240", "slurm.requeues=3"]), "V100")[-1]
-    assert line.startswith("slurm: the longest cell (vit on food101) needs ~40.1 h on 1 x V100, beyond slurm.time x"
-                           " (slurm.requeues + 1) = 240 min x 4 = 16 h") and "set slurm.requeues: 11" in line
+    assert line.startswith("slurm: the longest cell (train cells, variant vit on food101) needs ~40.1 h on 1 x V100,"
+                           " beyond slurm.time x (slurm.requeues + 1) = 240 min x 4 = 16 h")
+    assert "set slurm.requeues: 11" in line
 
 
 def test_check_builds_and_costs_sias_cells(params_file):
@@ -91,9 +94,12 @@ def test_check_builds_and_costs_sias_cells(params_file):
     estimate counts its cells."""
     params = load_params(params_file, ["sia={bases: [cls_learned, avg_sincos], fits: [PP, UU]}"])
     assert check_builds(params) == check_builds(load_params(params_file)) + 2  # cls_learned and avg_sincos
-    assert any(line.startswith("compute estimate of [SIA]'s cells on vit") for line in estimate_lines(params))
-    assert "  fashion_mnist: 12 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each" in \
-        estimate_lines(params)
+    lines = estimate_lines(params)
+    assert [line.split(" on ")[0] for line in lines if line.startswith("compute estimate of sia_base")] == [
+        "compute estimate of sia_base cells, arch cls_learned", "compute estimate of sia_base cells, arch avg_sincos"]
+    fit = next(line for line in lines if line.startswith(
+        "compute estimate of sia_fit cells (the fit's Adam steps (sia.fit.steps) not included) on fashion_mnist"))
+    assert fit.endswith(": 6 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each")  # PP, UU
     bad = load_params(params_file, ["sia={bases: [avg_sincos]}", "models.vit.extra={foo: 1}"])
     with pytest.raises(PipelineError, match="keyword 'foo'"):
         check_builds(bad)
@@ -111,3 +117,20 @@ def test_check_says_before_any_run_which_claims_the_design_cannot_decide(params_
     claims = decide_lines(apply_profile("cpu-claims", params_file))
     assert any(line.startswith("  claim 10: claim power (the plan's assumptions): P(all 4 comparisons")
                for line in claims)
+
+
+def test_a_declared_experiment_is_costed_without_touching_check(params_file, monkeypatch):
+    """check's estimate reads the declarations: a stage declared like `train` (here a copy named `toy`) is costed
+    from its cells' resolved configurations, with its declared note."""
+    import dataclasses
+
+    import pipeline.check
+    from pipeline.experiments import by_name, stages
+
+    toy = dataclasses.replace(by_name("train"), name="toy", cost_note="a note")
+    monkeypatch.setattr(pipeline.check, "stages", lambda: [*stages(), toy])
+    lines = estimate_lines(load_params(params_file))
+    ours = [line for line in lines if line.startswith("compute estimate of toy cells, variant vit (a note) on")]
+    theirs = [line for line in lines if line.startswith("compute estimate of train cells, variant vit on")]
+    assert len(ours) == 1 and ours[0].split(" at ")[1] == theirs[0].split(" at ")[1]
+    assert lines[-2] == "  total: 0.7 hours on a cpu-2core CPU"  # twice the train grid's 0.33 h

@@ -32,6 +32,7 @@ class CellStage:
         outs, inputs: the cell's results folder and other deps, with `{axis}` placeholders.
         config: (params, the cell's axis values) -> its resolved configuration, every value it reads.
         command: `python -m pipeline <command> <axis values>` runs one cell.
+        cost_note: what `check`'s estimate (its images trained and evaluated) leaves out of a cell's cost.
     """
 
     name: str
@@ -42,6 +43,7 @@ class CellStage:
     inputs: tuple[str, ...] = ("data/{dataset}",)
     command: str = ""
     help: str = ""
+    cost_note: str = ""
 
     def cells(self, params) -> list[dict]:
         """Every cell's axis values, in dvc.yaml's order, as strings (their spelling in stage names and paths)."""

@@ -44,5 +44,6 @@ STAGES = [
               {"dataset": "${sia.datasets}", "fit": "${sia.fits}", "seed": "${sia.seeds}"},
               "results/sia/{dataset}/fit_{fit}/seed{seed}",
               lambda params, cell: cell_config(params, cell, parse_sia_fit(cell["fit"])), command="sia-fit",
-              help="one cell of [SIA]'s fits: <dataset> <fit> <seed>"),
+              help="one cell of [SIA]'s fits: <dataset> <fit> <seed>",
+              cost_note="the fit's Adam steps (sia.fit.steps) not included"),
 ]
