@@ -21,10 +21,19 @@ from typing import NamedTuple
 import pandas as pd
 
 from pipeline.analysis.analysis_plan import ClaimPlan, Rule, plan_for, threshold
+from pipeline.analysis.numbers import interval, num
 from pipeline.analysis.power import describe as describe_power
 from pipeline.analysis.power import planned_from_estimate
 from pipeline.analysis.power import summary as power_summary
-from pipeline.analysis.runs import SCRATCH, family_of, per_seed, per_seed_scores
+from pipeline.analysis.runs import (
+    SCRATCH,
+    clip_epochs,
+    convergence_columns,
+    family_of,
+    model3_rows,
+    per_seed,
+    per_seed_scores,
+)
 from pipeline.analysis.stats import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -41,7 +50,6 @@ from pipeline.analysis.stats import (
     seeds_for,
     unpaired_difference,
 )
-from pipeline.analysis.tables import clip_epochs, convergence_columns, interval, model3_rows, num
 from pipeline.errors import PipelineError
 from pipeline.method.names import BEYOND_PAPER, parse_study_variant
 from pipeline.vocabulary import SENSITIVITY_ARM

@@ -9,7 +9,7 @@ what_was_run.json; nothing is computed that the aggregate did not write.
 from __future__ import annotations
 
 from pipeline.analysis.document import Block, Bullets, Heading, Paragraph, TableBlock, block_markdown
-from pipeline.analysis.tables import NA, num
+from pipeline.analysis.numbers import NA, num
 
 #: how reports/claims.md of a run of the laptop set begins (the README's claims block is taken only from one)
 SET_RUN = "**Every claim in one table: profile"

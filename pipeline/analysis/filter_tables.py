@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from pipeline.analysis.numbers import NA, NP, mean_pm, num
 from pipeline.analysis.published import select
-from pipeline.analysis.tables import NA, NP, Table, final_top1, group_stats, lookup, mean_pm, num, published_cell
+from pipeline.analysis.tables import Table, final_top1, group_stats, lookup, published_cell
 from pipeline.errors import PipelineError
 from pipeline.method.names import parse_study_variant
 

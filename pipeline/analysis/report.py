@@ -52,9 +52,9 @@ from pipeline.analysis.document import (
     to_markdown,
 )
 from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, load_fidelity
+from pipeline.analysis.numbers import NA, num
 from pipeline.analysis.pdf import render_pdf
 from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, load_cross_cpu
-from pipeline.analysis.tables import NA, num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside

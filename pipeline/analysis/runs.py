@@ -315,3 +315,24 @@ def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
     correct = rows["correct"] if "correct" in rows else [None] * len(rows)
     return _named({int(s): c if c is not None else 100.0 * float(v)
                    for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows)
+
+
+def convergence_columns(runs: pd.DataFrame, epochs: Sequence[int]) -> pd.DataFrame:
+    """`runs` with columns val_top1@e and train_top1@e (fractions) read from each run's history."""
+    extra = {f"{k}@{e}": [at_epoch(h, e, k) for h in runs["history"]] for e in epochs for k in ("val_top1",
+                                                                                                 "train_top1")}
+    return runs.assign(**extra)
+
+
+def clip_epochs(runs: pd.DataFrame, epochs: Sequence[int]) -> tuple[list[int], str]:
+    """The requested epochs every run reached (the last epoch when none), and a note on what was clipped."""
+    run_epochs = [len(h) for h in runs["history"]] or [0]
+    last = min(run_epochs)
+    kept = [e for e in epochs if 1 <= e <= last]
+    note = "" if kept == list(epochs) else f" Requested epochs {list(epochs)} clipped to the {last} every run has."
+    return (kept or ([last] if last else [])), note
+
+
+def model3_rows(m3: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The Model III rows of the [CI] Tables 1-2 frame (it also holds Table 1's other columns, by `form`)."""
+    return m3 if m3 is None or "form" not in m3.columns else m3[m3["form"] == MODEL3]

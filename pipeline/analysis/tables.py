@@ -19,13 +19,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from pipeline.analysis.numbers import NA, NP, mean_pm, num
 from pipeline.analysis.published import select
-from pipeline.analysis.runs import MODEL3, SCRATCH, at_epoch
-from pipeline.analysis.stats import Estimate, mean_std
+from pipeline.analysis.runs import MODEL3, SCRATCH, clip_epochs, convergence_columns, model3_rows
+from pipeline.analysis.stats import mean_std
 from pipeline.vocabulary import parse_sia_cell
-
-NA = "–"  #: a cell this run has no number for
-NP = "n/p"  #: a cell the papers do not publish
 
 
 @dataclass
@@ -44,26 +42,6 @@ class Table:
         """The JSON entry of results/tables/tables.json the report renders from."""
         return {"name": self.name, "title": self.title, "caption": self.caption, "section": self.section,
                 "columns": self.columns, "rows": self.rows, "csv": f"{self.name}.csv"}
-def num(x: float | None, signed: bool = False) -> str:
-    """A percent or points value with two decimals ('+' for differences); NA when missing (None or NaN)."""
-    if x is None or not math.isfinite(x):
-        return NA
-    return f"{x:+.2f}" if signed else f"{x:.2f}"
-
-
-def mean_pm(mean: float, std: float, n: int | None = None) -> str:
-    """'85.12 ± 0.31' (just the mean when n = 1; NA when there are no runs), with '(n=k)' when n is given."""
-    if not math.isfinite(mean):
-        return NA
-    text = f"{mean:.2f} ± {std:.2f}" if math.isfinite(std) else f"{mean:.2f}"
-    return f"{text} (n={n})" if n is not None else text
-
-
-def interval(p: Estimate) -> str:
-    """'[-2.10, +3.94]', or NA with fewer than two pairs."""
-    return f"[{num(p.low, True)}, {num(p.high, True)}]" if p.enough else NA
-
-
 def bold_best(cells: list[str], values: list[float]) -> list[str]:
     """Bold the cells holding the largest finite value (ties all bold)."""
     finite = [v for v in values if math.isfinite(v)]
@@ -256,22 +234,6 @@ def context_table(runs: pd.DataFrame, filters: pd.DataFrame, published: pd.DataF
                  ["Dataset", "Model", "Top-1 %", "n", "Source", f"Δ vs ViT {arms[0]} (pts)"], rows, pd.DataFrame(data))
 
 
-def convergence_columns(runs: pd.DataFrame, epochs: Sequence[int]) -> pd.DataFrame:
-    """`runs` with columns val_top1@e and train_top1@e (fractions) read from each run's history."""
-    extra = {f"{k}@{e}": [at_epoch(h, e, k) for h in runs["history"]] for e in epochs for k in ("val_top1",
-                                                                                                 "train_top1")}
-    return runs.assign(**extra)
-
-
-def clip_epochs(runs: pd.DataFrame, epochs: Sequence[int]) -> tuple[list[int], str]:
-    """The requested epochs every run reached (the last epoch when none), and a note on what was clipped."""
-    run_epochs = [len(h) for h in runs["history"]] or [0]
-    last = min(run_epochs)
-    kept = [e for e in epochs if 1 <= e <= last]
-    note = "" if kept == list(epochs) else f" Requested epochs {list(epochs)} clipped to the {last} every run has."
-    return (kept or ([last] if last else [])), note
-
-
 def _convergence_cells(runs: pd.DataFrame, published: pd.DataFrame, group: tuple[str, str], arm: str,
                        epochs: Sequence[int]) -> dict:
     """One arm's val/train top-1 (mean, std, n) at each epoch, and the published training accuracy there."""
@@ -396,11 +358,6 @@ def ci_table2_table(m3: pd.DataFrame, published: pd.DataFrame, arms: Sequence[st
     return Table("ci_table2", "[CI] Model III: init × Q/K trained or frozen × value (Table 2 layout)", caption,
                  ["Dataset", "Init", *(h for _, h in CI_TABLE2_COLUMNS)], rows, pd.DataFrame(data),
                  section="ci_model3")
-
-
-def model3_rows(m3: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The Model III rows of the [CI] Tables 1-2 frame (it also holds Table 1's other columns, by `form`)."""
-    return m3 if m3 is None or "form" not in m3.columns else m3[m3["form"] == MODEL3]
 
 
 #: [CI] Table 1's columns: form and header (Model III (RT) is Model III's random / trained cell)
