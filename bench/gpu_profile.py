@@ -1,11 +1,11 @@
 """Where a paper-small training step's time goes on one GPU: ViT-Ti/16 at 224, bf16, batch 512 (8 emulated ranks of
-64), the device data path, eager and compiled. It answers what bounds the throughput that bench/gpu_check.py
-measures (issue 29: "say what bounds it, measured"):
+64), the device data path, eager and compiled: what bounds the throughput that bench/gpu_check.py measures.
 
     python bench/gpu_profile.py                 # on a GPU; the table on stdout, rows in $OUT/profile.jsonl
     python bench/gpu_profile.py --cpu           # the flow at a tiny size (tests/test_gpu_check.py)
 
-Per mode, wall milliseconds per step (CUDA synchronised before and after each timed span) of:
+Per mode (`--channels-last`: with `resources.channels_last`), wall milliseconds per step (CUDA synchronised before
+and after each timed span) of:
   batch    getting a batch: the device path's augmentation (RandAugment, crop, flip, erasing) on the GPU;
   mix      Mixup/CutMix, one draw per 64-image chunk;
   model    forward, loss, backward, AdamW and the scheduler on one fixed batch;
@@ -55,7 +55,8 @@ def profile_mode(mode: str, args, root: Path, device: torch.device) -> dict:
     d = Dist(0, 1, 0, device)
     ranks = args.batch // OFFICIAL_RANK_BATCH if args.batch % OFFICIAL_RANK_BATCH == 0 else 1
     recipe = TrainConfig(**PAPER_RECIPE, epochs=3, batch_size=args.batch, amp=args.amp, sampler_ranks=max(ranks, 1))
-    resources = Resources(compile=mode == "compiled", device=device.type, workers=0, sync_every=32, nproc=1)
+    resources = Resources(compile=mode == "compiled", device=device.type, workers=0, sync_every=32, nproc=1,
+                          channels_last=args.channels_last)
     augment = Augment.from_train(recipe)
     loaders = build_loaders("cifar10", root, stats=normalization_stats("cifar10", "dataset"), img_size=args.img,
                             in_chans=3, batch_size=args.batch, seed=0, augment=augment, rank=0, world_size=1,
@@ -68,7 +69,8 @@ def profile_mode(mode: str, args, root: Path, device: torch.device) -> dict:
     batches = iter(loaders.train)
     images, targets = next(batches)
     chunk = rank_batch(recipe, 1)
-    fixed = images.clone(), mix(parts.mixup, images.clone(), targets, chunk)
+    memory = torch.channels_last if args.channels_last else torch.contiguous_format
+    fixed = images.clone().contiguous(memory_format=memory), mix(parts.mixup, images.clone(), targets, chunk)
 
     def one_batch():
         nonlocal batches
@@ -86,7 +88,7 @@ def profile_mode(mode: str, args, root: Path, device: torch.device) -> dict:
         parts.optimizer.step()
         parts.scheduler.step_update(num_updates=1)
 
-    row = {"mode": mode, "batch": args.batch, "img": args.img, "steps": steps,
+    row = {"mode": mode, "channels_last": args.channels_last, "batch": args.batch, "img": args.img, "steps": steps,
            "batch_ms": timed(one_batch, device, steps),
            "mix_ms": timed(lambda: mix(parts.mixup, images.clone(), targets, chunk), device, steps),
            "model_ms": timed(model_step, device, steps)}
@@ -121,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cpu", action="store_true", help="a tiny ViT at 32 px on the CPU (the flow only)")
     p.add_argument("--modes", default="eager,compiled")
+    p.add_argument("--channels-last", action="store_true", help="resources.channels_last: the images and the patch"
+                   " embedding's convolution in NHWC")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "gpu_check_out"))
     args = p.parse_args(argv)
     device = torch.device("cpu" if args.cpu else "cuda")
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             row = profile_mode(mode, args, Path(tmp), device)
             with (args.out / "profile.jsonl").open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            print(f"{mode:8s} batch {row['batch']}: per step {row['epoch_ms']:.1f} ms ({row['images_per_s']:.0f}"
+            label = f"{mode}, channels_last" if args.channels_last else mode
+            print(f"{label:8s} batch {row['batch']}: per step {row['epoch_ms']:.1f} ms ({row['images_per_s']:.0f}"
                   f" img/s) = getting the batch {row['batch_ms']:.1f} + mixing {row['mix_ms']:.1f} + model step"
                   f" {row['model_ms']:.1f} (+ {row['epoch_ms'] - row['batch_ms'] - row['mix_ms'] - row['model_ms']:.1f}"
                   " other)", flush=True)

@@ -71,11 +71,12 @@ def test_the_summary_judges_the_issues_targets():
 def test_the_step_profile_splits_a_step_on_a_stock_image(tmp_path):
     """bench/gpu_profile.py at its CPU size: the step's parts are timed and its heaviest ops named."""
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "bench/gpu_profile.py", "--cpu", "--modes", "eager", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "bench/gpu_profile.py", "--cpu", "--modes", "eager", "--channels-last",
+                           "--out", str(out)],
                           cwd=ROOT, env=environment(tmp_path / "stock"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     row = json.loads((out / "profile.jsonl").read_text())
-    assert row["mode"] == "eager" and row["batch"] == 128 and row["steps"] == 4
+    assert row["mode"] == "eager" and row["channels_last"] and row["batch"] == 128 and row["steps"] == 4
     assert all(row[k] > 0 for k in ("batch_ms", "mix_ms", "model_ms", "epoch_ms"))
     assert row["model_ms"] < row["epoch_ms"] * 1.5 and len(row["top"]) == 10
-    assert "eager    batch 128: per step" in proc.stdout
+    assert "eager, channels_last batch 128: per step" in proc.stdout
