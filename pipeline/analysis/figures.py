@@ -153,8 +153,8 @@ ATTENTION = family(
     " inside the query's f×f neighbourhood (each figure's note gives a uniform map's value); on the impulse arm's"
     " panels also the head's intended offset (dy, dx) and peak agreement = the fraction of queries whose strongest"
     " key is at that offset. Inputs: the positional pseudo-input is each block's norm1"
-    " of the patch position embeddings, no image content (what the impulse init is fitted on, paper.md section"
-    " 1.1); the real batch averages the maps over validation images. Compare [NeurIPS] Fig. 4: impulse heads peak"
+    " of the patch position embeddings, no image content (what the impulse init is fitted"
+    " on); the real batch averages the maps over validation images. Compare [NeurIPS] Fig. 4: impulse heads peak"
     " off the diagonal at distinct offsets, mimetic heads strengthen the diagonal, default maps are flat.")
 
 
@@ -262,8 +262,9 @@ def curve_families(seeds: list[int]) -> list[dict]:
                    " curves of ViT-T, impulse above mimetic above default early in training)."),
             family("curves_train_top1", "curves", "Training top-1 by epoch",
                    f"Training top-1 (%) of each epoch, measured on the augmented training batches as the model"
-                   f" trains (with mixup on, against the unmixed label; paper.md section 4 item 12). {band} The"
-                   " convergence claim (paper.md section 2.3, claim 4) is about this training accuracy.")]
+                   f" trains (with mixup on, against the unmixed label; how the papers measured theirs under mixup"
+                   f" is n/p). {band} The"
+                   " convergence claim (the rebuttal's Table 7, claim 4) is about this training accuracy.")]
 
 
 def curve_figures(runs: pd.DataFrame, arms: list[str], out: Path) -> list[dict]:
