@@ -143,14 +143,16 @@ def peak_tflops(device: torch.device, override: float | None) -> tuple[str, floa
     return name, next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
 
-def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Dist) -> dict:
-    """One (model, mode, path, batch per process): a warm-up epoch, then a timed one; images/s over all processes."""
+def setup(name: str, mode: str, path: str, batch: int, args, root: Path, d: Dist):
+    """The engine's parts for one (model, mode, path, batch per process) on the paper's recipe: (recipe, resources,
+    loaders, parts). A batch of several official 64-image ranks emulates them (`train.sampler_ranks`)."""
     global_batch = batch * d.world_size
     ranks = global_batch // OFFICIAL_RANK_BATCH if global_batch % OFFICIAL_RANK_BATCH == 0 else 1
     recipe = TrainConfig(**PAPER_RECIPE, epochs=3, batch_size=global_batch, amp=args.amp,
                          sampler_ranks=ranks if ranks > d.world_size else 1)
     resources = Resources(compile=mode == "compiled", device=d.device.type, workers=args.workers,
-                          sync_every=args.sync_every, nproc=d.world_size)
+                          sync_every=args.sync_every, nproc=d.world_size,
+                          channels_last=getattr(args, "channels_last", False))
     augment = Augment.from_train(recipe)
     loaders = build_loaders("cifar10", root, stats=normalization_stats("cifar10", "dataset"),
                             img_size=args.img, in_chans=3, batch_size=batch, seed=0,
@@ -158,8 +160,14 @@ def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Di
                             pin_memory=d.device.type == "cuda", sampler_ranks=recipe.sampler_ranks)
     if path == "device":
         loaders = device_loaders(loaders, img_size=args.img, augment=augment, device=d.device)
-    flops = flops_per_image(make_model(name, args), args.img, args.amp, d.device)[1]
     parts = build_parts(make_model(name, args), recipe, 10, len(loaders.train), d, resources)
+    return recipe, resources, loaders, parts
+
+
+def measure(name: str, mode: str, path: str, batch: int, args, root: Path, d: Dist) -> dict:
+    """One (model, mode, path, batch per process): a warm-up epoch, then a timed one; images/s over all processes."""
+    recipe, resources, loaders, parts = setup(name, mode, path, batch, args, root, d)
+    flops = flops_per_image(make_model(name, args), args.img, args.amp, d.device)[1]
     rows = []
     for epoch in range(2):  # a warm-up epoch (compilation, autotuning, workers), then the timed one
         loaders.train.sampler.set_epoch(epoch)

@@ -28,14 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import torch  # noqa: E402
-from bench_gpu import OFFICIAL_RANK_BATCH, PAPER_RECIPE, FirstBatches, make_model, synthetic_cifar  # noqa: E402
+from bench_gpu import FirstBatches, setup, synthetic_cifar  # noqa: E402
 
-from pipeline.config import Resources, TrainConfig  # noqa: E402
-from pipeline.data.load.device import device_loaders  # noqa: E402
-from pipeline.data.load.loaders import build_loaders  # noqa: E402
-from pipeline.data.load.transforms import Augment  # noqa: E402
-from pipeline.data.registry import normalization_stats  # noqa: E402
-from pipeline.training.engine import Dist, build_parts, mix, rank_batch, train_one_epoch  # noqa: E402
+from pipeline.training.engine import Dist, mix, rank_batch, train_one_epoch  # noqa: E402
 
 
 def timed(fn, device: torch.device, steps: int) -> float:
@@ -53,16 +48,7 @@ def timed(fn, device: torch.device, steps: int) -> float:
 def profile_mode(mode: str, args, root: Path, device: torch.device) -> dict:
     """The split of one mode's training step (see the module docstring)."""
     d = Dist(0, 1, 0, device)
-    ranks = args.batch // OFFICIAL_RANK_BATCH if args.batch % OFFICIAL_RANK_BATCH == 0 else 1
-    recipe = TrainConfig(**PAPER_RECIPE, epochs=3, batch_size=args.batch, amp=args.amp, sampler_ranks=max(ranks, 1))
-    resources = Resources(compile=mode == "compiled", device=device.type, workers=0, sync_every=32, nproc=1,
-                          channels_last=args.channels_last)
-    augment = Augment.from_train(recipe)
-    loaders = build_loaders("cifar10", root, stats=normalization_stats("cifar10", "dataset"), img_size=args.img,
-                            in_chans=3, batch_size=args.batch, seed=0, augment=augment, rank=0, world_size=1,
-                            workers=0, pin_memory=False, sampler_ranks=recipe.sampler_ranks)
-    loaders = device_loaders(loaders, img_size=args.img, augment=augment, device=device)
-    parts = build_parts(make_model("vit_tiny_patch16_224", args), recipe, 10, len(loaders.train), d, resources)
+    recipe, resources, loaders, parts = setup("vit_tiny_patch16_224", mode, "device", args.batch, args, root, d)
     steps = len(loaders.train)
     train_one_epoch(parts, loaders.train, recipe, 0, d, lambda n: None, resources)  # warm-up: compilation, autotune
 
@@ -129,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     device = torch.device("cpu" if args.cpu else "cuda")
     args.tiny, args.img, args.batch = args.cpu, 32 if args.cpu else 224, 128 if args.cpu else 512
-    args.amp = "auto" if args.cpu else "bf16"
+    args.amp, args.workers, args.sync_every = "auto" if args.cpu else "bf16", 0, 32
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         synthetic_cifar(Path(tmp), 4 * args.batch if args.cpu else 20 * args.batch)

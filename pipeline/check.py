@@ -136,8 +136,7 @@ def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cel
         return (f"compute estimate of {label} on {dataset}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
                 + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py", 0.0, "")
-    size = DATASETS[dataset].train_size
-    n = min(s for s in (size, data["train_subset"]) if s) if (size or data["train_subset"]) else None
+    n = train_images(dataset, data["train_subset"])
     if n is None:
         return f"compute estimate of {label} on {dataset}: size unknown until fetched", 0.0, ""
     recipe = SimpleNamespace(**train)
@@ -226,9 +225,11 @@ def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset:
                                 f" {dataset}; lower it or raise data.train_subset")
 
 
-def train_images(params: Params, dataset: str) -> int | None:
+def train_images(dataset: str, train_subset: int) -> int | None:
+    """Images a run of `dataset` trains on: its train split, or `data.train_subset` of it (None: unknown until
+    fetched)."""
     size = DATASETS[dataset].train_size
-    return min(s for s in (size, params.data.train_subset) if s) if (size or params.data.train_subset) else None
+    return min(s for s in (size, train_subset) if s) if (size or train_subset) else None
 
 
 def check_builds(params: Params) -> int:
@@ -237,7 +238,7 @@ def check_builds(params: Params) -> int:
     with torch.device("meta"):
         for dataset in dict.fromkeys(params.datasets):
             meta = planned_meta(params, dataset)
-            n = train_images(params, dataset)
+            n = train_images(dataset, params.data.train_subset)
             for variant, cfg in params.models.items():
                 with keyed(f"models.{variant}"):
                     model = builders.timm_model(cfg, meta)
@@ -295,7 +296,7 @@ def check_sia(params: Params) -> int:
                         raise PipelineError(f"a {family(model)} model; [SIA]'s cells change a ViT's cls token,"
                                             " pooling and position embedding: name a timm ViT/DeiT variant")
                 check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta),
-                             train_images(params, dataset))
+                             train_images(dataset, params.data.train_subset))
                 built += 1
     return built
 
@@ -322,7 +323,7 @@ def check_weight_selection(params: Params) -> int:
             with keyed(f"models.{ws.student}"):
                 student = builders.timm_model(cfg, meta)
             check_recipe("weight_selection.finetune", params.ws_finetune_recipe, student, dataset,
-                         *builders.input_size(cfg, meta), train_images(params, dataset))
+                         *builders.input_size(cfg, meta), train_images(dataset, params.data.train_subset))
             if teacher is not None:
                 with keyed(f"weight_selection.teacher -> models.{ws.student} on {dataset}"):
                     select_weights(teacher.state_dict(), student.state_dict())

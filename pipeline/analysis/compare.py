@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 
 from pipeline import entry
+from pipeline.analysis.numbers import num
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 
@@ -43,9 +44,8 @@ def _cells(row: dict) -> dict[tuple[str, str], dict]:
 
 
 def _num(value, sign: bool = False) -> str:
-    if not isinstance(value, int | float):
-        return "–"
-    return f"{value:+.2f}" if sign else f"{value:.2f}"
+    """`numbers.num` of a value read from DVC's table, which may be anything."""
+    return num(value if isinstance(value, int | float) else None, sign)
 
 
 def _versus(cell: dict, role: str) -> str:

@@ -4,8 +4,10 @@ for a missing or an unpublished cell. Tables, claims, the report and the README'
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from pipeline.analysis.stats import Estimate
+if TYPE_CHECKING:  # a type only: writing numbers needs no statistics stack
+    from pipeline.analysis.stats import Estimate
 
 NA = "–"  #: a cell this run has no number for
 NP = "n/p"  #: a cell the papers do not publish
