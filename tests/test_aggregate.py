@@ -7,6 +7,7 @@ Everything runs on fake results trees in tmp_path (metrics.json files with per-e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -22,7 +23,7 @@ from scipy import stats as sps
 from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
 from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import at_epoch, load_ci_alpha_runs, load_filter_runs
+from pipeline.analysis.runs import at_epoch, planned_cells, read_frames
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
 
@@ -75,18 +76,50 @@ def make_filters(results: Path, seeds=(0, 1)) -> None:
                 extra |= {"effective_rank": 12, "prop1_holds": False, "prop1_rhs": 108}
             write_run(results / "filter_study" / v / f"seed{seed}", top1 + 0.003 * seed, **extra)
         for (sigma, heads), top1 in GAUSS.items():
-            v = f"gaussian-{sigma:g}-h{heads}"  # 'gaussian-1-h4': the folder spelling must not matter
+            v = f"gaussian-{sigma}-h{heads}"  # the folder filter_gaussian@ writes: DVC spells 1.0 as '1.0'
             write_run(results / "filter_study" / v / f"seed{seed}", top1 + 0.003 * seed, variant=v,
                       family="gaussian", frozen=True, heads=heads, sigma=sigma, kernel_size=3, dim=64, params=60_000)
 
 
 def experiment(**overrides) -> Experiment:
+    """An Experiment of these fields, reading the cells the declared stages (`pipeline.experiments`) plan for them."""
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
                 filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
                 models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g",
                 config_datasets=("fashion_mnist",), config_variants=("vit",), sia_datasets=("fashion_mnist",))
-    return Experiment(**(base | overrides))
+    exp = Experiment(**(base | overrides))
+    return dataclasses.replace(exp, cells=tuple(planned_cells(planning(exp))))
+
+
+def planning(exp: Experiment):
+    """The params whose planned cells are `exp`'s: each field set where params.yaml keeps it."""
+    params = load_params(ROOT / "params.yaml")
+    model = next(iter(params.models.values()))
+    params.datasets, params.seeds = list(exp.datasets), list(exp.seeds)
+    params.init, params.baselines = exp.arms[0], list(exp.arms[1:])
+    params.models = {v: model for v in exp.variants}
+    study = params.filter_study
+    study.dataset, study.filters, study.seeds = exp.filter_dataset, list(exp.filters), list(exp.filter_seeds)
+    study.gaussian_sigmas, study.gaussian_heads = list(exp.sigmas), list(exp.heads)
+    ci = params.ci_alpha
+    ci.datasets, ci.alphas, ci.arms, ci.seeds = (list(exp.ci_datasets), list(exp.ci_alphas), list(exp.ci_arms),
+                                                 list(exp.ci_seeds))
+    m3 = params.ci_model3
+    m3.datasets, m3.arms, m3.qk, m3.value = list(exp.m3_datasets), list(exp.m3_arms), list(exp.m3_qk), list(
+        exp.m3_values)
+    m3.seeds, m3.forms = list(exp.m3_seeds), list(exp.m3_forms)
+    params.train_configs = {name: {} for name in exp.train_configs}
+    params.train_config_cells.datasets, params.train_config_cells.variants = (list(exp.config_datasets),
+                                                                            list(exp.config_variants))
+    sia = params.sia
+    sia.datasets, sia.seeds = list(exp.sia_datasets), list(exp.sia_seeds)
+    sia.bases = [c.removeprefix("base_") for c in exp.sia_cells if c.startswith("base_")]
+    sia.fits = [c.removeprefix("fit_") for c in exp.sia_cells if c.startswith("fit_")]
+    ws = params.weight_selection
+    ws.datasets, ws.scratch, ws.seeds = list(exp.ws_datasets), list(exp.ws_scratch), list(exp.ws_seeds)
+    ws.teachers = {name: None for name in exp.ws_teachers}
+    return params
 
 
 @pytest.fixture
@@ -162,10 +195,35 @@ def test_epoch_values_come_from_the_history_by_finished_epochs():
     assert math.isnan(at_epoch(h, 9, "val_top1"))
 
 
-def test_gaussian_runs_are_matched_on_their_recorded_sigma_and_heads(results):
-    frame, missing = load_filter_runs(results / "filter_study", [], [1.0, 0.3], [4], [0])
-    assert frame["variant"].tolist() == ["gaussian-1-h4"] and frame["top1"].tolist() == [0.77]
-    assert len(missing) == 1 and "sigma 0.3" in missing[0]
+def test_the_runs_read_are_the_declared_stages_cells_in_their_folders(results):
+    """Each frame's rows come from the cells the declarations plan, at the folder each stage writes (the Gaussian
+    grid at DVC's spelling of sigma); a planned cell without a metrics.json is reported missing, by its folder."""
+    exp = experiment(filters=(), sigmas=(1.0, 0.3), heads=(4,), filter_seeds=(0,))
+    frames, missing = read_frames(results, exp.cells)
+    gauss = frames["filters"]
+    assert gauss["variant"].tolist() == ["gaussian-1.0-h4"] and gauss["top1"].tolist() == [0.77]
+    assert gauss["folder"].tolist() == [str(results / "filter_study/gaussian-1.0-h4/seed0")]
+    assert str(results / "filter_study/gaussian-0.3-h4/seed0") in missing
+    assert frames["runs"]["arm"].tolist() == ["impulse", "impulse", "default", "default", "mimetic", "mimetic"]
+
+
+def test_a_frame_takes_its_keys_from_its_stages_declaration(tmp_path):
+    """[CI]'s α is a number in its frame, Model III and Table 1's forms share one frame (Model III's form named),
+    a weight-selection row names its teacher or scratch arm: what each stage declares, no reader of its own."""
+    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.1,), ci_arms=("impulse",), ci_seeds=(0,),
+                     m3_datasets=("cifar10",), m3_arms=("impulse",), m3_qk=("frozen",), m3_values=("value",),
+                     m3_seeds=(0,), m3_forms=("model2",), ws_datasets=("digits",), ws_teachers=("t",),
+                     ws_scratch=("default",), ws_seeds=(0,))
+    for folder in ["ci_alpha/cifar10/alpha0.1/impulse/seed0", "ci_model3/cifar10/impulse/frozen/value/seed0",
+                   "ci_table1/cifar10/model2/value/seed0", "weight_selection/digits/t/seed0",
+                   "weight_selection/digits/scratch/default/seed0"]:
+        write_run(tmp_path / folder, 0.5)
+    frames, _ = read_frames(tmp_path, exp.cells)
+    assert frames["ci"]["alpha"].tolist() == [0.1]
+    m3 = frames["m3"]
+    assert m3[["form", "arm", "qk"]].values.tolist() == [["model3", "impulse", "frozen"], ["model2", "random",
+                                                                                            "trained"]]
+    assert frames["ws"]["source"].tolist() == ["t", "scratch:default"]
 
 
 def test_only_the_experiments_runs_are_read(results):
@@ -175,16 +233,6 @@ def test_only_the_experiments_runs_are_read(results):
     assert agg.summary["fashion_mnist"]["vit"]["impulse"]["n"] == 2
     assert len(agg.what_was_run["missing"]) == 3  # seed 2 of each arm
     assert all("seed2" in m for m in agg.what_was_run["missing"])
-
-
-def test_ci_alpha_runs_are_matched_on_their_recorded_alpha(tmp_path):
-    root = tmp_path / "ci_alpha"
-    for folder, alpha, top1 in [("alpha0.1", 0.1, 0.90), ("alpha0.10", 0.1, 0.11), ("alpha0", 0.0, 0.88),
-                                ("alpha0.3", 0.3, 0.5)]:
-        write_run(root / "cifar10" / folder / "impulse" / "seed0", top1, alpha=alpha)
-    frame, missing = load_ci_alpha_runs(root, ["cifar10"], [0.0, 0.1, 0.5], ["impulse"], [0])
-    assert dict(zip(frame["alpha"], frame["top1"])) == {0.0: 0.88, 0.1: 0.90}  # one run per α, α 0.3 not asked
-    assert missing == [f"{root}/cifar10/alpha0.5/impulse/seed0 (alpha 0.5)"]
 
 
 def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
@@ -602,5 +650,21 @@ def test_the_training_configurations_table_and_claim_11_read_results_train_confi
     assert t.rows[1][3].startswith(f"{100 * (VIT['impulse'][0] + VIT['impulse'][1]) / 2 - 1:.2f} ± ")
     assert [c["label"] for c in claim(agg, "11")["comparisons"]] == ["fashion_mnist, vit, train",
                                                                      "fashion_mnist, vit, lr_half"]
-    assert any(m.endswith("train_config/fashion_mnist/vit/randaug/mimetic/seed1/metrics.json")
+    assert any(m.endswith("train_config/fashion_mnist/vit/randaug/mimetic/seed1")
                for m in agg.what_was_run["missing"])
+
+
+def test_a_newly_declared_stage_is_read_into_its_own_frame(tmp_path, monkeypatch):
+    """The reader takes its stages from the declarations: a stage declared like `train` (a copy named `toy`, its rows
+    joining a frame `toy`) is read with nothing added to the analysis."""
+    import pipeline.analysis.runs as runs
+    from pipeline.experiments import by_name, stages
+
+    toy = dataclasses.replace(by_name("train"), name="toy", outs="results/toy/{dataset}/{arm}/seed{seed}",
+                              frame="toy")
+    monkeypatch.setattr(runs, "stages", lambda: [*stages(), toy])
+    write_run(tmp_path / "toy" / "fashion_mnist" / "impulse" / "seed0", 0.5, model="vit_tiny_patch16_224")
+    frames, missing = read_frames(tmp_path, planned_cells(planning(experiment())))
+    assert frames["toy"][["arm", "seed", "top1", "model"]].values.tolist() == [["impulse", 0, 0.5,
+                                                                                  "vit_tiny_patch16_224"]]
+    assert str(tmp_path / "toy" / "fashion_mnist" / "default" / "seed0") in missing

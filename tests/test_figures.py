@@ -126,7 +126,7 @@ def test_curve_band_is_mean_min_max_in_percent_on_common_epochs():
 
 
 def test_the_stage_draws_only_the_experiments_runs(results, params, tmp_path):
-    runs, _ = figures.load_vit_runs(results / "train", params.datasets, params.variants, params.arms, params.seeds)
+    runs = figures.read_frames(results, figures.planned_cells(params, ["runs"]))[0]["runs"]
     found = figures.histories(runs)
     assert list(found["vit"]["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm ignored
     assert [len(h) for h in found["vit"]["fashion_mnist"].values()] == [2, 2, 2]
@@ -428,7 +428,7 @@ def test_ci_figures_6_to_9_from_the_alpha_grids_cells(params_file, tmp_path, mon
         captions["ci_curves"]
     assert "Published ([CI] Fig. 9): Softmax attention maps of head 3 at layers 1 / 3 / 6" in captions["ci_softmax"]
     assert "layers 1, 3 (1-based, as [CI] numbers them), head 2" in captions["ci_qk"]  # clipped to depth 3, 2 heads
-    maps = ci_figures.cell_maps(params, results, "impulse", [0, 2], 1)
+    maps = ci_figures.cell_maps(params, ci_figures.figure_runs(params, results), "impulse", [0, 2], 1)
     fresh, _ = initialized(ci_figures.cell_config(params, "fashion_mnist", "impulse", 0), META)
     assert np.allclose(maps["before"][0]["ci_qk"], ci_figures.head_maps(fresh, 0, 1)["ci_qk"])
     assert not np.allclose(maps["after"][0]["ci_qk"], maps["before"][0]["ci_qk"])

@@ -42,23 +42,12 @@ from pipeline.analysis import plan_history, tables
 from pipeline.analysis.analysis_plan import load_confirmatory, load_plan
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import (
-    MODEL3,
-    check_images,
-    load_ci_alpha_runs,
-    load_ci_model3_runs,
-    load_ci_table1_runs,
-    load_filter_runs,
-    load_sia_runs,
-    load_train_config_runs,
-    load_vit_runs,
-    load_weight_selection_runs,
-    read_metrics,
-)
+from pipeline.analysis.runs import check_images, planned_cells, read_frames, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.config import Params, digest
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
+from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import folder_aside, write_text
 from pipeline.vocabulary import SENSITIVITY_ARM
 
@@ -110,6 +99,8 @@ class Experiment:
     config_variants: tuple = ()
     settings: tuple = ()  #: (params key, value) of the values a claim's plan `requires` may name
     m3_fits: tuple = ()  #: (Model III impulse arm, its fit's settings) for the arms of the grid
+    #: (declared stage, cell) of every cell whose results are read (`runs.planned_cells`: the declarations decide)
+    cells: tuple = ()
 
     def seed_lists(self) -> dict[str, tuple]:
         """Every seed list this experiment runs, by params key (the planned n's keys)."""
@@ -155,7 +146,7 @@ class Experiment:
                     ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)),
                    tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
                                                                          (SENSITIVITY_ARM, m3.sensitivity_fit))
-                         if arm in m3.arms))
+                         if arm in m3.arms), tuple(planned_cells(params)))
 
 
 @dataclass
@@ -334,29 +325,13 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
             "wall_time": wall, "confidence": exp.confidence}
 
 
-def check_test_images(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, exp: Experiment,
-                      m3: pd.DataFrame | None = None, configs: pd.DataFrame | None = None,
-                      sia: pd.DataFrame | None = None) -> None:
-    """The runs of one dataset that record per-image correctness were all scored on the same test images: the
-    grid, the filter study, [CI]'s grids, the training configurations and [SIA]'s cells."""
-    for d in dict.fromkeys([*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.m3_datasets]):
-        named = [(f"results/train/{d}/{r.variant}/{r.arm}/seed{r.seed}", r.images)
-                 for r in runs[runs["dataset"] == d].itertuples()]
-        named += [(f"results/filter_study/{r.variant}/seed{r.seed}", r.images) for r in filters.itertuples()
-                  if d == exp.filter_dataset]
-        named += [(f"results/ci_alpha/{d}/alpha{r.alpha:g}/{r.arm}/seed{r.seed}", r.images)
-                  for r in ci[ci["dataset"] == d].itertuples()]
-        if m3 is not None:
-            named += [(f"results/ci_model3/{d}/{r.arm}/{r.qk}/{r.value}/seed{r.seed}" if getattr(r, "form", MODEL3)
-                       == MODEL3 else f"results/ci_table1/{d}/{r.form}/{r.value}/seed{r.seed}", r.images)
-                      for r in m3[m3["dataset"] == d].itertuples()]
-        if configs is not None:
-            named += [(f"results/train_config/{d}/{r.variant}/{r.config}/{r.arm}/seed{r.seed}", r.images)
-                      for r in configs[configs["dataset"] == d].itertuples()]
-        if sia is not None:
-            named += [(f"results/sia/{d}/{r.cell}/seed{r.seed}", r.images)
-                      for r in sia[sia["dataset"] == d].itertuples()]
-        check_images(named)
+def check_test_images(frames: dict[str, pd.DataFrame]) -> None:
+    """The runs of one dataset that record per-image correctness were all scored on the same test images, whatever
+    stage ran them."""
+    scored = [(row.dataset, row.folder, row.images) for f in frames.values() if "dataset" in f.columns
+              for row in f.itertuples()]
+    for dataset in dict.fromkeys(d for d, _, _ in scored):
+        check_images((folder, images) for d, folder, images in scored if d == dataset)
 
 
 def check_confidence(plans: dict, exp: Experiment) -> None:
@@ -402,27 +377,10 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
-    runs, missing = load_vit_runs(results / "train", exp.datasets, exp.variants, exp.arms, exp.seeds)
-    filters, filters_missing = load_filter_runs(results / "filter_study", exp.filters, exp.sigmas, exp.heads,
-                                                exp.filter_seeds)
-    ci, ci_missing = load_ci_alpha_runs(results / "ci_alpha", exp.ci_datasets, exp.ci_alphas, exp.ci_arms,
-                                        exp.ci_seeds)
-    m3, m3_missing = load_ci_model3_runs(results / "ci_model3", exp.m3_datasets, exp.m3_arms, exp.m3_qk,
-                                         exp.m3_values, exp.m3_seeds)
-    t1, t1_missing = load_ci_table1_runs(results / "ci_table1", exp.m3_datasets, exp.m3_forms, exp.m3_values,
-                                         exp.m3_seeds)
-    m3, m3_missing = pd.concat([m3.assign(form=MODEL3), t1], ignore_index=True), m3_missing + t1_missing
-    configs, configs_missing = load_train_config_runs(results / "train_config", exp.config_datasets,
-                                                      exp.config_variants, exp.train_configs, exp.arms, exp.seeds)
-    sia, sia_missing = load_sia_runs(results / "sia", exp.sia_datasets, exp.sia_cells, exp.sia_seeds)
-    missing += configs_missing + sia_missing
-    ws, ws_missing = load_weight_selection_runs(results / "weight_selection", exp.ws_datasets, exp.ws_teachers,
-                                                exp.ws_scratch, exp.ws_seeds)
-    missing += ws_missing
-    for d in exp.ws_datasets:
-        check_images((f"weight_selection {r.dataset}/{r.source}/seed{r.seed}", r.images)
-                     for r in ws[ws["dataset"] == d].itertuples())
-    check_test_images(runs, filters, ci, exp, m3, configs, sia)
+    frames, missing = read_frames(results, exp.cells)
+    check_test_images(frames)
+    runs, filters, ci, m3, configs, sia, ws = (frames[f] for f in ("runs", "filters", "ci", "m3", "configs", "sia",
+                                                                   "ws"))
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
@@ -435,7 +393,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                           tables.weight_selection_table(ws),
                           tables.sia_table(sia, exp.sia_baseline_arm)]
               if t is not None]
-    ran = what_was_run(runs, filters, ci, missing + filters_missing + ci_missing + m3_missing, exp, m3)
+    ran = what_was_run(runs, filters, ci, missing, exp, m3)
     ran["runs"]["weight_selection"] = len(ws)
     ran["weight_selection"] = {"datasets": list(exp.ws_datasets), "teachers": list(exp.ws_teachers),
                                "scratch": list(exp.ws_scratch), "seeds": list(exp.ws_seeds),

@@ -15,13 +15,14 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from pipeline.analysis.coverage import load_coverage
-from pipeline.analysis.runs import load_ci_alpha_runs, match_recorded
+from pipeline.analysis.runs import planned_cells, read_frames
 from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.experiments import by_name
@@ -49,10 +50,11 @@ def head_maps(model: SimpleViT, layer: int, head: int) -> dict[str, np.ndarray]:
         return {"ci_qk": qk.numpy(), "ci_pqkp": logits.numpy(), "ci_softmax": (logits * attn.scale).softmax(-1).numpy()}
 
 
-def cell_folder(results: Path, dataset: str, arm: str, seed: int, alpha: float) -> Path | None:
-    found = match_recorded((results / "ci_alpha").glob(f"{dataset}/alpha*/{arm}/seed{seed}/metrics.json"), "alpha",
-                           [alpha])
-    return found[alpha][0].parent if alpha in found else None
+def figure_runs(params: Params, results: Path) -> pd.DataFrame:
+    """The finished cells of the α grid's first dataset at FIG_ALPHA."""
+    cells = [(stage, cell) for stage, cell in planned_cells(params, ["ci"]) if cell["dataset"] ==
+             params.ci_alpha.datasets[0] and math.isclose(float(cell["alpha"]), FIG_ALPHA)]
+    return read_frames(results, cells)[0]["ci"]
 
 
 def cell_config(params: Params, dataset: str, arm: str, seed: int) -> dict:
@@ -60,11 +62,13 @@ def cell_config(params: Params, dataset: str, arm: str, seed: int) -> dict:
     return by_name("ci_alpha").resolve(params, cell)
 
 
-def cell_maps(params: Params, results: Path, arm: str, layers: list[int], head: int) -> dict | None:
-    """{state: {layer: maps}} of the first dataset's first-seed cell at FIG_ALPHA, before and after training."""
+def cell_maps(params: Params, runs: pd.DataFrame, arm: str, layers: list[int], head: int) -> dict | None:
+    """{state: {layer: maps}} of the first dataset's first-seed cell at FIG_ALPHA (of `runs`, `figure_runs`), before
+    and after training."""
     ci = params.ci_alpha
     dataset, seed = ci.datasets[0], ci.seeds[0]
-    folder = cell_folder(results, dataset, arm, seed, FIG_ALPHA)
+    row = runs[(runs["arm"] == arm) & (runs["seed"] == int(seed))]
+    folder = Path(row["folder"].iloc[0]) if len(row) else None
     if folder is None or not (folder / "model.pt").is_file():
         return None
     model, _ = initialized(cell_config(params, dataset, arm, seed), dataset_meta(params.data.root, dataset))
@@ -148,12 +152,12 @@ def ci_figures(params: Params, results: Path, out: Path, paper: Path, save) -> t
         return [], []
     layers = sorted({min(k, ci.model.depth) - 1 for k in FIG_LAYERS})
     head = min(FIG_HEAD, ci.model.heads) - 1
-    runs, _ = load_ci_alpha_runs(results / "ci_alpha", ci.datasets[:1], [FIG_ALPHA], ci.arms, ci.seeds)
+    runs = figure_runs(params, results)
     figures = []
     fig = curves(runs, list(ci.arms))
     if fig is not None:
         figures.append(save(fig, out, "ci_fig6_curves", "ci_curves", "ci", f"α = {FIG_ALPHA:g}: accuracy by epoch"))
-    found = {arm: m for arm in ci.arms if (m := cell_maps(params, results, arm, layers, head))}
+    found = {arm: m for arm in ci.arms if (m := cell_maps(params, runs, arm, layers, head))}
     if found:
         for name in ("ci_qk", "ci_pqkp", "ci_softmax"):
             figures.append(save(maps_figure(name, found, layers, head), out, f"ci_fig_{name}", name, "ci",

@@ -26,7 +26,6 @@ from pipeline.analysis.power import describe as describe_power
 from pipeline.analysis.power import planned_from_estimate
 from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.runs import (
-    SCRATCH,
     clip_epochs,
     convergence_columns,
     family_of,
@@ -51,6 +50,7 @@ from pipeline.analysis.stats import (
     unpaired_difference,
 )
 from pipeline.errors import PipelineError
+from pipeline.experiments.weight_selection import SCRATCH
 from pipeline.method.names import BEYOND_PAPER, parse_study_variant
 from pipeline.vocabulary import SENSITIVITY_ARM
 
@@ -201,7 +201,7 @@ class VariantFacts:
 class Evidence:
     """Everything the claims are judged on: this experiment's runs, what it consists of, and the plan."""
 
-    runs: pd.DataFrame  #: the ViT grid, every variant (`runs.load_vit_runs`)
+    runs: pd.DataFrame  #: the ViT grid, every variant (frame `runs` of `runs.read_frames`)
     filters: pd.DataFrame
     arms: Sequence[str]
     datasets: Sequence[str]
@@ -210,12 +210,12 @@ class Evidence:
     kernel_size: int
     filter_dataset: str
     attention: dict = field(default_factory=dict)  #: variant -> arm -> results/attention/<variant>/<arm>/measures.json
-    ci: pd.DataFrame | None = None  #: [CI]'s α grid (`runs.load_ci_alpha_runs`)
-    m3: pd.DataFrame | None = None  #: [CI] Tables 1-2: Model III (`runs.load_ci_model3_runs`), Table 1's forms
+    ci: pd.DataFrame | None = None  #: [CI]'s α grid (frame `ci`)
+    m3: pd.DataFrame | None = None  #: [CI] Tables 1-2: Model III and Table 1's forms (frame `m3`)
     alternatives: frozenset = frozenset()  #: variants whose `init_options` change a method's construction
-    configs: pd.DataFrame | None = None  #: the training-configuration cells (`runs.load_train_config_runs`)
-    sia: pd.DataFrame | None = None  #: [SIA]'s ablations (`runs.load_sia_runs`)
-    weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (`runs.load_weight_selection_runs`)
+    configs: pd.DataFrame | None = None  #: the training-configuration cells (frame `configs`)
+    sia: pd.DataFrame | None = None  #: [SIA]'s ablations (frame `sia`)
+    weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (frame `ws`)
     settings: dict = field(default_factory=dict)  #: params key -> value, for the plans' `requires`
 
     def __post_init__(self):

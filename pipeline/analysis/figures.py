@@ -49,7 +49,7 @@ from matplotlib.ticker import MaxNLocator
 from pipeline import entry
 from pipeline.analysis import attention
 from pipeline.analysis.ci_figures import ci_figures
-from pipeline.analysis.runs import load_filter_runs, load_vit_runs
+from pipeline.analysis.runs import planned_cells, read_frames
 from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
@@ -364,8 +364,7 @@ def filter_families(params: Params) -> list[dict]:
 def filter_figures(params: Params, results: Path, out: Path) -> list[dict]:
     """The filter-study bar chart and the Gaussian heat map, each if any of its runs finished."""
     study = params.filter_study
-    frame, _ = load_filter_runs(results / "filter_study", study.filters, study.gaussian_sigmas,
-                                study.gaussian_heads, study.seeds)
+    frame = read_frames(results, planned_cells(params, ["filters"]))[0]["filters"]
     named = frame[frame["variant"].isin(study.filters)]
     order = sorted(dict.fromkeys(named["variant"]), key=lambda v: v != "learned")
     bars = {v: list(named.loc[named["variant"] == v, "top1"]) for v in order}
@@ -539,7 +538,7 @@ def draw_all(params: Params, results: Path, out: Path, trained: bool = True, pap
         for arm in arms if trained else []:
             if rec := trained_record(params, results, variant, arm):
                 records[(variant, "trained", arm)] = rec
-    runs, _ = load_vit_runs(results / "train", params.datasets, params.variants, arms, params.seeds)
+    runs = read_frames(results, planned_cells(params, ["runs"]))[0]["runs"]
     ci_families, ci_drawn = ci_figures(params, results, out, paper, save)
     figures = (results_figures(results / "tables", out) + curve_figures(runs, arms, out)
                + attention_figures(records, out) + filter_figures(params, results, out) + ci_drawn)

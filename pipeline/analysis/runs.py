@@ -1,16 +1,15 @@
 """Read the runs of the current experiment from results/ (their metrics.json files) into pandas frames: the one
 results reader of the analysis.
 
-Which runs belong to the experiment is decided by params.yaml, not by what lies in results/; a run it expects
-without a metrics.json is reported missing. Grids whose axis is a number (α, σ) match runs on the value each
-recorded, not on the folder's spelling. Accuracies stay fractions. `top1` is the final model's test top-1 where
-the run scored the test split (`correct` then holds its per-image correctness, ordered by image), else the last
-validation top-1.
+Which runs belong to the experiment is decided by params.yaml through the declared stages (`pipeline.experiments`:
+each stage's cells, their results folders and how their rows join a frame), not by what lies in results/; a cell it
+plans without a metrics.json is reported missing. Accuracies stay fractions. `top1` is the final model's test top-1
+where the run scored the test split (`correct` then holds its per-image correctness, ordered by image), else the
+last validation top-1.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -20,22 +19,19 @@ import numpy as np
 import pandas as pd
 
 from pipeline.errors import PipelineError
+from pipeline.experiments import CellStage, stages
+from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import TEST_CORRECT
+
+#: the stages' results folder, as their declarations name it
+RESULTS = Path("results")
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "world_size", "git_rev",
               "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
-#: what a ViT-family run records about its model (pipeline.training.builders): timm name, family, heads
-MODEL_FIELDS = ("model", "family", "num_heads")
-#: what a cell of [CI]'s α grid records beyond a ViT run: its impulse fit per layer (pipeline.method.ci_2401)
-CI_FIELDS = ("impulse_fit",)
 #: how a timm model name maps to a family (for an attention record, which names its model only)
 FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
-#: extra fields of a filter-study run
-FILTER_FIELDS = ("family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
-                 "prop1_rhs")
-#: per-image correctness of the final model on the whole test split, beside metrics.json
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
 SCORED = ("val_top1", "correct", "images")
 
@@ -90,188 +86,38 @@ def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
                                 " so every run of a comparison scores the whole test split")
 
 
-def load_vit_runs(train_root: str | Path, datasets: Sequence[str], variants: Sequence[str], arms: Sequence[str],
-                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The experiment's ViT-grid runs: (one row per run found, the paths of the runs it expects but lacks). Columns:
-    dataset, variant, arm, seed, RUN_FIELDS, MODEL_FIELDS, `history` (per-epoch dicts)."""
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS
-    for dataset in datasets:
-        for variant in variants:
-            for arm in arms:
-                for seed in seeds:
-                    path = Path(train_root) / dataset / variant / arm / f"seed{seed}" / "metrics.json"
-                    if path.is_file():
-                        rows.append({"dataset": dataset, "variant": variant, "arm": arm, "seed": seed}
-                                    | _row(read_metrics(path), fields, path.parent))
-                    else:
-                        missing.append(str(path))
-    return pd.DataFrame(rows, columns=["dataset", "variant", "arm", "seed", *fields, *SCORED, "history"]), missing
+def key_columns(stage: CellStage) -> list[str]:
+    return list(stage.row_keys({axis: "0" for axis in stage.axes}))
 
 
-def match_recorded(paths: Iterable[Path], key: str, values: Sequence[float],
-                   **fixed) -> dict[float, tuple[Path, dict]]:
-    """{configured value: (path, metrics)} of the runs among `paths` whose metrics.json records `key` close to one of
-    `values` and each `fixed` field exactly (the first path in sorted order wins)."""
-    found: dict[float, tuple[Path, dict]] = {}
-    for path in sorted(paths):
-        m = read_metrics(path)
-        recorded = m.get(key)
-        if any(m.get(k) != v for k, v in fixed.items()):
-            continue
-        value = next((float(v) for v in values if recorded is not None and math.isclose(recorded, v)), None)
-        if value is not None:
-            found.setdefault(value, (path, m))
-    return found
-
-
-def _gaussian_runs(study_root: Path, sigmas: Sequence[float], heads: Sequence[int], seeds: Sequence[int]):
-    found = {}
-    for seed in seeds:
-        for h in heads:
-            paths = study_root.glob(f"gaussian-*-h{h}/seed{seed}/metrics.json")
-            for sigma, (path, m) in match_recorded(paths, "sigma", sigmas, heads=h).items():
-                found[(sigma, int(h), seed)] = m | {"variant": path.parent.parent.name, "folder": path.parent}
-    expected = {(float(s), int(h), seed) for s in sigmas for h in heads for seed in seeds}
-    missing = [f"{study_root}/gaussian-{s:g}-h{h}/seed{seed} (sigma {s}, heads {h})"
-               for s, h, seed in sorted(expected - found.keys())]
-    return found, missing
-
-
-def load_filter_runs(study_root: str | Path, filters: Sequence[str], sigmas: Sequence[float],
-                     heads: Sequence[int], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The experiment's filter-study runs, learned, frozen and the Gaussian grid: (rows found, runs missing)."""
-    study_root = Path(study_root)
-    rows, missing = [], []
-    for variant in filters:
-        for seed in seeds:
-            path = study_root / variant / f"seed{seed}" / "metrics.json"
-            if path.is_file():
-                rows.append({"variant": variant, "seed": seed}
-                            | _row(read_metrics(path), RUN_FIELDS + FILTER_FIELDS, path.parent))
-            else:
-                missing.append(str(path))
-    found, gaussian_missing = _gaussian_runs(study_root, sigmas, heads, seeds)
-    for (_, _, seed), m in sorted(found.items()):
-        rows.append({"variant": m["variant"], "seed": seed} | _row(m, RUN_FIELDS + FILTER_FIELDS, m["folder"]))
-    columns = ["variant", "seed", *RUN_FIELDS, *FILTER_FIELDS, *SCORED, "history"]
-    return pd.DataFrame(rows, columns=columns), missing + gaussian_missing
-
-
-def load_ci_alpha_runs(ci_root: str | Path, datasets: Sequence[str], alphas: Sequence[float], arms: Sequence[str],
-                       seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI]'s α grid (results/ci_alpha/): (rows found, runs missing), `alpha` the configured value matched."""
-    ci_root = Path(ci_root)
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
-    for dataset in datasets:
-        for arm in arms:
-            for seed in seeds:
-                found = match_recorded(ci_root.glob(f"{dataset}/alpha*/{arm}/seed{seed}/metrics.json"), "alpha",
-                                       alphas)
-                for alpha in alphas:
-                    if float(alpha) in found:
-                        rows.append({"dataset": dataset, "alpha": float(alpha), "arm": arm, "seed": seed}
-                                    | _row(found[float(alpha)][1], fields, found[float(alpha)][0].parent))
-                    else:
-                        missing.append(f"{ci_root}/{dataset}/alpha{alpha}/{arm}/seed{seed} (alpha {alpha})")
-    return pd.DataFrame(rows, columns=["dataset", "alpha", "arm", "seed", *fields, *SCORED, "history"]), missing
-
-
-def load_ci_model3_runs(root: str | Path, datasets: Sequence[str], arms: Sequence[str], qks: Sequence[str],
-                        values: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI]'s Model III grid (results/ci_model3/): (rows found, runs missing)."""
-    root = Path(root)
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
-    for dataset, arm, qk, value, seed in itertools.product(datasets, arms, qks, values, seeds):
-        folder = root / dataset / arm / qk / value / f"seed{seed}"
-        if not (folder / "metrics.json").exists():
+def read_frames(results: str | Path, cells: Iterable[tuple[CellStage, dict]]) -> tuple[dict[str, pd.DataFrame],
+                                                                                    list[str]]:
+    """The runs of `cells` (declared stages' cells, `pipeline.experiments`) by analysis frame: ({frame: one row per
+    finished cell, with its key columns, RUN_FIELDS, what its stage records, SCORED, `history` and its `folder`},
+    the folders of the cells without a metrics.json). `results` stands for the stages' results/ folder."""
+    cells = list(cells)
+    rows: dict[str, list[dict]] = {}
+    columns: dict[str, dict[str, None]] = {}
+    missing = []
+    declared = {s.name: s for s in [*stages(), *(stage for stage, _ in cells)] if s.frame}
+    for stage in declared.values():
+        columns.setdefault(stage.frame, {}).update(dict.fromkeys([*key_columns(stage), *RUN_FIELDS, *stage.records]))
+    for stage, cell in cells:
+        folder = Path(results) / Path(stage.outs.format(**cell)).relative_to(RESULTS)
+        if (folder / "metrics.json").is_file():
+            row = _row(read_metrics(folder / "metrics.json"), RUN_FIELDS + stage.records, folder)
+            rows.setdefault(stage.frame, []).append(stage.row_keys(cell) | row | {"folder": str(folder)})
+        else:
             missing.append(str(folder))
-            continue
-        cell = {"dataset": dataset, "arm": arm, "qk": qk, "value": value, "seed": seed}
-        rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
-    columns = ["dataset", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
-    return pd.DataFrame(rows, columns=columns), missing
+    frames = {frame: pd.DataFrame(rows.get(frame, []), columns=[*names, *SCORED, "history", "folder"])
+              for frame, names in columns.items()}
+    return frames, missing
 
 
-def load_train_config_runs(root: str | Path, datasets: Sequence[str], variants: Sequence[str],
-                           configs: Sequence[str], arms: Sequence[str],
-                           seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The training-configuration cells (results/train_config/): (rows found, runs missing), `load_vit_runs`' columns
-    plus `config`."""
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS
-    for dataset, variant, config, arm, seed in itertools.product(datasets, variants, configs, arms, seeds):
-        path = Path(root) / dataset / variant / config / arm / f"seed{seed}" / "metrics.json"
-        if path.is_file():
-            rows.append({"dataset": dataset, "variant": variant, "config": config, "arm": arm, "seed": seed}
-                        | _row(read_metrics(path), fields, path.parent))
-        else:
-            missing.append(str(path))
-    columns = ["dataset", "variant", "config", "arm", "seed", *fields, *SCORED, "history"]
-    return pd.DataFrame(rows, columns=columns), missing
-
-
-def load_sia_runs(root: str | Path, datasets: Sequence[str], cells: Sequence[str],
-                  seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[SIA]'s ablations (results/sia/): (rows found, runs missing)."""
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
-    for dataset, cell, seed in itertools.product(datasets, cells, seeds):
-        path = Path(root) / dataset / cell / f"seed{seed}" / "metrics.json"
-        if path.is_file():
-            cell_keys = {"dataset": dataset, "cell": cell, "seed": seed}
-            rows.append(cell_keys | _row(read_metrics(path), fields, path.parent))
-        else:
-            missing.append(str(path))
-    return pd.DataFrame(rows, columns=["dataset", "cell", "seed", *fields, *SCORED, "history"]), missing
-
-
-#: what a weight-selection cell records about its teacher (pipeline.training.select_finetune)
-TEACHER_FIELDS = ("teacher_arm", "teacher_train_size", "pretrain_dataset")
-#: the `source` of a weight-selection row trained from scratch is SCRATCH + its arm, e.g. 'scratch:default'
-SCRATCH = "scratch:"
-
-
-def load_weight_selection_runs(root: str | Path, datasets: Sequence[str], teachers: Sequence[str],
-                               scratch: Sequence[str], seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """The weight-selection cells (results/weight_selection/): (rows found, runs missing), with `source` the teacher's
-    name or SCRATCH + the arm."""
-    rows, missing = [], []
-    fields = RUN_FIELDS + ("variant",) + MODEL_FIELDS + TEACHER_FIELDS
-    cells = [(t, Path(t)) for t in teachers] + [(SCRATCH + a, Path("scratch") / a) for a in scratch]
-    for dataset, (source, sub), seed in itertools.product(datasets, cells, seeds):
-        path = Path(root) / dataset / sub / f"seed{seed}" / "metrics.json"
-        if path.is_file():
-            rows.append({"dataset": dataset, "source": source, "seed": seed}
-                        | _row(read_metrics(path), fields, path.parent))
-        else:
-            missing.append(str(path))
-    columns = ["dataset", "source", "seed", *fields, *SCORED, "history"]
-    return pd.DataFrame(rows, columns=columns), missing
-
-
-#: the `form` of Model III's rows when they stand beside [CI] Table 1's other columns in one frame
-MODEL3 = "model3"
-
-
-def load_ci_table1_runs(root: str | Path, datasets: Sequence[str], forms: Sequence[str], values: Sequence[str],
-                        seeds: Sequence[int]) -> tuple[pd.DataFrame, list[str]]:
-    """[CI] Table 1's other columns (results/ci_table1/): (rows found, runs missing), in the Model III frame's columns
-    plus `form`."""
-    root = Path(root)
-    rows, missing = [], []
-    fields = RUN_FIELDS + MODEL_FIELDS + CI_FIELDS
-    for dataset, form, value, seed in itertools.product(datasets, forms, values, seeds):
-        folder = root / dataset / form / value / f"seed{seed}"
-        if not (folder / "metrics.json").exists():
-            missing.append(str(folder))
-            continue
-        cell = {"dataset": dataset, "form": form, "arm": "random", "qk": "trained", "value": value, "seed": seed}
-        rows.append(cell | _row(read_metrics(folder / "metrics.json"), fields, folder))
-    columns = ["dataset", "form", "arm", "qk", "value", "seed", *fields, *SCORED, "history"]
-    return pd.DataFrame(rows, columns=columns), missing
+def planned_cells(params, frames: Sequence[str] | None = None) -> list[tuple[CellStage, dict]]:
+    """Every cell params plans of the declared stages whose runs join `frames` (default: all of them)."""
+    return [(stage, cell) for stage in stages() if stage.frame and (frames is None or stage.frame in frames)
+            for cell in stage.cells(params)]
 
 
 def at_epoch(history: list[dict], epoch: int, key: str) -> float:

@@ -21,8 +21,10 @@ import pandas as pd
 
 from pipeline.analysis.numbers import NA, NP, mean_pm, num
 from pipeline.analysis.published import select
-from pipeline.analysis.runs import MODEL3, SCRATCH, clip_epochs, convergence_columns, model3_rows
+from pipeline.analysis.runs import clip_epochs, convergence_columns, model3_rows
 from pipeline.analysis.stats import mean_std
+from pipeline.experiments.ci import MODEL3
+from pipeline.experiments.weight_selection import SCRATCH
 from pipeline.vocabulary import parse_sia_cell
 
 

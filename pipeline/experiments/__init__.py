@@ -18,6 +18,10 @@ from pipeline.errors import PipelineError
 
 #: how dvc.yaml describes a stage of training cells (`desc`; `dvc stage list` shows it, the runner reads it)
 TRAINING = "training cell"
+#: what a ViT-family cell records about its model (pipeline.training.builders): timm name, family, heads
+MODEL_RECORDS = ("model", "family", "num_heads")
+#: what a cell of [CI]'s Simple ViT records beyond that: its impulse fit per layer (pipeline.method.ci_2401)
+FIT_RECORDS = ("impulse_fit",)
 #: `${a.b[0]}` in an axis: a params value, as dvc.yaml's interpolation reads it.
 REFERENCE = re.compile(r"^\$\{([A-Za-z0-9_.\[\]]+)\}$")
 
@@ -33,6 +37,9 @@ class CellStage:
         config: (params, the cell's axis values) -> its resolved configuration, every value it reads.
         command: `python -m pipeline <command> <axis values>` runs one cell.
         cost_note: what `check`'s estimate (its images trained and evaluated) leaves out of a cell's cost.
+        frame, records, keys: how `aggregate` reads the cells' results (`pipeline.analysis.runs.read_frames`): the
+            analysis frame their rows join ('' = not read), the fields of metrics.json the runtime records beyond
+            every run's, and a cell's key columns (default: its axis values, the seed as an int).
     """
 
     name: str
@@ -44,6 +51,9 @@ class CellStage:
     command: str = ""
     help: str = ""
     cost_note: str = ""
+    frame: str = ""
+    records: tuple[str, ...] = ()
+    keys: Callable[[dict], dict] | None = None
 
     def cells(self, params) -> list[dict]:
         """Every cell's axis values, in dvc.yaml's order, as strings (their spelling in stage names and paths)."""
@@ -57,6 +67,12 @@ class CellStage:
     def resolve(self, params, cell: dict) -> dict:
         return {"stage": self.name, "cell": self.cell_id(cell), "results": self.outs.format(**cell)} | self.config(
             params, cell)
+
+    def row_keys(self, cell: dict) -> dict:
+        """A cell's key columns in its analysis frame."""
+        if self.keys is not None:
+            return self.keys(cell)
+        return {axis: int(value) if axis == "seed" else value for axis, value in cell.items()}
 
     def find(self, params, values: list[str]) -> dict:
         """The cell with axis values `values`: each must be planned by params, except a seed, which may be any; else a

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import CellStage, data_section
+from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section
 from pipeline.vocabulary import SENSITIVITY_ARM
 
+#: Model III's form among [CI] Table 1's columns: its rows and the other forms' share one analysis frame
+MODEL3 = "model3"
+RECORDS = MODEL_RECORDS + FIT_RECORDS
 #: Each Table 1 form's Simple ViT arguments (code-2401's `mytrain_vit.py` flags; `--alpha` left at its default 0.5)
 FORMS = {"simple": {"input_pe": True, "alpha": 0.5}, "simple_nope": {"alpha": 1.0},
          "model1": {"alpha": 0.5}, "model2": {"alpha": 0.0}}
@@ -59,15 +62,20 @@ STAGES = [
               {"dataset": "${ci_alpha.datasets}", "alpha": "${ci_alpha.alphas}", "arm": "${ci_alpha.arms}",
                "seed": "${ci_alpha.seeds}"},
               "results/ci_alpha/{dataset}/alpha{alpha}/{arm}/seed{seed}", alpha_cell, command="ci-alpha",
-              help="one cell of [CI]'s alpha grid: <dataset> <alpha> <arm> <seed>"),
+              help="one cell of [CI]'s alpha grid: <dataset> <alpha> <arm> <seed>", frame="ci", records=RECORDS,
+              keys=lambda c: {"dataset": c["dataset"], "alpha": float(c["alpha"]), "arm": c["arm"],
+                              "seed": int(c["seed"])}),
     CellStage("ci_model3", "pipeline.training.simple_vit",
               {"dataset": "${ci_model3.datasets}", "arm": "${ci_model3.arms}", "qk": "${ci_model3.qk}",
                "value": "${ci_model3.value}", "seed": "${ci_model3.seeds}"},
               "results/ci_model3/{dataset}/{arm}/{qk}/{value}/seed{seed}", model3_cell, command="ci-model3",
-              help="one cell of [CI]'s Model III grid: <dataset> <arm> <qk> <value> <seed>"),
+              help="one cell of [CI]'s Model III grid: <dataset> <arm> <qk> <value> <seed>", frame="m3",
+              records=RECORDS, keys=lambda c: {"form": MODEL3, **c, "seed": int(c["seed"])}),
     CellStage("ci_table1", "pipeline.training.simple_vit",
               {"dataset": "${ci_model3.datasets}", "form": "${ci_model3.forms}", "value": "${ci_model3.value}",
                "seed": "${ci_model3.seeds}"},
               "results/ci_table1/{dataset}/{form}/{value}/seed{seed}", table1_cell, command="ci-table1",
-              help="one cell of [CI] Table 1's other columns: <dataset> <form> <value> <seed>"),
+              help="one cell of [CI] Table 1's other columns: <dataset> <form> <value> <seed>", frame="m3",
+              records=RECORDS, keys=lambda c: {"form": c["form"], "dataset": c["dataset"], "arm": "random",
+                                               "qk": "trained", "value": c["value"], "seed": int(c["seed"])}),
 ]

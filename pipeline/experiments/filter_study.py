@@ -9,6 +9,9 @@ import dataclasses
 from pipeline.experiments import CellStage, data_section
 
 DATA = ("data/${filter_study.dataset}",)
+#: what a ConvMixer cell records beyond every run's fields (pipeline.training.filter_study)
+RECORDS = ("dataset", "family", "frozen", "heads", "sigma", "kernel_size", "dim", "effective_rank", "prop1_holds",
+           "prop1_rhs")
 
 
 def cell_config(params, variant: str, heads: int | None, seed: str) -> dict:
@@ -23,11 +26,14 @@ STAGES = [
               {"variant": "${filter_study.filters}", "seed": "${filter_study.seeds}"},
               "results/filter_study/{variant}/seed{seed}",
               lambda params, cell: cell_config(params, cell["variant"], None, cell["seed"]), DATA,
-              command="filter-study", help="one ConvMixer of the filter study: <variant> <seed>"),
+              command="filter-study", help="one ConvMixer of the filter study: <variant> <seed>", frame="filters",
+              records=RECORDS),
     CellStage("filter_gaussian", "pipeline.training.filter_study",
               {"sigma": "${filter_study.gaussian_sigmas}", "heads": "${filter_study.gaussian_heads}",
                "seed": "${filter_study.seeds}"},
               "results/filter_study/gaussian-{sigma}-h{heads}/seed{seed}",
               lambda params, cell: cell_config(params, f"gaussian-{cell['sigma']}", int(cell["heads"]), cell["seed"]),
-              DATA, command="filter-gaussian", help="one cell of the Gaussian filter grid: <sigma> <heads> <seed>"),
+              DATA, command="filter-gaussian", help="one cell of the Gaussian filter grid: <sigma> <heads> <seed>",
+              frame="filters", records=RECORDS,
+              keys=lambda c: {"variant": f"gaussian-{c['sigma']}-h{c['heads']}", "seed": int(c["seed"])}),
 ]

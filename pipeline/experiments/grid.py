@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import CellStage, data_section, model_section
+from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section
 
 ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
 
@@ -32,12 +32,14 @@ STAGES = [
     CellStage("train", "pipeline.training.train",
               {"dataset": "${datasets}", "variant": "${models}", "arm": ARMS, "seed": "${seeds}"},
               "results/train/{dataset}/{variant}/{arm}/seed{seed}", train_config, command="train",
-              help="one cell of the model grid: train <dataset> <variant> <arm> <seed>"),
+              help="one cell of the model grid: train <dataset> <variant> <arm> <seed>", frame="runs",
+              records=MODEL_RECORDS),
     CellStage("train_config", "pipeline.training.train",
               {"dataset": "${train_config_cells.datasets}", "variant": "${train_config_cells.variants}",
                "config": "${train_configs}", "arm": ARMS,
                "seed": "${seeds}"},
               "results/train_config/{dataset}/{variant}/{config}/{arm}/seed{seed}", configured,
               command="train-config",
-              help="one training-configuration cell: <dataset> <variant> <config> <arm> <seed>"),
+              help="one training-configuration cell: <dataset> <variant> <config> <arm> <seed>", frame="configs",
+              records=MODEL_RECORDS),
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import CellStage, data_section, model_section
+from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, model_section
 from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
@@ -39,11 +39,15 @@ STAGES = [
               {"dataset": "${sia.datasets}", "arch": "${sia.bases}", "seed": "${sia.seeds}"},
               "results/sia/{dataset}/base_{arch}/seed{seed}",
               lambda params, cell: cell_config(params, cell, parse_sia_base(cell["arch"])), command="sia-base",
-              help="one cell of [SIA]'s baseline change: <dataset> <arch> <seed>"),
+              help="one cell of [SIA]'s baseline change: <dataset> <arch> <seed>", frame="sia",
+              records=MODEL_RECORDS + FIT_RECORDS,
+              keys=lambda c: {"dataset": c["dataset"], "cell": f"base_{c['arch']}", "seed": int(c["seed"])}),
     CellStage("sia_fit", "pipeline.training.sia",
               {"dataset": "${sia.datasets}", "fit": "${sia.fits}", "seed": "${sia.seeds}"},
               "results/sia/{dataset}/fit_{fit}/seed{seed}",
               lambda params, cell: cell_config(params, cell, parse_sia_fit(cell["fit"])), command="sia-fit",
               help="one cell of [SIA]'s fits: <dataset> <fit> <seed>",
-              cost_note="the fit's Adam steps (sia.fit.steps) not included"),
+              cost_note="the fit's Adam steps (sia.fit.steps) not included", frame="sia",
+              records=MODEL_RECORDS + FIT_RECORDS,
+              keys=lambda c: {"dataset": c["dataset"], "cell": f"fit_{c['fit']}", "seed": int(c["seed"])}),
 ]

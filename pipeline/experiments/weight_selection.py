@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import CellStage, data_section, model_section
+from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section
 
 TEACHER_SEED = 0  #: one teacher per name
+#: the `source` of a row trained from scratch in the weight-selection frame: SCRATCH + its arm ('scratch:default')
+SCRATCH = "scratch:"
+#: what a fine-tuned or scratch student records (pipeline.training.select_finetune): its variant, model and teacher
+RECORDS = ("variant", *MODEL_RECORDS, "teacher_arm", "teacher_train_size", "pretrain_dataset")
 
 
 def teacher_config(params, cell: dict) -> dict:
@@ -48,10 +52,13 @@ STAGES = [
                "seed": "${weight_selection.seeds}"},
               "results/weight_selection/{dataset}/{teacher}/seed{seed}", finetune_config,
               ("data/{dataset}", "results/pretrain/{teacher}"), command="select-finetune",
-              help="weight-select a teacher into the student and fine-tune it: <dataset> <teacher> <seed>"),
+              help="weight-select a teacher into the student and fine-tune it: <dataset> <teacher> <seed>",
+              frame="ws", records=RECORDS,
+              keys=lambda c: {"dataset": c["dataset"], "source": c["teacher"], "seed": int(c["seed"])}),
     CellStage("ws_scratch", "pipeline.training.train",
               {"dataset": "${weight_selection.datasets}", "arm": "${weight_selection.scratch}",
                "seed": "${weight_selection.seeds}"},
               "results/weight_selection/{dataset}/scratch/{arm}/seed{seed}", scratch_config, command="ws-scratch",
-              help="the weight-selection student from scratch: <dataset> <arm> <seed>"),
+              help="the weight-selection student from scratch: <dataset> <arm> <seed>", frame="ws", records=RECORDS,
+              keys=lambda c: {"dataset": c["dataset"], "source": SCRATCH + c["arm"], "seed": int(c["seed"])}),
 ]
