@@ -22,7 +22,10 @@ endif
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
+# `make repro PROFILE=<name>` first merges profiles/<name>.yaml into params.yaml (`python -m pipeline profile`), with
+# the environment it needs made first: one command from a fresh clone for the paper's recipes and the laptop set.
 repro: env system-deps
+	$(if $(PROFILE),PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline profile $(PROFILE))
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro
 

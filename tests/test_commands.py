@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import shlex
 import subprocess
@@ -115,3 +116,19 @@ def test_a_shown_command_is_accepted_by_its_program(command, where):
     elif argv[0] == "make":
         targets = re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE)
         assert all(t in targets for t in argv[1:] if "=" not in t), f"{where}: make {argv[1:]}"
+        profiles = [a.removeprefix("PROFILE=") for a in argv[1:] if a.startswith("PROFILE=")]
+        assert all((ROOT / "profiles" / f"{p}.yaml").is_file() for p in profiles), f"{where}: no profile {profiles}"
+
+
+def test_make_repro_with_a_profile_merges_it_before_checking_and_running():
+    """`make repro PROFILE=<name>` (README's laptop set, docs/profiles.md) works from a fresh clone: make makes the
+    environment, then merges the profile, then checks and runs; without PROFILE nothing is merged."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under `make test`
+
+    def plan(*args: str) -> list[str]:
+        out = subprocess.run(["make", "-n", "--no-print-directory", "repro", *args], cwd=ROOT, capture_output=True,
+                             text=True, env=env).stdout
+        return [line.split("python -m pipeline ")[1] for line in out.splitlines() if "python -m pipeline " in line]
+
+    assert plan("PROFILE=cpu-all") == ["profile cpu-all", "check", "repro"]
+    assert plan() == ["check", "repro"]

@@ -163,7 +163,7 @@ def claims_markdown(claims: dict | None, ran: dict | None, profile: str) -> str:
     """reports/claims.md: the claims table of `profile`'s run, for the README; 'not run yet' without one."""
     if claims is None or ran is None or ran.get("profile") != profile:
         return (f"**Every claim in one table: not run yet.** Profile `{profile}` (the laptop set) has not been run"
-                " here; `python -m pipeline profile " + profile + " && make repro && python -m pipeline readme`"
+                " here; `make repro PROFILE=" + profile + " && .venv/bin/python -m pipeline readme`"
                 " fills this block from its run.\n")
     lines = [f"{SET_RUN} `{profile}`, one run.**",
              block_markdown(claims_table(claims, ran)),

@@ -406,13 +406,11 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
     """The commands that produce this report."""
     p = inp.ran
     lines = [f"git checkout {(p.get('git_rev') or ['<revision>'])[0]}   # the revision the runs record"]
-    if p.get("profile") not in (None, "", "cpu"):
-        lines.append(f"python -m pipeline profile {p['profile']}   # applies profiles/{p['profile']}.yaml onto"
-                     " params.yaml")
-    lines += ["make repro              # creates .venv from requirements.lock, then runs dvc repro",
-              "python -m pipeline check   # validates params.yaml and prints the planned runs",
-              "dvc repro               # fetch, train, filter study, attention, aggregate, figures, report",
-              "python -m pipeline readme  # headline.md, the coverage and fidelity tables into README.md",
+    profile = p.get("profile")
+    lines.append(f"make repro PROFILE={profile}   # .venv from requirements.lock, profiles/{profile}.yaml merged into"
+                 " params.yaml, check, then every stale stage" if profile not in (None, "", "cpu") else
+                 "make repro   # .venv from requirements.lock, check (params valid, planned runs), the stale stages")
+    lines += ["python -m pipeline readme  # headline.md, the coverage and fidelity tables into README.md",
               "python -m pipeline compare   # per experiment: the method, its baselines, the paired differences"]
     return [Heading("How to reproduce"), Paragraph(
         "Every number above comes from the runs' metrics.json files under results/ through `python -m pipeline"
