@@ -204,7 +204,7 @@ def test_the_runs_read_are_the_declared_stages_cells_in_their_folders(results):
     assert gauss["variant"].tolist() == ["gaussian-1.0-h4"] and gauss["top1"].tolist() == [0.77]
     assert gauss["folder"].tolist() == [str(results / "filter_study/gaussian-1.0-h4/seed0")]
     assert str(results / "filter_study/gaussian-0.3-h4/seed0") in missing
-    assert frames["runs"]["arm"].tolist() == ["impulse", "impulse", "default", "default", "mimetic", "mimetic"]
+    assert frames["vit"]["arm"].tolist() == ["impulse", "impulse", "default", "default", "mimetic", "mimetic"]
 
 
 def test_a_frame_takes_its_keys_from_its_stages_declaration(tmp_path):
@@ -223,7 +223,7 @@ def test_a_frame_takes_its_keys_from_its_stages_declaration(tmp_path):
     m3 = frames["m3"]
     assert m3[["form", "arm", "qk"]].values.tolist() == [["model3", "impulse", "frozen"], ["model2", "random",
                                                                                             "trained"]]
-    assert frames["ws"]["source"].tolist() == ["t", "scratch:default"]
+    assert frames["weight_selection"]["source"].tolist() == ["t", "scratch:default"]
 
 
 def test_only_the_experiments_runs_are_read(results):

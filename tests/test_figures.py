@@ -126,7 +126,7 @@ def test_curve_band_is_mean_min_max_in_percent_on_common_epochs():
 
 
 def test_the_stage_draws_only_the_experiments_runs(results, params, tmp_path):
-    runs = figures.read_frames(results, figures.planned_cells(params, ["runs"]))[0]["runs"]
+    runs = figures.read_frames(results, figures.planned_cells(params, ["vit"]))[0]["vit"]
     found = figures.histories(runs)
     assert list(found["vit"]["fashion_mnist"]) == ["impulse", "default", "mimetic"]  # the stale `timm` arm ignored
     assert [len(h) for h in found["vit"]["fashion_mnist"].values()] == [2, 2, 2]

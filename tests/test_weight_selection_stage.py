@@ -152,7 +152,7 @@ def stage_deps(name: str) -> list[str]:
 # --- claim 12 and the table, on synthetic runs ----------------------------------------------------------------------
 
 def ws_frame(top1: dict, dataset: str = "digits") -> pd.DataFrame:
-    """{source: {seed: top-1}} -> rows of the weight-selection frame (`runs.read_frames`' `ws`)."""
+    """{source: {seed: top-1}} -> rows of the weight-selection frame (`runs.read_frames`' `weight_selection`)."""
     return pd.DataFrame([{"dataset": dataset, "source": source, "seed": seed, "top1": v, "correct": None,
                           "variant": "vit", "teacher_arm": source.split("_")[0], "teacher_train_size": 500,
                           "pretrain_dataset": "fashion_mnist"}

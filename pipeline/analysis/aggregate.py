@@ -379,8 +379,8 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     check_confidence(plans, exp)
     frames, missing = read_frames(results, exp.cells)
     check_test_images(frames)
-    runs, filters, ci, m3, configs, sia, ws = (frames[f] for f in ("runs", "filters", "ci", "m3", "configs", "sia",
-                                                                   "ws"))
+    runs, filters, ci, m3, configs, sia, ws = (frames[f] for f in ("vit", "filters", "ci", "m3", "configs", "sia",
+                                                                   "weight_selection"))
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,

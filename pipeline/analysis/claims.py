@@ -201,7 +201,7 @@ class VariantFacts:
 class Evidence:
     """Everything the claims are judged on: this experiment's runs, what it consists of, and the plan."""
 
-    runs: pd.DataFrame  #: the ViT grid, every variant (frame `runs` of `runs.read_frames`)
+    runs: pd.DataFrame  #: the ViT grid, every variant (frame `vit` of `runs.read_frames`)
     filters: pd.DataFrame
     arms: Sequence[str]
     datasets: Sequence[str]
@@ -215,7 +215,7 @@ class Evidence:
     alternatives: frozenset = frozenset()  #: variants whose `init_options` change a method's construction
     configs: pd.DataFrame | None = None  #: the training-configuration cells (frame `configs`)
     sia: pd.DataFrame | None = None  #: [SIA]'s ablations (frame `sia`)
-    weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (frame `ws`)
+    weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (frame `weight_selection`)
     settings: dict = field(default_factory=dict)  #: params key -> value, for the plans' `requires`
 
     def __post_init__(self):

@@ -26,8 +26,6 @@ from pipeline.analysis.runs import family_of
 from pipeline.analysis.stats import WELCH
 from pipeline.config import Params, load_params
 from pipeline.data.registry import DATASETS
-from pipeline.experiments.ci import MODEL3
-from pipeline.experiments.weight_selection import SCRATCH
 
 #: the frames of a results tree, as `claims.Evidence` holds them
 KINDS = ("vit", "filters", "ci", "m3", "configs", "sia", "weight_selection")
@@ -80,35 +78,24 @@ class Design:
                 "sia": e.sia_seeds, "weight_selection": e.ws_seeds}[kind]
 
     def groups(self, kinds: tuple = KINDS) -> list[dict]:
-        """Every run group of the frames `kinds`: its kind and key fields (a group's runs differ only by seed)."""
-        e, out = self.exp, []
-        if "vit" in kinds:
-            out += [{"kind": "vit", "dataset": d, "variant": v, "arm": a, "model": name,
-                     "family": family_of(name), "num_heads": heads, "params": 1e5 * (1 + i)}
-                    for d in e.datasets for i, (v, name, heads) in enumerate(e.models) for a in e.arms]
-        if "filters" in kinds:
-            out += [{"kind": "filters", "dataset": e.filter_dataset, "variant": v, "sigma": None, "heads": None}
-                    for v in e.filters]
-            out += [{"kind": "filters", "dataset": e.filter_dataset, "variant": f"gaussian-{sg:g}-h{h}",
-                     "sigma": sg, "heads": h} for sg in e.sigmas for h in e.heads]
-        if "ci" in kinds:
-            out += [{"kind": "ci", "dataset": d, "alpha": al, "arm": a} for d in e.ci_datasets for al in e.ci_alphas
-                    for a in e.ci_arms]
-        if "m3" in kinds:
-            out += [{"kind": "m3", "dataset": d, "form": MODEL3, "arm": a, "qk": qk, "value": v}
-                    for d in e.m3_datasets for a in e.m3_arms for qk in e.m3_qk for v in e.m3_values]
-            out += [{"kind": "m3", "dataset": d, "form": f, "arm": "random", "qk": "trained", "value": v}
-                    for d in e.m3_datasets for f in e.m3_forms for v in e.m3_values]
-        if "configs" in kinds:
-            models = {v: name for v, name, _ in e.models}
-            out += [{"kind": "configs", "dataset": d, "variant": v, "config": c, "arm": a, "model": models.get(v, ""),
-                     "family": family_of(models.get(v, ""))}
-                    for d in e.config_datasets for v in e.config_variants for c in e.train_configs for a in e.arms]
-        if "sia" in kinds:
-            out += [{"kind": "sia", "dataset": d, "cell": c} for d in e.sia_datasets for c in e.sia_cells]
-        if "weight_selection" in kinds:
-            out += [{"kind": "weight_selection", "dataset": d, "source": s} for d in e.ws_datasets
-                    for s in [*e.ws_teachers, *(SCRATCH + a for a in e.ws_scratch)]]
+        """Every run group of the frames `kinds`: its kind and key fields (a group's runs differ only by seed), from
+        the cells the declarations plan (`Experiment.cells`), with what the claims read of a run's model."""
+        e, out, seen = self.exp, [], set()
+        models = {v: (name, heads, 1e5 * (1 + i)) for i, (v, name, heads) in enumerate(e.models)}
+        for stage, cell in e.cells:
+            keys = {k: v for k, v in stage.row_keys(cell).items() if k != "seed"}
+            if stage.frame not in kinds or (stage.frame, *keys.items()) in seen:
+                continue
+            seen.add((stage.frame, *keys.items()))
+            group = {"kind": stage.frame, **keys}
+            if stage.frame in ("vit", "configs"):
+                name, heads, size = models.get(keys["variant"], ("", None, 1e5))
+                group |= {"model": name, "family": family_of(name)}
+                group |= {"num_heads": heads, "params": size} if stage.frame == "vit" else {}
+            if stage.frame == "filters":
+                group |= {"dataset": e.filter_dataset, "sigma": float(cell["sigma"]) if "sigma" in cell else None,
+                          "heads": int(cell["heads"]) if "heads" in cell else None}
+            out.append(group)
         return out
 
     def noise_free(self, groups: list[dict], truth: list[float]) -> dict[str, pd.DataFrame]:

@@ -538,7 +538,7 @@ def draw_all(params: Params, results: Path, out: Path, trained: bool = True, pap
         for arm in arms if trained else []:
             if rec := trained_record(params, results, variant, arm):
                 records[(variant, "trained", arm)] = rec
-    runs = read_frames(results, planned_cells(params, ["runs"]))[0]["runs"]
+    runs = read_frames(results, planned_cells(params, ["vit"]))[0]["vit"]
     ci_families, ci_drawn = ci_figures(params, results, out, paper, save)
     figures = (results_figures(results / "tables", out) + curve_figures(runs, arms, out)
                + attention_figures(records, out) + filter_figures(params, results, out) + ci_drawn)

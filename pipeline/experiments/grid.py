@@ -32,7 +32,7 @@ STAGES = [
     CellStage("train", "pipeline.training.train",
               {"dataset": "${datasets}", "variant": "${models}", "arm": ARMS, "seed": "${seeds}"},
               "results/train/{dataset}/{variant}/{arm}/seed{seed}", train_config, command="train",
-              help="one cell of the model grid: train <dataset> <variant> <arm> <seed>", frame="runs",
+              help="one cell of the model grid: train <dataset> <variant> <arm> <seed>", frame="vit",
               records=MODEL_RECORDS),
     CellStage("train_config", "pipeline.training.train",
               {"dataset": "${train_config_cells.datasets}", "variant": "${train_config_cells.variants}",
