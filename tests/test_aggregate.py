@@ -155,6 +155,14 @@ def test_published_numbers_load_with_source_version_and_status():
     assert set(refs["status"]) == {"reference"} and {91.6, 93.4} <= set(refs["value"])
 
 
+def test_the_papers_data_files_read_the_same_with_pyyaml():
+    """paper/*.yaml are data for other tools too: PyYAML (YAML 1.1) reads what the project's YAML 1.2 loader reads."""
+    from pipeline.config import yaml_load
+
+    for path in sorted(PAPER.glob("*.yaml")):
+        assert yaml.safe_load(path.read_text()) == yaml_load(path.read_text()), path.name
+
+
 def test_every_published_number_appears_in_paper_md():
     """Nothing in paper/ is invented: each number from the papers occurs in the source digest."""
     digest = ROOT.parent / "shared" / "paper.md"
