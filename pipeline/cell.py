@@ -9,7 +9,6 @@ configuration, the runtime's import closure, the library versions and the run's 
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -18,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipeline.closure import ROOT, closure
+from pipeline.closure import file_digests
 from pipeline.config import digest
 from pipeline.errors import PipelineError
 from pipeline.training import launch
@@ -32,8 +31,7 @@ def code_digest(module: str) -> str:
     """A digest of the source files runtime module `module` loads (its deps in dvc.yaml) and the library versions."""
     from pipeline.training.run import versions
 
-    parts = {f.relative_to(ROOT).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in closure(module)}
-    return digest({"files": dict(sorted(parts.items())), "libraries": versions()})
+    return digest({"files": file_digests(module), "libraries": versions()})
 
 
 def preflight(resources) -> None:

@@ -1,10 +1,11 @@
 """The files of `pipeline/` a module loads: its static import closure, read from the source (every `import`,
-inside functions too). One fact for two users: a stage's code deps in dvc.yaml and the code part of a
-checkpoint's key."""
+inside functions too). One fact for three users: a stage's code deps in dvc.yaml, a training cell's code stamp
+(configs/code/<module>.json, which the cell depends on) and the code part of a checkpoint's key."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 from functools import cache
 from pathlib import Path
 
@@ -58,3 +59,9 @@ def closure(*modules: str) -> frozenset[Path]:
             seen.add(path)
             todo += pipeline_imports(path)
     return frozenset(seen)
+
+
+def file_digests(module: str) -> dict[str, str]:
+    """{path from the repository root: sha256 of its bytes} for every file of `module`'s closure, sorted by path."""
+    files = {f.relative_to(ROOT).as_posix(): f for f in closure(module)}
+    return {name: hashlib.sha256(files[name].read_bytes()).hexdigest() for name in sorted(files)}

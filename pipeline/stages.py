@@ -1,8 +1,9 @@
 """dvc.yaml, written from the declarations: `python -m pipeline dvc-yaml` (`--check`: exit 1 when the file is stale).
 
-Training stages come from `pipeline.experiments`; the others are declared in `STAGES` below. Every stage's code
-deps are the import closure of the module it runs (`pipeline.closure`). dvc.yaml stays a plain, committed file;
-tests/test_stages.py keeps it equal to what this module writes.
+Training stages come from `pipeline.experiments`; the others are declared in `STATIC` and `ANALYSIS` below. Every
+stage's code deps are the import closure of the module it runs (`pipeline.closure`); a training cell's reach it
+through its runtime's code stamp, which the `configs` stage writes (`pipeline.resolve`). dvc.yaml stays a plain,
+committed file; tests/test_stages.py keeps it equal to what this module writes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import yaml
 from pipeline import entry
 from pipeline.closure import ROOT, closure
 from pipeline.experiments import TRAINING, CellStage, stages
+from pipeline.resolve import CONFIGS, code_stamp
 
 DVC_YAML = ROOT / "dvc.yaml"
 ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
@@ -25,8 +27,9 @@ HEADER = """\
 # pipeline/stages.py): edit those, not this file (tests/test_stages.py fails when it is stale).
 #
 # params.yaml -> configs (every cell's resolved configuration) -> the training cells -> aggregate -> report.
-# A training cell depends on its own configs/<stage>/<cell>.json, its data and the code its runtime module imports,
-# and on nothing else: a change that leaves its configuration equal leaves it up to date.
+# A training cell depends on its own configs/<stage>/<cell>.json, its data and configs/code/<runtime>.json (the
+# sha256 of each file its runtime module imports), and on nothing else: a change that leaves its configuration and
+# its code equal leaves it up to date. The configs stage depends on all that code and writes both.
 """
 
 #: The stages that are not training cells: (name, module whose closure is the code deps, the rest of the stage).
@@ -89,8 +92,8 @@ PLOTS = [
 ]
 
 
-def code_deps(module: str) -> list[str]:
-    return sorted(f.relative_to(ROOT).as_posix() for f in closure(module))
+def code_deps(*modules: str) -> list[str]:
+    return sorted(f.relative_to(ROOT).as_posix() for f in closure(*modules))
 
 
 def item(template: str, axes) -> str:
@@ -101,13 +104,15 @@ def cell_stage(stage: CellStage) -> dict:
     config = f"configs/{stage.name}/" + "-".join(f"${{item.{a}}}" for a in stage.axes) + ".json"
     return {"desc": f"{TRAINING}: {stage.help}", "matrix": dict(stage.axes),
             "cmd": f"python -m pipeline.cell {stage.runtime} {config}",
-            "deps": [config, *(item(i, stage.axes) for i in stage.inputs), *code_deps(stage.runtime)],
+            "deps": [config, *(item(i, stage.axes) for i in stage.inputs), f"{CONFIGS}/{code_stamp(stage.runtime)}"],
             "outs": [item(stage.outs, stage.axes)]}
 
 
 def static_stage(module: str, spec: dict) -> dict:
     out = dict(spec)
-    out["deps"] = [*spec.get("deps", []), *code_deps(module)]
+    # the configs stage digests every runtime module's code into its stamps: it depends on all of it
+    runtimes = sorted({stage.runtime for stage in stages()}) if module == "pipeline.resolve" else []
+    out["deps"] = [*spec.get("deps", []), *code_deps(module, *runtimes)]
     return {k: out[k] for k in ("matrix", "cmd", "always_changed", "deps", "params", "outs", "metrics") if k in out}
 
 

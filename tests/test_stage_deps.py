@@ -3,9 +3,11 @@
 Each stage command is `python -m <module> ...`, or for a training cell `python -m pipeline.cell <runtime module>
 <config>`. The import closure of that module inside `pipeline/` (`pipeline.closure`: every `import` statement,
 including those inside functions) is compared with the stage's deps in dvc.yaml, as DVC itself resolves them, for
-every stage of every experiment switched on. A dependency on a directory must cover only modules of the closure. The
-training cells' closures reach no config parsing, CLI, registry, download, analysis or scale-out code, and a training
-checkpoint's key digests exactly that closure.
+every stage of every experiment switched on. A training cell reaches its code through its runtime's stamp,
+configs/code/<runtime>.json: its deps must name that stamp, the stamp must list exactly the closure, and the
+`configs` stage, which writes the stamp, must depend on every file of it. A dependency on a directory must cover
+only modules of the closure. The training cells' closures reach no config parsing, CLI, registry, download,
+analysis or scale-out code, and a training checkpoint's key digests exactly that closure.
 
 And the declared dependencies of pyproject.toml cover every third-party import of `pipeline/` (a plain
 `pip install .` can run every stage).
@@ -27,10 +29,13 @@ from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports
+from pipeline.config import load_params
 from pipeline.experiments import stages as declared_stages
+from pipeline.resolve import CONFIGS, code_stamp, resolved
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
+CODE = ROOT / CONFIGS / "code"
 
 
 def stages() -> list[tuple[str, str, list[Path]]]:
@@ -51,8 +56,17 @@ def stages() -> list[tuple[str, str, list[Path]]]:
         with Repo.init(tmp, no_scm=True) as repo:
             for stage in repo.index.stages:
                 deps = [ROOT / Path(dep.fs_path).relative_to(tmp) for dep in stage.deps]
-                out.append((stage.name, stage.cmd, [d for d in deps if d.is_relative_to(PACKAGE)]))
+                code = [d for d in deps if d.is_relative_to(PACKAGE) or d.is_relative_to(CODE)]
+                out.append((stage.name, stage.cmd, code))
     return out
+
+
+def stamped(dep: Path) -> list[Path]:
+    """The code files a dep stands for: a code stamp the files `pipeline.resolve` lists in it, a folder its modules."""
+    if dep.is_relative_to(CODE):
+        stamp = resolved(load_params(ROOT / "params.yaml"))[dep.relative_to(ROOT / CONFIGS).as_posix()]
+        return [ROOT / name for name in stamp["files"]]
+    return [dep] if dep.is_file() else list(dep.rglob("*.py"))
 
 
 def module_of(cmd: str) -> str:
@@ -63,10 +77,19 @@ def module_of(cmd: str) -> str:
     return words[3] if words[2] == "pipeline.cell" else words[2]
 
 
-def missing_and_extra(deps: list[Path], cmd: str) -> tuple[list[str], list[str]]:
-    """The code a stage's command imports but its deps miss, and the code its deps name that it never imports."""
-    needed = closure(module_of(cmd))
-    covered = {f for d in deps for f in ([d] if d.is_file() else d.rglob("*.py"))}
+def missing_and_extra(deps: list[Path], cmd: str, configs_deps: list[Path]) -> tuple[list[str], list[str]]:
+    """The code a stage's command imports but its deps miss, and the code its deps name that it never imports; for a
+    training cell, what its stamp lists, and only what the configs stage (`configs_deps`) also depends on."""
+    module = module_of(cmd)
+    if module == "pipeline.resolve":  # it writes every runtime's stamp: it depends on all of their code
+        needed = closure(module, *{stage.runtime for stage in declared_stages()})
+    else:
+        needed = closure(module)
+    if any(d.is_relative_to(CODE) for d in deps):
+        assert deps == [ROOT / CONFIGS / code_stamp(module)], f"{cmd!r}: its code deps are its runtime's stamp alone"
+        covered = set(stamped(deps[0])) & set(configs_deps)
+    else:
+        covered = {f for d in deps for f in stamped(d)}
     return (sorted(str(f.relative_to(ROOT)) for f in needed - covered),
             sorted(str(f.relative_to(ROOT)) for f in covered - needed))
 
@@ -83,18 +106,28 @@ def test_every_stage_group_is_checked():
     assert {"train", "sia_fit", "select_finetune", "filter_gaussian", "ci_table1"} <= declared
 
 
+CONFIGS_DEPS = next(deps for name, _, deps in STAGES if name == "configs")
+
+
 @pytest.mark.parametrize("name, cmd, deps", STAGES, ids=[s[0] for s in STAGES])
 def test_stage_deps_are_the_import_closure_of_its_command(name, cmd, deps):
-    missing, extra = missing_and_extra(deps, cmd)
+    missing, extra = missing_and_extra(deps, cmd, CONFIGS_DEPS)
     assert not missing, f"{name}: add to its deps in dvc.yaml: {missing}"
     assert not extra, f"{name}: its deps name code it never imports (list files, not the folder): {extra}"
 
 
 def test_a_missing_dep_is_found():
-    """The check can fail: [SIA]'s fit cell without the method module it runs."""
+    """The check can fail: [SIA]'s fit cell whose stamp is written by a configs stage that does not depend on the
+    method module the cell runs; the configs stage itself without it; a cell naming its files instead of its stamp."""
     name, cmd, deps = next(s for s in STAGES if s[0].startswith("sia_fit@"))
-    dropped = [d for d in deps if d != PACKAGE / "method" / "sia.py"]
-    assert len(dropped) == len(deps) - 1 and missing_and_extra(dropped, cmd)[0] == ["pipeline/method/sia.py"]
+    sia = PACKAGE / "method" / "sia.py"
+    dropped = [d for d in CONFIGS_DEPS if d != sia]
+    assert len(dropped) == len(CONFIGS_DEPS) - 1
+    assert missing_and_extra(deps, cmd, dropped)[0] == ["pipeline/method/sia.py"]
+    configs_cmd = next(c for n, c, _ in STAGES if n == "configs")
+    assert missing_and_extra(dropped, configs_cmd, dropped)[0] == ["pipeline/method/sia.py"]
+    with pytest.raises(AssertionError, match="its runtime's stamp alone"):
+        missing_and_extra([*deps, sia], cmd, CONFIGS_DEPS)
 
 
 def test_every_command_module_is_reached_only_through_main():

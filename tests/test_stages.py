@@ -4,6 +4,7 @@ resolved configuration, data or code changes (`pipeline.stages`, `pipeline.exper
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -53,8 +54,9 @@ def test_the_declared_cells_are_dvcs_cells_and_each_has_its_configuration():
     names = dvc_stage_names(ALL_ON)
     assert declared == {n for n in names if n.split("@")[0] in {s.name for s in stages()}}
     files = resolved(params)
-    assert {f"{n.split('@')[0]}/{n.split('@')[1]}.json" for n in declared} == set(files) - {"runtime.json"}
-    assert all(files[f]["results"].startswith("results/") for f in files if f != "runtime.json")
+    stamps = {f"code/{s.runtime}.json" for s in stages()}
+    assert {f"{n.split('@')[0]}/{n.split('@')[1]}.json" for n in declared} == set(files) - {"runtime.json"} - stamps
+    assert all(files[f]["results"].startswith("results/") for f in set(files) - {"runtime.json"} - stamps)
 
 
 # --- on the built smoke project: what each kind of edit leaves stale -------------------------------------------------
@@ -102,6 +104,8 @@ def test_a_new_experiments_section_adds_cells_and_leaves_the_others_up_to_date(b
 def test_an_edit_of_the_engine_re_runs_every_training_cell(built):
     with open(built / "pipeline" / "training" / "engine.py", "a") as f:
         f.write("\n# an edit\n")
-    assert stale_cells(built) == {"train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-default-0",
-                                  "train@fashion_mnist-vit-mimetic-0", "filter_study@learned-0",
-                                  "filter_gaussian@1.0-4-0"}
+    every = {"train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-default-0",
+             "train@fashion_mnist-vit-mimetic-0", "filter_study@learned-0", "filter_gaussian@1.0-4-0"}
+    dry = sh(built, "python", "-m", "pipeline", "repro", "--dry")  # before the configs stage writes the stamps
+    assert {n for n in re.findall(r"^  (\S+): stale;", dry, re.MULTILINE) if n.startswith(CELLS)} == every
+    assert stale_cells(built) == every

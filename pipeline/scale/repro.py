@@ -87,15 +87,20 @@ def is_training(desc: str | None) -> bool:
 
 
 def config_changes(params: Params, root: Path = Path(".")) -> set[str]:
-    """The training cells whose resolved configuration the configs stage would write anew (changed or new)."""
-    from pipeline.resolve import CONFIGS, resolved
+    """The training cells whose resolved configuration or runtime's code stamp the configs stage would write anew
+    (changed or new)."""
+    from pipeline.experiments import by_name
+    from pipeline.resolve import CONFIGS, is_stamp, resolved
 
-    changed = set()
-    for name, content in resolved(params).items():
+    def differs(name: str, content: dict) -> bool:
         path = root / CONFIGS / name
-        if name != "runtime.json" and (not path.is_file() or json.loads(path.read_text()) != content):
-            changed.add(name.removesuffix(".json").replace("/", "@", 1))
-    return changed
+        return not path.is_file() or json.loads(path.read_text()) != content
+
+    files = resolved(params)
+    new_code = {content["module"] for name, content in files.items() if is_stamp(name) and differs(name, content)}
+    return {name.removesuffix(".json").replace("/", "@", 1) for name, content in files.items()
+            if name != "runtime.json" and not is_stamp(name)
+            and (by_name(name.split("/")[0]).runtime in new_code or differs(name, content))}
 
 
 def request_for(training: bool, params: Params) -> Request:
