@@ -10,14 +10,15 @@ from __future__ import annotations
 import gzip
 import shutil
 import socket
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from datasets_fixtures import LocalServer, tiny_dataset
+from datasets_fixtures import LocalServer, make_image_folder, tiny_dataset
 from stock_image import ABSENT
-from workspace import copy_repo, sh
+from workspace import copy_repo, sh, tool_env
 
 ROOT = Path(__file__).resolve().parent.parent
 FMNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
@@ -109,16 +110,78 @@ def data_dead_url():
     return f"http://127.0.0.1:{port}/files"
 
 
-@pytest.fixture(scope="session")
-def smoke_built(tmp_path_factory) -> tuple[Path, str]:
-    """The smoke profile built once per test run as `make repro` builds it (`python -m pipeline repro`: DVC's
-    stages on every core, one torch thread each): (project, the runner's output).
-
-    The end-to-end modules copy it (`workspace.copy_built`) instead of each building its own.
-    """
-    repo = copy_repo(tmp_path_factory.mktemp("smoke") / "built", "smoke", {"resources.threads": 1})
-    out = sh(repo, "python", "-m", "pipeline", "repro")
+def build_smoke(dest: Path, env: dict) -> tuple[Path, str]:
+    """The smoke profile built as `make repro` builds it (`python -m pipeline repro`: DVC's stages on every core, one
+    torch thread each): (project, the runner's output)."""
+    repo = copy_repo(dest / "built", "smoke", {"resources.threads": 1}, env=env)
+    out = sh(repo, "python", "-m", "pipeline", "repro", env=env)
     shutil.rmtree(repo / "scratch" / "repro")  # the runner's stage logs: the tests look in scratch/ for checkpoints
     if not any((repo / "scratch").iterdir()):
         (repo / "scratch").rmdir()
     return repo, out
+
+
+def build_laptop_set(dest: Path, env: dict) -> Path:
+    """Profile smoke-all (the laptop set's blocks, tiny) built and its README's claims block written; named cpu-all,
+    the plan's confirmatory profile, so that its run is the one the README's claims block takes."""
+    repo = copy_repo(dest / "repo", "smoke-all", {"resources.threads": 1, "profile": "cpu-all"}, env=env)
+    sh(repo, "python", "-m", "pipeline", "repro", env=env)
+    sh(repo, "python", "-m", "pipeline", "readme", env=env)
+    return repo
+
+
+def build_users_folder(dest: Path, env: dict) -> tuple[Path, str, str]:
+    """The smoke profile on a user's ImageFolder (13 grayscale classes, the filter study on it too), checked and built:
+    (project, check's output, the runner's output)."""
+    gray = make_image_folder(dest / "gray", classes=13, train_per_class=6, val_per_class=2, colour="gray",
+                             eval_dir="test")
+    repo = copy_repo(dest / "repo", "smoke", {"datasets": ["folder"], "data.folder_path": str(gray.root),
+                                              "data.train_subset": 0, "data.val_subset": 0,
+                                              "filter_study.dataset": "folder", "filter_study.model.img_size": 28},
+                     env=env)
+    checked = sh(repo, "python", "-m", "pipeline", "check", env=env)
+    return repo, checked, sh(repo, "python", "-m", "pipeline", "repro", env=env)  # as `make repro` runs it
+
+
+#: The projects the end-to-end tests build, each once per run: fixture name -> builder. Every one the selected tests
+#: use starts in a background thread when the session starts, so that its stages (subprocesses) run beside the unit
+#: tests, which use one core; `pytest_collection_modifyitems` puts the modules using them last.
+BUILDS = {"smoke_built": build_smoke, "laptop_set_built": build_laptop_set, "folder_built": build_users_folder}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The modules whose tests use a background build run last, whole and in their own order."""
+    late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames)}
+    items[:] = [i for i in items if i.module not in late] + [i for i in items if i.module in late]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def builds(request, tmp_path_factory) -> dict[str, Future]:
+    """The background builds the selected tests use, started before the first test: fixture name -> its future. Their
+    environment is taken now, so that a test's monkeypatched variables never reach them."""
+    wanted = sorted({name for item in request.session.items for name in item.fixturenames if name in BUILDS})
+    pool = ThreadPoolExecutor(max_workers=max(len(wanted), 1), thread_name_prefix="build")
+    futures = {name: pool.submit(BUILDS[name], tmp_path_factory.mktemp(name), tool_env()) for name in wanted}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def smoke_built(builds) -> tuple[Path, str]:
+    """The smoke profile built once per test run (`build_smoke`): (project, the runner's output).
+
+    The end-to-end modules copy it (`workspace.copy_built`) instead of each building its own.
+    """
+    return builds["smoke_built"].result()
+
+
+@pytest.fixture(scope="session")
+def laptop_set_built(builds) -> Path:
+    """Profile smoke-all built once per test run (`build_laptop_set`)."""
+    return builds["laptop_set_built"].result()
+
+
+@pytest.fixture(scope="session")
+def folder_built(builds) -> tuple[Path, str, str]:
+    """A user's folder through the smoke profile, built once per test run (`build_users_folder`)."""
+    return builds["folder_built"].result()

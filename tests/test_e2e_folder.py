@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from datasets_fixtures import make_image_folder
-from workspace import copy_repo, ran, set_params, sh
+from workspace import ran, set_params, sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -23,14 +23,9 @@ def run_metrics(repo: Path, *parts: str) -> dict:
     return json.loads((repo / "results" / Path(*parts) / "metrics.json").read_text())
 
 
-def test_every_stage_runs_on_a_users_folder(tmp_path):
-    gray = make_image_folder(tmp_path / "gray", classes=13, train_per_class=6, val_per_class=2, colour="gray",
-                             eval_dir="test")
-    repo = copy_repo(tmp_path / "repo", "smoke", {"datasets": ["folder"], "data.folder_path": str(gray.root),
-                                                  "data.train_subset": 0, "data.val_subset": 0,
-                                                  "filter_study.dataset": "folder", "filter_study.model.img_size": 28})
-    assert "2 model(s) built" in sh(repo, "python", "-m", "pipeline", "check")
-    out = sh(repo, "python", "-m", "pipeline", "repro")  # as `make repro` runs it: two stages at once
+def test_every_stage_runs_on_a_users_folder(folder_built, tmp_path):
+    repo, checked, out = folder_built  # 13 grayscale classes, checked, then built as `make repro` builds it
+    assert "2 model(s) built" in checked
     stages = {line.split()[0] for line in sh(repo, "dvc", "stage", "list").splitlines() if line.strip()}
     assert ran(out) == stages
     manifest = json.loads((repo / "data/folder/manifest.json").read_text())

@@ -9,19 +9,14 @@ import json
 import re
 
 import pytest
-from workspace import copy_repo, sh
+from workspace import sh
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    # named cpu-all, the plan's confirmatory profile, so that its run is the one the README's claims block takes
-    repo = copy_repo(tmp_path_factory.mktemp("set") / "repo", "smoke-all",
-                     {"resources.threads": 1, "profile": "cpu-all"})
-    sh(repo, "python", "-m", "pipeline", "repro")
-    sh(repo, "python", "-m", "pipeline", "readme")
-    return repo
+def built(laptop_set_built):
+    return laptop_set_built
 
 
 def test_one_run_answers_every_claim_in_one_table(built):

@@ -52,23 +52,24 @@ def set_params(params_file: Path, values: dict) -> None:
     params_file.write_text(buffer.getvalue())
 
 
-def copy_repo(dest: Path, profile: str | None = "smoke", params: dict | None = None) -> Path:
-    """A committed git repository at `dest` holding this working tree, on `profile`, with `params` written in."""
+def copy_repo(dest: Path, profile: str | None = "smoke", params: dict | None = None, env: dict | None = None) -> Path:
+    """A committed git repository at `dest` holding this working tree, on `profile`, with `params` written in
+    (`env`: the commands' environment, default `tool_env()`)."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.splitlines()
     for name in files:
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
-    sh(dest, "git", "init", "-q")
-    sh(dest, "git", "config", "user.email", "runner@test")
-    sh(dest, "git", "config", "user.name", "runner")
+    sh(dest, "git", "init", "-q", env=env)
+    sh(dest, "git", "config", "user.email", "runner@test", env=env)
+    sh(dest, "git", "config", "user.name", "runner", env=env)
     if profile:
-        sh(dest, sys.executable, "-m", "pipeline", "profile", profile)
+        sh(dest, sys.executable, "-m", "pipeline", "profile", profile, env=env)
     if params:
         set_params(dest / "params.yaml", params)
-    sh(dest, "git", "add", "-A")
-    sh(dest, "git", "commit", "-qm", f"profile {profile}")
+    sh(dest, "git", "add", "-A", env=env)
+    sh(dest, "git", "commit", "-qm", f"profile {profile}", env=env)
     return dest
 
 
