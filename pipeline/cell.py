@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from pipeline.closure import file_digests
 from pipeline.config import digest
 from pipeline.errors import PipelineError
+from pipeline.scale import warm
 from pipeline.training import launch
 
 CONFIGS = Path("configs")
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m pipeline.cell <runtime module> <config.json>", file=sys.stderr)
         return 2
+    rc = warm.delegate(argv)  # under the runner: in a child of its warm server
+    if rc is not None:
+        return rc
     module, path = argv
     try:
         if not Path(path).is_file():

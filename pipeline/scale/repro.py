@@ -28,6 +28,8 @@ started. A failed stage is reported with its log; the stages that need it are sk
 Progress: each finished stage prints k of N, the stages running and an overall ETA (`Progress`), and so does a
 heartbeat line every `Scheduler.heartbeat_s` while nothing finishes. Stages marked `always_changed` (`sources`:
 outside state such as a user's folder) run first, one at a time, and only then is the stale set planned.
+On a machine without GPUs the local cells start warm: forked from one process that imported torch and timm once
+(`pipeline.scale.warm`; `--cold`: each its own process, as plain `dvc repro` runs them).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +53,7 @@ from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.experiments import TRAINING
+from pipeline.scale import warm
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
 
@@ -268,6 +272,7 @@ class Scheduler:
     echo: object = field(default=lambda line: print(line, flush=True))
     outcomes: dict = field(default_factory=dict)
     heartbeat_s: float = 120.0  #: a progress line this often while no stage finishes
+    warm: dict = field(default_factory=dict)  #: the environment of local CPU cells: the warm server (`warm.Server`)
 
     def route(self, cell: Cell) -> str:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
@@ -276,6 +281,8 @@ class Scheduler:
         """What the runner adds to the environment a cell runs in (this machine's, or its SLURM job's: never
         replaced): unbuffered output, and locally the GPUs it was given."""
         overrides = {"PYTHONUNBUFFERED": "1"}
+        if cell.request.training and gpus is None and self.route(cell) == "local":
+            overrides |= self.warm
         if gpus is not None:
             overrides["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             if os.environ.get("PIPELINE_DEVICES"):  # a fake or reserved device list: the cell sees only its share
@@ -384,6 +391,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", choices=("local", "slurm"), default="local",
                         help="local processes (default) or one SLURM job per training cell")
     parser.add_argument("--dry", action="store_true", help="print what would run, and where, then stop")
+    parser.add_argument("--cold", action="store_true", help="start each CPU cell as its own Python process, not"
+                        " forked from the runner's warm server (pipeline/scale/warm.py)")
 
 
 def _raise_interrupt(signum, frame):
@@ -431,8 +440,12 @@ def main(params: Params, args) -> int:
         return 0
     signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed runner cancels its stages and jobs too
     t0 = time.monotonic()
+    warm_start = args.executor == "local" and not devices and not args.cold and any(
+        c.request.training for c in cells)
     try:
-        outcomes = scheduler.run(cells)
+        with tempfile.TemporaryDirectory(prefix="warm-") as folder, (
+                warm.Server(folder) if warm_start else contextlib.nullcontext({})) as scheduler.warm:
+            outcomes = scheduler.run(cells)
     except KeyboardInterrupt:
         print("repro: interrupted; cancelled what was running (DVC recorded nothing for it)", file=sys.stderr)
         return 130
