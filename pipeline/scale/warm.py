@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import socket
 import sys
@@ -92,7 +93,7 @@ def _serve_one(conn: socket.socket, stamps: dict[str, dict]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update({k: v for k, v in request["env"].items() if k != ENV})  # torchrun's ranks start cold
-    sys.argv = ["-m", *request["argv"]]
+    sys.argv = ["-m", *request["argv"]]  # run_module puts the module's file first
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
     _send(conn, {"pid": os.getpid()})
@@ -102,12 +103,11 @@ def _serve_one(conn: socket.socket, stamps: dict[str, dict]) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=end_with_the_caller, daemon=True).start()
-    from pipeline.cell import main
-
-    try:
-        rc = main(request["argv"])
+    try:  # as `python -m pipeline.cell <argv>` runs it (its imports are already loaded)
+        runpy.run_module("pipeline.cell", run_name="__main__", alter_sys=True)
+        rc = 0
     except SystemExit as exc:
-        rc = exc.code if isinstance(exc.code, int) else 1
+        rc = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - reported as a fresh process would, then its status
         traceback.print_exc()
         rc = 130 if isinstance(sys.exc_info()[1], KeyboardInterrupt) else 1
