@@ -23,6 +23,7 @@ and after is printed beside them.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -114,8 +115,10 @@ def main() -> int:
     runner_s, runner_out = runs["runner"]
     ran = re.findall(r"Running stage '([^']+)'", serial_out)
     a, b = run_metrics(serial), run_metrics(runner)
-    clean = "up to date" in sh(runner, "dvc", "status")
-    noop = "Running stage" not in sh(runner, "dvc", "repro")
+    status = json.loads(sh(runner, "dvc", "status", "--json") or "{}")
+    always = {name for name, why in status.items() if why == ["always changed"]}  # `sources`: outside state
+    clean = set(status) == always
+    noop = set(re.findall(r"Running stage '([^']+)'", sh(runner, "dvc", "repro"))) <= always
     summary = re.findall(r"^repro: .*$", runner_out, flags=re.M)
     print(f"serial `dvc repro`:          {serial_s:8.1f} s  ({len(ran)} stages ran)")
     print(f"`python -m pipeline repro`:  {runner_s:8.1f} s  ({summary[-1] if summary else '?'})")
@@ -127,8 +130,8 @@ def main() -> int:
         print(f"`python -m pipeline repro --cold`: {cold_s:8.1f} s; warm / cold: {runner_s / cold_s:.3f}; metrics"
               f" identical to the serial run's: {'yes' if same else 'NO'}")
         a = a if same else {}
-    print(f"runner's copy afterwards: dvc status clean: {'yes' if clean else 'NO'};"
-          f" plain dvc repro executed nothing: {'yes' if noop else 'NO'}")
+    print(f"runner's copy afterwards: dvc status clean: {'yes' if clean else 'NO'}; plain dvc repro executed nothing:"
+          f" {'yes' if noop else 'NO'} (beside the always-changed {', '.join(sorted(always)) or 'none'})")
     training = next((s for s in ran if s.startswith("train@")), ran[0])
     for line in startup_lines(serial, training, serial_s / max(1, len(ran)), args.repeats):
         print(line)
