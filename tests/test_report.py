@@ -230,6 +230,14 @@ def test_readme_command_splices_and_checks_the_headline(built, tmp_path, monkeyp
     assert text.startswith("# Project") and text.endswith("## More\n")
     assert cli([*args, "--check"]) == 0
     assert cli(args) == 0 and readme_md.read_text() == text  # idempotent
+    # another run of the same code and params: its own wall time and clone's revision, the same numbers
+    assert re.search(r"[\d.]+ min of training in total", text) and "git revision" in text
+    other = re.sub(r"[\d.]+ min of training in total", "99.9 min of training in total", text)
+    readme_md.write_text(re.sub(r"git revision \S+\)", "git revision 0123456789abcdef)", other))
+    assert readme_md.read_text() != text and cli([*args, "--check"]) == 0
+    readme_md.write_text(text.replace("params digest `", "params digest `0"))
+    assert cli([*args, "--check"]) == 1
+    readme_md.write_text(text)
     marked_readme(readme_md, "headline", "coverage", "papers")
     assert cli(args) == 2 and "the fidelity markers are missing" in capsys.readouterr().err
     readme_md.write_text("# no markers\n")

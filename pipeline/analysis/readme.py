@@ -14,7 +14,8 @@ Each block sits between two marker comments (`markers`) in one of README.md and 
 
 The last three are rendered by the same code as the report (`pipeline.analysis.coverage`, `fidelity`, `papers`),
 so the docs say what the pipeline wrote and nothing else. With `--check` it changes nothing and exits 1 when a
-block differs from its source (for CI or before a release, after `make repro`).
+block differs from its source (for CI or before a release, after `make repro`), apart from what differs between two
+runs of the same code and params: the training's wall time and the git revision of the clone that ran it.
 
     python -m pipeline readme            # splice every block into the file that holds its markers
     python -m pipeline readme --check    # exit 1 if one is stale
@@ -23,6 +24,7 @@ block differs from its source (for CI or before a release, after `make repro`).
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +52,18 @@ def markers(name: str) -> tuple[str, str]:
 
 
 BEGIN, END = markers("headline")
+
+
+#: what two runs of the same code and params differ in (`run_line`'s wall time, the source line's git revision)
+RUN_FACTS = [(re.compile(r"\d+(\.\d+)? min of training in total"), "… min of training in total"),
+             (re.compile(r"git revision [0-9a-f]{7,40}(, [0-9a-f]{7,40})*"), "git revision …")]
+
+
+def comparable(text: str) -> str:
+    """`text` without the facts of one run (`RUN_FACTS`)."""
+    for pattern, stand_in in RUN_FACTS:
+        text = pattern.sub(stand_in, text)
+    return text
 
 
 def splice(readme: str, block: str, where: str = "README.md", name: str = "headline") -> str:
@@ -124,7 +138,8 @@ def main(params: Params, args) -> int:
     stale = []
     for name, text in texts.items():
         spliced = splice(new[where[name]], text, str(where[name]), name)
-        if spliced != new[where[name]]:
+        if (comparable(spliced) if args.check else spliced) != (comparable(new[where[name]]) if args.check
+                                                                 else new[where[name]]):
             stale.append(name)
         new[where[name]] = spliced
     if args.check:
