@@ -29,7 +29,7 @@ RUNTIME = CONFIGS / "runtime.json"
 
 @cache
 def code_digest(module: str) -> str:
-    """A digest of the source files runtime module `module` loads (its deps in dvc.yaml) and the library versions."""
+    """A digest of the source files runtime module `module` loads (its code stamp's files) and the library versions."""
     from pipeline.training.run import versions
 
     return digest({"files": file_digests(module), "libraries": versions()})

@@ -23,6 +23,7 @@ from pipeline.experiments import stages
 from pipeline.outputs import folder_aside
 
 CONFIGS = Path("configs")
+CODE = "code"  #: configs/code/<runtime module>.json: the code stamps
 
 
 def resolved(params) -> dict[str, dict]:
@@ -38,11 +39,11 @@ def resolved(params) -> dict[str, dict]:
 
 def code_stamp(runtime: str) -> str:
     """The configs/-relative path of runtime module `runtime`'s code stamp."""
-    return f"code/{runtime}.json"
+    return f"{CODE}/{runtime}.json"
 
 
 def is_stamp(name: str) -> bool:
-    return name.startswith("code/")
+    return name.startswith(f"{CODE}/")
 
 
 def write(params, root: Path = CONFIGS) -> int:

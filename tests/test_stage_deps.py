@@ -31,11 +31,11 @@ from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports
 from pipeline.config import load_params
 from pipeline.experiments import stages as declared_stages
-from pipeline.resolve import CONFIGS, code_stamp, resolved
+from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
-CODE = ROOT / CONFIGS / "code"
+STAMPS = ROOT / CONFIGS / CODE
 
 
 def stages() -> list[tuple[str, str, list[Path]]]:
@@ -56,14 +56,14 @@ def stages() -> list[tuple[str, str, list[Path]]]:
         with Repo.init(tmp, no_scm=True) as repo:
             for stage in repo.index.stages:
                 deps = [ROOT / Path(dep.fs_path).relative_to(tmp) for dep in stage.deps]
-                code = [d for d in deps if d.is_relative_to(PACKAGE) or d.is_relative_to(CODE)]
+                code = [d for d in deps if d.is_relative_to(PACKAGE) or d.is_relative_to(STAMPS)]
                 out.append((stage.name, stage.cmd, code))
     return out
 
 
 def stamped(dep: Path) -> list[Path]:
     """The code files a dep stands for: a code stamp the files `pipeline.resolve` lists in it, a folder its modules."""
-    if dep.is_relative_to(CODE):
+    if dep.is_relative_to(STAMPS):
         stamp = resolved(load_params(ROOT / "params.yaml"))[dep.relative_to(ROOT / CONFIGS).as_posix()]
         return [ROOT / name for name in stamp["files"]]
     return [dep] if dep.is_file() else list(dep.rglob("*.py"))
@@ -85,7 +85,7 @@ def missing_and_extra(deps: list[Path], cmd: str, configs_deps: list[Path]) -> t
         needed = closure(module, *{stage.runtime for stage in declared_stages()})
     else:
         needed = closure(module)
-    if any(d.is_relative_to(CODE) for d in deps):
+    if any(d.is_relative_to(STAMPS) for d in deps):
         assert deps == [ROOT / CONFIGS / code_stamp(module)], f"{cmd!r}: its code deps are its runtime's stamp alone"
         covered = set(stamped(deps[0])) & set(configs_deps)
     else:

@@ -136,10 +136,10 @@ def main(params: Params, args) -> int:
     old = {f: f.read_text() for f in set(where.values())}
     new = dict(old)
     stale = []
+    seen = comparable if args.check else str  # --check passes another run of the same code and params
     for name, text in texts.items():
         spliced = splice(new[where[name]], text, str(where[name]), name)
-        if (comparable(spliced) if args.check else spliced) != (comparable(new[where[name]]) if args.check
-                                                                 else new[where[name]]):
+        if seen(spliced) != seen(new[where[name]]):
             stale.append(name)
         new[where[name]] = spliced
     if args.check:
