@@ -83,7 +83,9 @@ def test_a_signal_reaches_the_child_and_killing_the_cells_process_ends_it(built,
     longer(built)
     client = probe(built, server)
     child = child_of(server)
-    time.sleep(2)
+    for line in client.stdout:  # the first epoch's line: training has begun, under the checkpoint policy's handlers
+        if "epoch 1/200" in line:
+            break
     client.send_signal(signal.SIGTERM)  # what a time limit sends: the run checkpoints and stops, as in its own process
     out = client.communicate(timeout=120)[0]
     assert out.strip().splitlines()[-1] != "delegated 0" and "delegated" in out, out

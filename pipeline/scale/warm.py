@@ -96,7 +96,10 @@ def _serve_one(conn: socket.socket, stamps: dict[str, dict]) -> int:
     sys.argv = ["-m", *request["argv"]]  # run_module puts the module's file first
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
-    _send(conn, {"pid": os.getpid()})
+    try:
+        _send(conn, {"pid": os.getpid()})
+    except BrokenPipeError:  # the cell's process died before its cell began (a signal): so does the cell, quietly
+        return 1
 
     def end_with_the_caller() -> None:  # EOF: the cell's process is gone (SIGKILL); a fresh process would be too
         if not conn.recv(1):
