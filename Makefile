@@ -29,8 +29,9 @@ repro: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro
 
+# The suite on every core (pytest-xdist; tests/conftest.py says how the tests are shared out).
 test: env system-deps
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n logical
 
 # The GPU check (README, "GPUs"; bench/gpu_check.py): a real paper-small cell, eager and compiled; throughput, MFU,
 # GPU idle and memory of both data paths at 512 and 64 images per GPU; host syncs per step; the CUDA-only tests. It

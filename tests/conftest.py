@@ -7,10 +7,16 @@ Generators of test data (a user's ImageFolder tree, miniature archives of the re
 
 from __future__ import annotations
 
+import functools
 import gzip
+import os
+import pickle
+import re
 import shutil
 import socket
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -145,25 +151,85 @@ def build_users_folder(dest: Path, env: dict) -> tuple[Path, str, str]:
 
 #: The projects the end-to-end tests build, each once per run: fixture name -> builder. Every one the selected tests
 #: use starts in a background thread when the session starts, so that its stages (subprocesses) run beside the unit
-#: tests, which use one core; `pytest_collection_modifyitems` puts the modules using them last.
+#: tests; under pytest-xdist the first worker to claim one builds it and the others wait for its result (a file in
+#: the run's shared temporary folder). `pytest_collection_modifyitems` puts the modules using them last.
 BUILDS = {"smoke_built": build_smoke, "laptop_set_built": build_laptop_set, "folder_built": build_users_folder}
+RESULT = "result.pickle"
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The modules whose tests use a background build run last, whole and in their own order."""
+    """The modules whose tests use a background build come last (by then it is built), each in its own order."""
     late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames)}
     items[:] = [i for i in items if i.module not in late] + [i for i in items if i.module in late]
 
 
+#: a test module defining a module- or class-scoped fixture: its tests share state, in their order
+SHARES_STATE = re.compile(r"""@pytest\.fixture\(.*scope=["'](module|class)["']""")
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (`make test` runs the suite on every core)
+def pytest_xdist_make_scheduler(config, log):
+    """Tests go to workers one at a time, in the collection's order (the modules using a background build last),
+    except that a module defining a module- or class-scoped fixture goes whole to one worker: another worker would
+    build that fixture again (a second SLURM cluster, say) and its tests would find it without what the earlier ones
+    did to it. (xdist's own `--dist loadgroup` cannot mark them: its marks no longer reach pytest 9's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    shares = functools.cache(lambda path: bool(SHARES_STATE.search((config.rootpath / path).read_text())))
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if shares(path) else nodeid
+
+    config.option.loadscopereorder = False  # keep the collection's order
+    return Scheduling(config, log)
+
+
+def shared_folder(tmp_path_factory) -> Path:
+    """The temporary folder of this run that all its pytest-xdist workers see (without xdist: the run's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def publish(name: str, folder: Path, env: dict) -> None:
+    """Build `name` into `folder` and write its result, or the build's traceback, for every worker to read."""
+    try:
+        outcome = ("ok", BUILDS[name](folder, env))
+    except BaseException:  # noqa: BLE001 - every waiting test reports it
+        outcome = ("failed", traceback.format_exc())
+    partial = folder / f"{RESULT}.part"
+    partial.write_bytes(pickle.dumps(outcome))
+    partial.rename(folder / RESULT)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def builds(request, tmp_path_factory) -> dict[str, Future]:
-    """The background builds the selected tests use, started before the first test: fixture name -> its future. Their
-    environment is taken now, so that a test's monkeypatched variables never reach them."""
+def builds(request, tmp_path_factory) -> dict[str, Path]:
+    """The background builds the selected tests use, claimed and started before the first test: fixture name -> the
+    folder its result appears in. Their environment is taken now, so that a test's monkeypatched variables never
+    reach them."""
     wanted = sorted({name for item in request.session.items for name in item.fixturenames if name in BUILDS})
+    folders = {name: shared_folder(tmp_path_factory) / f"build-{name}" for name in wanted}
     pool = ThreadPoolExecutor(max_workers=max(len(wanted), 1), thread_name_prefix="build")
-    futures = {name: pool.submit(BUILDS[name], tmp_path_factory.mktemp(name), tool_env()) for name in wanted}
-    yield futures
+    for name, folder in folders.items():
+        try:
+            folder.mkdir()  # atomic: exactly one worker claims each build
+        except FileExistsError:
+            continue
+        pool.submit(publish, name, folder, tool_env())
+    yield folders
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+def result_of(folder: Path):
+    """A background build's result, once it is there; its failure fails the test that waited for it."""
+    result = folder / RESULT
+    while not result.exists():
+        time.sleep(0.2)
+    status, value = pickle.loads(result.read_bytes())
+    if status != "ok":
+        pytest.fail(f"the background build in {folder} failed:\n{value}", pytrace=False)
+    return value
 
 
 @pytest.fixture(scope="session")
@@ -172,16 +238,16 @@ def smoke_built(builds) -> tuple[Path, str]:
 
     The end-to-end modules copy it (`workspace.copy_built`) instead of each building its own.
     """
-    return builds["smoke_built"].result()
+    return result_of(builds["smoke_built"])
 
 
 @pytest.fixture(scope="session")
 def laptop_set_built(builds) -> Path:
     """Profile smoke-all built once per test run (`build_laptop_set`)."""
-    return builds["laptop_set_built"].result()
+    return result_of(builds["laptop_set_built"])
 
 
 @pytest.fixture(scope="session")
 def folder_built(builds) -> tuple[Path, str, str]:
     """A user's folder through the smoke profile, built once per test run (`build_users_folder`)."""
-    return builds["folder_built"].result()
+    return result_of(builds["folder_built"])

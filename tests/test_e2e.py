@@ -1,10 +1,10 @@
 """The pipeline as a user meets it: `dvc repro` on the smoke profile in a temporary copy of this repository.
 
-One copy of the smoke pipeline built once per test run (`smoke_built`) serves the whole module, in order: full run,
-no-op re-run, determinism of a forced re-run, which stages a code edit makes stale, resume after SIGKILL,
-`dvc exp run -S init=...` re-running only that arm, a new model variant, and the scale-out launch paths (2
-processes under torchrun; a 2-node c10d rendezvous on 127.0.0.1). A test runs the stages it is about, not a whole
-`dvc repro`. Minutes, not seconds: marked `slow` (`pytest -m "not slow"` skips it).
+Each test takes its own copy of the smoke pipeline built once per test run (`smoke_built`), so that they run in any
+order and on any pytest-xdist worker: full run, no-op re-run, determinism of a forced re-run, which stages a code
+edit makes stale, resume after SIGKILL, `dvc exp run -S init=...` re-running only that arm, a new model variant, and
+the scale-out launch paths (2 processes under torchrun; a 2-node c10d rendezvous on 127.0.0.1). A test runs the
+stages it is about, not a whole `dvc repro`. Minutes, not seconds: marked `slow` (`pytest -m "not slow"` skips it).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ RUN = "train@fashion_mnist-vit-impulse-0"
 RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")
 
 
-@pytest.fixture(scope="module")
-def repo(smoke_built, tmp_path_factory) -> Path:
+@pytest.fixture
+def repo(smoke_built, tmp_path) -> Path:
     """A copy of the smoke project as `dvc repro` left it (a git repository of this working tree's files)."""
-    return copy_built(smoke_built[0], tmp_path_factory.mktemp("e2e") / "repo")
+    return copy_built(smoke_built[0], tmp_path / "repo")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def first_run(smoke_built) -> str:
     """What the first `dvc repro` printed."""
     return smoke_built[1]
@@ -85,9 +85,20 @@ def planned(repo: Path) -> set[str]:
     return set(re.findall(r"^  (\S+): stale;", sh(repo, "python", "-m", "pipeline", "repro", "--dry"), re.MULTILINE))
 
 
+UNTOUCHED: dict[Path, frozenset[str]] = {}
+
+
+def planned_untouched(built: Path, copy: Path) -> frozenset[str]:
+    """`planned` of `copy`, an untouched copy of `built` (the always-changed stages): the same for every copy, so
+    asked once per process."""
+    if built not in UNTOUCHED:
+        UNTOUCHED[built] = frozenset(planned(copy))
+    return UNTOUCHED[built]
+
+
 @pytest.mark.parametrize(("path", "trains"), EDITS, ids=[p for p, _ in EDITS])
-def test_a_code_edit_makes_stale_exactly_the_stages_whose_code_it_is(repo, first_run, path, trains):
-    before = planned(repo)  # what earlier tests left stale downstream (a forced re-run rewrote a cell's outs)
+def test_a_code_edit_makes_stale_exactly_the_stages_whose_code_it_is(repo, smoke_built, first_run, path, trains):
+    before = planned_untouched(smoke_built[0], repo)
     source = repo / path
     original = source.read_text()
     source.write_text(original + "\n# an edit\n")
