@@ -1,7 +1,6 @@
 # The two commands of the README:  `make repro`  (the pipeline)  and  `make test`  (the test suite).
 # Both create .venv from requirements.lock on first use and reuse it afterwards (a stamp file records
-# which lock it was built from, so a changed lock reinstalls and an unchanged one costs nothing). pip installs without
-# byte-compiling every module (a third of its time): Python compiles those a run imports, once, as it imports them.
+# which lock it was built from, so a changed lock reinstalls and an unchanged one costs nothing).
 # `make repro CUDA=12` (or CUDA=12 in the environment) installs requirements-cu126.lock instead: the same torch and
 # torchvision built for CUDA 12.6, for NVIDIA drivers older than 580 and for V100s (sm_70); switching rebuilds .venv.
 
@@ -50,8 +49,8 @@ env: $(STAMP)
 $(STAMP): $(LOCK) pyproject.toml
 	@if [ -e $(OTHER) ]; then echo "rebuilding .venv from $(LOCK)"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-compile -r $(LOCK)
-	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-compile --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install -qq --disable-pip-version-check -r $(LOCK)
+	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 # Debian packages, installed when missing and this machine has apt and root (elsewhere: optional):
