@@ -19,15 +19,16 @@ import contextlib
 import shutil
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipeline.data.fetch.digits import fetch_digits
-from pipeline.data.fetch.sources import Expected, Log, Request, expected, fetch_source
 from pipeline.data.fetch.userdata import user_dataset
-from pipeline.data.meta import DatasetMeta
 from pipeline.data.registry import DATASETS
-from pipeline.data.store import write_manifest
 from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside
+
+if TYPE_CHECKING:  # these import torch (and the fetchers torchvision): the functions import them, not the package,
+    from pipeline.data.fetch.sources import Expected, Log  # which the always-run `sources` stage imports
+    from pipeline.data.meta import DatasetMeta
 
 
 @contextlib.contextmanager
@@ -63,6 +64,10 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
     Raises:
         PipelineError: with what was tried and how to provide the data; nothing is left in `<root>/<name>`.
     """
+    from pipeline.data.fetch.digits import fetch_digits
+    from pipeline.data.fetch.sources import Request, expected, fetch_source
+    from pipeline.data.store import write_manifest
+
     if name not in DATASETS:
         raise PipelineError(f"fetch: unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
     info, root = DATASETS[name], Path(root)
@@ -98,6 +103,8 @@ def source_meta(name: str, *, imagenet_path: str = "", folder_path: str = "") ->
         PipelineError: unknown name; or for `folder` / `imagenet` a path that is unset or not an ImageFolder
             tree, naming `data.folder_path` / `data.imagenet_path` and the fix.
     """
+    from pipeline.data.meta import DatasetMeta
+
     if name not in DATASETS:
         raise PipelineError(f"unknown dataset {name!r}; valid choices are {', '.join(sorted(DATASETS))}")
     info = DATASETS[name]

@@ -31,7 +31,6 @@ import statistics
 from pathlib import Path
 
 from PIL import Image
-from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
@@ -55,10 +54,18 @@ SAMPLE_PER_SPLIT = 1024
 SAMPLE_PER_CLASS = 2
 
 
+def image_extensions() -> tuple[str, ...]:
+    """The file endings torchvision's ImageFolder reads (imported here, not at the top: the always-run `sources`
+    stage imports this module, and torchvision costs it seconds)."""
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    return IMG_EXTENSIONS
+
+
 def class_images(class_dir: str) -> list[str]:
     """The image files of one class folder in the order torchvision's ImageFolder lists them."""
     return [os.path.join(root, f) for root, _, files in sorted(os.walk(class_dir, followlinks=True))
-            for f in sorted(files) if f.lower().endswith(IMG_EXTENSIONS)]
+            for f in sorted(files) if f.lower().endswith(image_extensions())]
 
 
 def evenly_spaced(items: list, k: int) -> list:
@@ -85,7 +92,7 @@ def scan_split(split_dir: Path, where: str) -> tuple[dict[str, int], list[str]]:
         raise PipelineError(f"{where}: {split_dir} is not a directory")
     folders = sorted((e.name, e.path) for e in os.scandir(split_dir) if e.is_dir())
     if not folders:
-        loose = any(f.lower().endswith(IMG_EXTENSIONS) for f in os.listdir(split_dir))
+        loose = any(f.lower().endswith(image_extensions()) for f in os.listdir(split_dir))
         raise PipelineError(f"{where}: {split_dir} "
                             + ("holds loose images but no class folders" if loose else "holds no class folders"))
     per_class = max(SAMPLE_PER_CLASS, SAMPLE_PER_SPLIT // len(folders))
@@ -97,7 +104,7 @@ def scan_split(split_dir: Path, where: str) -> tuple[dict[str, int], list[str]]:
     empty = [c for c, n in counts.items() if n == 0]
     if empty:
         raise PipelineError(f"{where}: class folder(s) {', '.join(empty[:5])} of {split_dir} hold no images "
-                            f"({', '.join(IMG_EXTENSIONS)})")
+                            f"({', '.join(image_extensions())})")
     return counts, sample
 
 
