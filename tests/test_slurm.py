@@ -212,17 +212,17 @@ def minutes(runtime: str) -> int:
 @pytest.mark.timeout(900)
 def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):
     """The runner submits one smoke cell; once it has checkpointed, the test stops its training process (SIGSTOP,
-    so that no machine is fast enough to finish the cell first) and moves the job's time limit to one or two minutes
-    past what it has run (`scontrol update`), inside the time-limit signal's window (`slurm.signal_s` = 150 s before
-    the limit), so that SLURM signals the job at its next pass over time limits (every 30 s). SLURM signals the
-    job's batch process (submitit's, not stopped), submitit requeues it (same job id), the test lets the stopped
-    process go on to its end, gives the job its 30 minutes back and makes it eligible at once, and the second run
-    of the cell resumes from its checkpoint. Nothing here sets the cell's environment: what its metrics.json
-    records of SLURM (job id, nodes, restarts) is what SLURM gave the job."""
+    so that no machine is fast enough to finish the cell first) and moves the job's time limit to two or three minutes
+    past what it has run (`scontrol update`), inside the time-limit signal's window (`slurm.signal_s` = 240 s before
+    the limit), so that SLURM signals the job at its next pass over time limits (every 30 s) and a loaded machine
+    still has two minutes to requeue it. SLURM signals the job's batch process (submitit's, not stopped), submitit
+    requeues it (same job id), the test lets the stopped process go on to its end, gives the job its 30 minutes back
+    and makes it eligible at once, and the second run of the cell resumes from its checkpoint. Nothing here sets the
+    cell's environment: what its metrics.json records of SLURM (job id, nodes, restarts) is what SLURM gave the job."""
     cell = "train@fashion_mnist-vit-impulse-0"
     epochs = 40  # seconds of training: the test stops it after the first checkpoint
     repo = copy_repo(tmp_path / "requeue", "smoke", {"resources.threads": 1, "slurm.gpus": False, "slurm.time": 30,
-                                                     "slurm.signal_s": 150, "train.epochs": epochs})
+                                                     "slurm.signal_s": 240, "train.epochs": epochs})
     runner = subprocess.Popen([sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell], cwd=repo,
                               env=cluster, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -238,7 +238,7 @@ def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_envir
         wait_for(checkpoint.exists, 300, "the cell's first checkpoint", diagnose)
         trainer = training_process(f"configs/train/{cell.split('@')[1]}.json")
         trainer.suspend()
-        limit = minutes(job_field(cluster, job, "RunTime")) + 2
+        limit = minutes(job_field(cluster, job, "RunTime")) + 3
         subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit}"], env=cluster, check=True)
         wait_for(lambda: job_field(cluster, job, "Restarts") not in ("0", None), 150, "SLURM to requeue the job",
                  diagnose)
