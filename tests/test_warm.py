@@ -4,6 +4,7 @@ own process; a signal to the cell's process reaches the child, and killing that 
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import signal
@@ -96,3 +97,10 @@ def test_a_signal_reaches_the_child_and_killing_the_cells_process_ends_it(built,
     child = child_of(server)
     client.kill()
     child.wait(30)  # gone with the process DVC started
+
+
+def test_the_modules_the_server_loads_for_the_cells_logger_exist():
+    """The server imports dvclive's parts ahead of the cells, ignoring what is not installed: a name that an upgrade
+    of DVC moved would silently cost every cell its import again."""
+    for name in warm.LOGGER:
+        importlib.import_module(name)

@@ -1,4 +1,4 @@
-"""Training cells started warm: torch, timm and the runtime modules imported once per `python -m pipeline repro`.
+"""Training cells started warm: torch, timm, dvclive and the runtime modules imported once per runner.
 
 A CPU cell of the smoke or laptop profiles trains in a second or two, while starting Python with torch, torchvision
 (which imports torch's compiler) and timm takes about three: most of a small grid's time. So the runner's local
@@ -14,6 +14,8 @@ server, an unreachable one or a different interpreter: the cell runs in its own 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import runpy
@@ -27,6 +29,8 @@ from pathlib import Path
 
 ENV = "PIPELINE_WARM"
 ROOT = Path(__file__).resolve().parents[2]  #: the checkout whose `pipeline` this process imported
+#: dvclive and the parts of DVC its `Live` loads (dvclive/live.py, dvc.py): half a second of a small cell's time
+LOGGER = ("dvclive", "dvc.repo", "dvc.scm", "dvc.repo.experiments.utils", "scmrepo.git")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -129,6 +133,10 @@ def serve(path: str) -> None:
     parent = os.getppid()
     import pipeline.training.run  # noqa: F401 - torch, torchvision, timm, the engine
     from pipeline.closure import file_digests
+
+    for name in LOGGER:  # the engine imports its logger lazily, and dvclive opens the DVC repository at each run
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     from pipeline.experiments import stages
 
     runtimes = sorted({stage.runtime for stage in stages()})
