@@ -32,10 +32,17 @@ CUDA12_HINT = ("install the CUDA 12.6 build of the same torch (`make env CUDA=12
                " drivers >= 525 and has V100 (sm_70) kernels)")
 
 
+#: Device files without which torch sees no GPU: NVIDIA's driver (also where /proc/driver/nvidia is not mounted), WSL2's
+#: GPU paravirtualisation and AMD's ROCm driver.
+GPU_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
 def visible_devices() -> list[str]:
     """The GPU ids this process may use: `$PIPELINE_DEVICES` if set, else CUDA's (CUDA_VISIBLE_DEVICES' ids)."""
     if os.environ.get("PIPELINE_DEVICES"):
         return [x.strip() for x in os.environ["PIPELINE_DEVICES"].split(",") if x.strip()]
+    if driver_version() is None and not any(os.path.exists(node) for node in GPU_NODES):
+        return []  # no GPU driver here: torch would find none, and importing it costs `repro` seconds
     import torch  # here, not at the top: `check` and `repro` on a CPU machine need no CUDA probing otherwise
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
