@@ -158,9 +158,13 @@ RESULT = "result.pickle"
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The modules whose tests use a background build come last (by then it is built), each in its own order."""
+    """The modules whose tests use a background build come last (by then it is built), each in its own order; of
+    those, the ones that go whole to one worker (`SHARES_STATE`: the SLURM cluster's, which mostly waits on its jobs)
+    first, so that the run does not end on one worker alone."""
     late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames)}
-    items[:] = [i for i in items if i.module not in late] + [i for i in items if i.module in late]
+    whole = {m for m in late if SHARES_STATE.search(Path(m.__file__).read_text())}
+    items[:] = ([i for i in items if i.module not in late] + [i for i in items if i.module in whole]
+                + [i for i in items if i.module in late - whole])
 
 
 #: a test module defining a module- or class-scoped fixture: its tests share state, in their order
