@@ -159,16 +159,21 @@ RESULT = "result.pickle"
 
 def pytest_collection_modifyitems(session, config, items):
     """The modules whose tests use a background build come last (by then it is built), each in its own order; of
-    those, the ones that go whole to one worker (`SHARES_STATE`: the SLURM cluster's, which mostly waits on its jobs)
+    those, the ones that go whole to one worker (`shares_state`: the SLURM cluster's, which mostly waits on its jobs)
     first, so that the run does not end on one worker alone."""
     late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames)}
-    whole = {m for m in late if SHARES_STATE.search(Path(m.__file__).read_text())}
+    whole = {m for m in late if shares_state(Path(m.__file__))}
     items[:] = ([i for i in items if i.module not in late] + [i for i in items if i.module in whole]
                 + [i for i in items if i.module in late - whole])
 
 
 #: a test module defining a module- or class-scoped fixture: its tests share state, in their order
 SHARES_STATE = re.compile(r"""@pytest\.fixture\(.*scope=["'](module|class)["']""")
+
+
+@functools.cache
+def shares_state(module: Path) -> bool:
+    return bool(SHARES_STATE.search(module.read_text()))
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (`make test` runs the suite on every core)
@@ -179,12 +184,10 @@ def pytest_xdist_make_scheduler(config, log):
     did to it. (xdist's own `--dist loadgroup` cannot mark them: its marks no longer reach pytest 9's node ids.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    shares = functools.cache(lambda path: bool(SHARES_STATE.search((config.rootpath / path).read_text())))
-
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if shares(path) else nodeid
+            return path if shares_state(config.rootpath / path) else nodeid
 
     config.option.loadscopereorder = False  # keep the collection's order
     return Scheduling(config, log)

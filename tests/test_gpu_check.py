@@ -78,5 +78,5 @@ def test_the_step_profile_splits_a_step_on_a_stock_image(tmp_path):
     row = json.loads((out / "profile.jsonl").read_text())
     assert row["mode"] == "eager" and row["channels_last"] and row["batch"] == 128 and row["steps"] == 4
     assert all(row[k] > 0 for k in ("batch_ms", "mix_ms", "model_ms", "epoch_ms"))
-    assert len(row["top"]) == 10  # no ratio of two timings: the parallel suite's load moves them apart (one run: 2.3x)
+    assert len(row["top"]) == 10  # no ratio of two timings: the parallel suite's load moves them apart
     assert "eager, channels_last batch 128: per step" in proc.stdout

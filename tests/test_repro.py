@@ -339,7 +339,7 @@ def test_visible_devices_respect_an_allocation(monkeypatch):
     import torch
 
     monkeypatch.delenv("PIPELINE_DEVICES", raising=False)
-    monkeypatch.setattr(launch, "driver_version", lambda: (580, 65))
+    monkeypatch.setattr(launch, "gpu_driver", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
@@ -348,8 +348,7 @@ def test_visible_devices_respect_an_allocation(monkeypatch):
     assert launch.visible_devices() == ["0", "1"]
 
 
-@pytest.mark.skipif(launch.driver_version() is not None or any(map(os.path.exists, launch.GPU_NODES)),
-                    reason="this machine has a GPU driver: torch is asked")
+@pytest.mark.skipif(launch.gpu_driver(), reason="this machine has a GPU driver: torch is asked")
 def test_without_a_gpu_driver_there_are_no_devices_and_torch_is_not_imported():
     env = {k: v for k, v in tool_env().items() if k not in ("PIPELINE_DEVICES", "CUDA_VISIBLE_DEVICES")}
     out = subprocess.run([sys.executable, "-c", "import sys; from pipeline.training import launch;"

@@ -133,11 +133,11 @@ def serve(path: str) -> None:
     parent = os.getppid()
     import pipeline.training.run  # noqa: F401 - torch, torchvision, timm, the engine
     from pipeline.closure import file_digests
+    from pipeline.experiments import stages
 
     for name in LOGGER:  # the engine imports its logger lazily, and dvclive opens the DVC repository at each run
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    from pipeline.experiments import stages
 
     runtimes = sorted({stage.runtime for stage in stages()})
     stamps = {module: file_digests(module) for module in (*runtimes, "pipeline.cell")}

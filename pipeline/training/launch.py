@@ -41,13 +41,18 @@ def visible_devices() -> list[str]:
     """The GPU ids this process may use: `$PIPELINE_DEVICES` if set, else CUDA's (CUDA_VISIBLE_DEVICES' ids)."""
     if os.environ.get("PIPELINE_DEVICES"):
         return [x.strip() for x in os.environ["PIPELINE_DEVICES"].split(",") if x.strip()]
-    if driver_version() is None and not any(os.path.exists(node) for node in GPU_NODES):
-        return []  # no GPU driver here: torch would find none, and importing it costs `repro` seconds
+    if not gpu_driver():
+        return []  # torch would find no GPU, and importing it costs `repro` seconds
     import torch  # here, not at the top: `check` and `repro` on a CPU machine need no CUDA probing otherwise
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     listed = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
     return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def gpu_driver() -> bool:
+    """Whether a GPU driver is loaded here (NVIDIA's, WSL2's or ROCm's): without one torch sees no GPU."""
+    return driver_version() is not None or any(os.path.exists(node) for node in GPU_NODES)
 
 
 def driver_version(path: Path = Path("/proc/driver/nvidia/version")) -> tuple[int, int] | None:
