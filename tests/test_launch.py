@@ -85,6 +85,17 @@ def test_the_driver_version_is_read_from_the_kernel_module(tmp_path):
     assert launch.driver_version(tmp_path / "absent") is None
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_where_torch_sees_gpus_the_runner_and_check_see_them(monkeypatch):
+    """visible_devices() looks for the driver's files before asking torch; a container missing the ones it knows
+    would leave the runner without GPUs and `check` refusing every GPU profile."""
+    monkeypatch.delenv("PIPELINE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert launch.gpu_driver()
+    assert len(launch.visible_devices()) == torch.cuda.device_count() > 0
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine can run CUDA")
 def test_a_cuda_run_on_a_machine_without_cuda_stops_at_once(workdir):
     with pytest.raises(PipelineError, match="resources.device = 'cuda' but CUDA cannot run here"):
