@@ -44,13 +44,19 @@ bench-gpu:
 lint: env
 	$(BIN)/ruff check .
 
+# uv installs the lock, unpacking and compiling on every core: pip took minutes over torch's 6 GB of CUDA libraries.
+# Bytecode is compiled at install, since an environment with PYTHONDONTWRITEBYTECODE would otherwise recompile torch
+# in every process. unsafe-best-match lets CUDA=12's PyTorch index and PyPI both serve, as pip does.
+UV := uv==0.13.9
+
 env: $(STAMP)
 
 $(STAMP): $(LOCK) pyproject.toml
 	@if [ -e $(OTHER) ]; then echo "rebuilding .venv from $(LOCK)"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -qq --disable-pip-version-check -r $(LOCK)
-	$(BIN)/python -m pip install -qq --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install -qq --disable-pip-version-check $(UV)
+	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match --compile-bytecode -r $(LOCK)
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
 	@touch $(STAMP)
 
 # Debian packages, installed when missing and this machine has apt and root (elsewhere: optional):
