@@ -189,13 +189,14 @@ def wait_for(condition, seconds: float, what: str, diagnose=lambda: "") -> None:
         time.sleep(0.5)
 
 
-def training_process(config: str) -> psutil.Process:
-    """The process of `python -m pipeline.cell <runtime> <config>` (the stage's command inside the SLURM job)."""
+def training_process(config: str, repo: Path) -> psutil.Process:
+    """The process of `python -m pipeline.cell <runtime> <config>` in `repo` (the stage's command inside the SLURM
+    job), not the same cell of another test's copy running beside this one."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for proc in psutil.process_iter(["cmdline"]):
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
             cmd = proc.info["cmdline"] or []
-            if "pipeline.cell" in cmd and cmd[-1:] == [config]:
+            if "pipeline.cell" in cmd and cmd[-1:] == [config] and proc.info["cwd"] == str(repo.resolve()):
                 return proc
         time.sleep(0.5)
     raise AssertionError(f"no process runs python -m pipeline.cell ... {config}")
@@ -236,7 +237,7 @@ def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_envir
 
         checkpoint = repo / "scratch/train/fashion_mnist/vit/impulse/seed0/last.pt"
         wait_for(checkpoint.exists, 300, "the cell's first checkpoint", diagnose)
-        trainer = training_process(f"configs/train/{cell.split('@')[1]}.json")
+        trainer = training_process(f"configs/train/{cell.split('@')[1]}.json", repo)
         trainer.suspend()
         limit = minutes(job_field(cluster, job, "RunTime")) + 3
         subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={limit}"], env=cluster, check=True)
