@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m pipeline.cell <runtime module> <config.json>", file=sys.stderr)
         return 2
-    rc = warm.delegate(argv)  # under the runner: in a child of its warm server
+    rc = warm.delegate("pipeline.cell", argv)  # under the runner: in a child of its warm server
     if rc is not None:
         return rc
     module, path = argv

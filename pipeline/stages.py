@@ -32,49 +32,49 @@ HEADER = """\
 # its code equal leaves it up to date. The configs stage depends on all that code and writes both.
 """
 
-#: The stages that are not training cells: (name, module whose closure is the code deps, the rest of the stage).
+#: The stages that are not training cells: (name, their module, the rest of the stage with the module's "args"). Each
+#: runs as `python -m pipeline.stage <module> <args>` (forked from the runner's warm server where there is one), so
+#: its code deps are the closure of its module and of `pipeline.stage`.
+LAUNCHER = "pipeline.stage"
 STATIC: list[tuple[str, str, dict]] = [
     # what each dataset is read from, checked on every run (a user's folder changes outside DVC's view):
     # data/sources/<dataset>.json, which fetch@<dataset> depends on, so an edited folder is fetched again
     ("sources", "pipeline.data.fetch.fingerprint", {
-        "cmd": "python -m pipeline.data.fetch.fingerprint", "always_changed": True,
+        "always_changed": True,
         "outs": [{"data/sources": {"cache": False}}]}),
     ("fetch", "pipeline.data.fetch", {
-        "matrix": {"dataset": "${datasets}"}, "cmd": "python -m pipeline.data.fetch ${item.dataset}",
+        "matrix": {"dataset": "${datasets}"}, "args": "${item.dataset}",
         "deps": ["data/sources/${item.dataset}.json"],
         "params": ["data.download", "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path"],
         "outs": ["data/${item.dataset}"]}),
     ("fetch_ws", "pipeline.data.fetch", {
-        "matrix": {"dataset": "${weight_selection.fetch}"}, "cmd": "python -m pipeline.data.fetch ${item.dataset}",
+        "matrix": {"dataset": "${weight_selection.fetch}"}, "args": "${item.dataset}",
         "deps": ["data/sources/${item.dataset}.json"],
         "params": ["data.download", "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path"],
         "outs": ["data/${item.dataset}"]}),
     ("configs", "pipeline.resolve", {
-        "cmd": "python -m pipeline.resolve", "params": [{"params.yaml": None}], "outs": ["configs"]}),
+        "params": [{"params.yaml": None}], "outs": ["configs"]}),
 ]
 ANALYSIS: list[tuple[str, str, dict]] = [
     ("attention", "pipeline.analysis.attention", {
         "matrix": {"variant": "${models}", "arm": ARMS},
-        "cmd": "python -m pipeline.analysis.attention ${item.variant} ${item.arm}", "deps": ["data/${datasets[0]}"],
+        "args": "${item.variant} ${item.arm}", "deps": ["data/${datasets[0]}"],
         "params": ["models.${item.variant}", "${item.arm}", "datasets", "impulse.kernel_size", "impulse.offsets",
                    "report.attention_layers", "train", "data.val_subset", "data.normalization"],
         "outs": ["results/attention/${item.variant}/${item.arm}"]}),
     ("figures", "pipeline.analysis.figures", {
-        "cmd": "python -m pipeline.analysis.figures",
         "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study",
                  "results/ci_alpha", "paper/coverage.yaml", "results/tables"],
         "params": ["init", "baselines", "seeds", "datasets", "models", "filter_study", "report", "train",
                    "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization", "ci_alpha"],
         "outs": ["reports/figures"]}),
     ("aggregate", "pipeline.analysis.aggregate", {
-        "cmd": "python -m pipeline.analysis.aggregate",
         "deps": ["paper", "bench/ci_fit.yaml", "results/train", "results/ci_alpha", "results/ci_model3",
                  "results/ci_table1", "results/train_config", "results/sia", "results/weight_selection",
                  "results/filter_study", "results/attention"],
         "params": [{"params.yaml": None}], "outs": ["results/tables"],
         "metrics": [{"results/summary.json": {"cache": False}}]}),
     ("report", "pipeline.analysis.report", {
-        "cmd": "python -m pipeline.analysis.report",
         "deps": ["paper/coverage.yaml", "paper/fidelity.yaml", "paper/plan.yaml", "bench/cross_cpu.yaml",
                  "results/tables", "reports/figures"],
         "params": ["report", "profile"],
@@ -110,9 +110,10 @@ def cell_stage(stage: CellStage) -> dict:
 
 def static_stage(module: str, spec: dict) -> dict:
     out = dict(spec)
+    out["cmd"] = " ".join(["python", "-m", LAUNCHER, module, *([out.pop("args")] if "args" in out else [])])
     # the configs stage digests every runtime module's code into its stamps: it depends on all of it
     runtimes = sorted({stage.runtime for stage in stages()}) if module == "pipeline.resolve" else []
-    out["deps"] = [*spec.get("deps", []), *code_deps(module, *runtimes)]
+    out["deps"] = [*spec.get("deps", []), *code_deps(module, LAUNCHER, *runtimes)]
     return {k: out[k] for k in ("matrix", "cmd", "always_changed", "deps", "params", "outs", "metrics") if k in out}
 
 

@@ -70,6 +70,8 @@ def check_pipeline(argv: list[str]) -> None:
             assert exc.code == 0 and "--help" in argv, argv
     elif module == "pipeline.cell":
         assert len(argv) == 3 and hasattr(importlib.import_module(argv[1]), "build_run"), argv
+    elif module == "pipeline.stage":  # a light stage's launcher: what follows is a command module's line
+        check_pipeline(argv[1:])
     else:
         mod = importlib.import_module(module)
         assert hasattr(mod, "main") and hasattr(mod, "add_arguments"), f"{module}: not a command module"

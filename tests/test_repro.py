@@ -8,6 +8,7 @@ each test leaves it clean (`dvc status` up to date).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -27,7 +28,7 @@ from workspace import ROOT, sh, tool_env
 from pipeline.__main__ import main as cli
 from pipeline.config import load_params
 from pipeline.errors import PipelineError
-from pipeline.scale import repro
+from pipeline.scale import repro, warm
 from pipeline.scale.executors import LocalExecutor, Request
 from pipeline.training import launch
 
@@ -319,6 +320,25 @@ def test_a_training_cell_asks_for_the_resources_section(params_file):
     cell = repro.request_for(True, params)
     assert cell.training and cell.nproc == 2 and cell.threads == 3 and cell.gpu
     assert repro.is_training("training cell: one cell of the model grid") and not repro.is_training(None)
+
+
+def test_light_stages_and_cpu_cells_start_warm_gpu_cells_and_slurm_jobs_do_not(params_file):
+    """The warm server (`pipeline.scale.warm_server`) starts for a local CPU cell or three light stages; each local
+    stage without GPUs gets it, a cell on GPUs or in a SLURM job never."""
+    params = load_params(params_file)
+    light = [repro.Cell(f"figures{i}", [], repro.request_for(False, params), True) for i in range(3)]
+    cell = repro.Cell("train@x", [], repro.request_for(True, params), True)
+    args = argparse.Namespace(executor="local", cold=False)
+    assert repro.starts_warm([cell], args, []) and repro.starts_warm(light, args, [])
+    assert not repro.starts_warm(light[:2], args, []) and not repro.starts_warm([cell, *light], args, ["0"])
+    assert not repro.starts_warm([cell], argparse.Namespace(executor="slurm", cold=False), [])
+    assert not repro.starts_warm([cell], argparse.Namespace(executor="local", cold=True), [])
+    server = {warm.ENV: "/tmp/warm.sock"}
+    local = repro.Scheduler({"local": None}, {"local": 1}, repro.DevicePool([]), warm=server)
+    assert local.env_for(light[0], None)[warm.ENV] == local.env_for(cell, None)[warm.ENV] == "/tmp/warm.sock"
+    assert warm.ENV not in local.env_for(cell, ["0"])
+    slurm = repro.Scheduler({"local": None, "slurm": None}, {"local": 1, "slurm": 1}, repro.DevicePool([]), warm=server)
+    assert warm.ENV not in slurm.env_for(cell, None) and warm.ENV in slurm.env_for(light[0], None)
 
 
 def test_device_pool_and_default_layout(params_file):

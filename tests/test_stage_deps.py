@@ -70,21 +70,22 @@ def stamped(dep: Path) -> list[Path]:
 
 
 def module_of(cmd: str) -> str:
-    """The module whose code a stage runs: `python -m pipeline.data.fetch ...` -> pipeline.data.fetch; a training
-    cell's `python -m pipeline.cell <runtime module> <config>` -> its runtime module."""
+    """The module whose code a stage runs: `python -m pipeline.stage pipeline.data.fetch ...` -> pipeline.data.fetch;
+    a training cell's `python -m pipeline.cell <runtime module> <config>` -> its runtime module."""
     words = cmd.split()
-    assert words[:2] == ["python", "-m"] and words[2].startswith("pipeline."), f"{cmd!r}: not python -m <module>"
-    return words[3] if words[2] == "pipeline.cell" else words[2]
+    assert words[:2] == ["python", "-m"] and words[2] in ("pipeline.stage", "pipeline.cell"), f"{cmd!r}: unknown"
+    return words[3]
 
 
 def missing_and_extra(deps: list[Path], cmd: str, configs_deps: list[Path]) -> tuple[list[str], list[str]]:
     """The code a stage's command imports but its deps miss, and the code its deps name that it never imports; for a
     training cell, what its stamp lists, and only what the configs stage (`configs_deps`) also depends on."""
     module = module_of(cmd)
+    launcher = ["pipeline.stage"] if cmd.split()[2] == "pipeline.stage" else []  # it runs before the module
     if module == "pipeline.resolve":  # it writes every runtime's stamp: it depends on all of their code
-        needed = closure(module, *{stage.runtime for stage in declared_stages()})
+        needed = closure(module, *launcher, *{stage.runtime for stage in declared_stages()})
     else:
-        needed = closure(module)
+        needed = closure(module, *launcher)
     if any(d.is_relative_to(STAMPS) for d in deps):
         assert deps == [ROOT / CONFIGS / code_stamp(module)], f"{cmd!r}: its code deps are its runtime's stamp alone"
         covered = set(stamped(deps[0])) & set(configs_deps)

@@ -16,14 +16,16 @@ import psutil
 import pytest
 from workspace import copy_built, metrics, sh, tool_env
 
-from pipeline.scale import warm
+from pipeline.scale import warm, warm_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CELL = ["pipeline.training.train", "configs/train/fashion_mnist-vit-impulse-0.json"]
 RUN = "results/train/fashion_mnist/vit/impulse/seed0"
-#: `python -m pipeline.cell`'s first step, made visible: the child's exit status, or None where it runs itself
-PROBE = "import sys; from pipeline.scale import warm; print('delegated', warm.delegate(sys.argv[1:]), flush=True)"
+#: the first step of `python -m pipeline.cell` (and of `pipeline.stage`), made visible: the child's exit status, or
+#: None where it runs itself
+PROBE = ("import sys; from pipeline.scale import warm;"
+         " print('delegated', warm.delegate(sys.argv[1], sys.argv[2:]), flush=True)")
 
 
 @pytest.fixture
@@ -34,12 +36,12 @@ def built(smoke_built, tmp_path):
 @pytest.fixture
 def server(built, tmp_path):
     """The warm server of the copy, and the environment its cells get."""
-    with warm.Server(str(tmp_path), root=str(built)) as extra:
+    with warm_server.Server(str(tmp_path), root=str(built)) as extra:
         yield {**tool_env(), **extra}
 
 
-def probe(repo, env, argv=CELL) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PROBE, *argv], cwd=repo, env=env, stdout=subprocess.PIPE,
+def probe(repo, env, argv=CELL, module="pipeline.cell") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", PROBE, module, *argv], cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -51,6 +53,18 @@ def test_a_warm_cell_writes_what_a_cell_of_its_own_writes(built, server):
     out = probe(built, server).communicate()[0]
     assert out.strip().endswith("delegated 0") and "final top-1" in out, out
     assert metrics(built, RUN) == cold
+
+
+def test_a_light_stage_forked_writes_what_it_writes_in_its_own_process(built, server):
+    """dvc.yaml's light stages run as `python -m pipeline.stage <module>`: forked from the server under the runner."""
+    outputs = ("results/summary.json", "results/tables/claims.json")
+    sh(built, sys.executable, "-m", "pipeline.stage", "pipeline.analysis.aggregate")  # no server named: here
+    cold = [(built / name).read_bytes() for name in outputs]
+    for name in outputs:
+        (built / name).unlink()
+    out = probe(built, server, [], "pipeline.analysis.aggregate").communicate()[0]
+    assert out.strip().endswith("delegated 0"), out
+    assert [(built / name).read_bytes() for name in outputs] == cold
 
 
 def test_a_cell_whose_code_changed_after_the_server_started_runs_in_its_own_process(built, server):
@@ -102,5 +116,5 @@ def test_a_signal_reaches_the_child_and_killing_the_cells_process_ends_it(built,
 def test_the_modules_the_server_loads_for_the_cells_logger_exist():
     """The server imports dvclive's parts ahead of the cells, ignoring what is not installed: a name that an upgrade
     of DVC moved would silently cost every cell its import again."""
-    for name in warm.LOGGER:
+    for name in warm_server.LOGGER:
         importlib.import_module(name)

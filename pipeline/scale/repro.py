@@ -28,7 +28,7 @@ started. A failed stage is reported with its log; the stages that need it are sk
 Progress: each finished stage prints k of N, the stages running and an overall ETA (`Progress`), and so does a
 heartbeat line every `Scheduler.heartbeat_s` while nothing finishes. Stages marked `always_changed` (`sources`:
 outside state such as a user's folder) run first, one at a time, and only then is the stale set planned.
-On a machine without GPUs the local cells start warm: forked from one process that imported torch and timm once
+On a machine without GPUs the local stages start warm: forked from one process that imported torch and timm once
 (`pipeline.scale.warm`; `--cold`: each its own process, as plain `dvc repro` runs them).
 """
 
@@ -53,7 +53,7 @@ from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.experiments import TRAINING
-from pipeline.scale import warm
+from pipeline.scale import warm_server
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
 
@@ -272,16 +272,16 @@ class Scheduler:
     echo: object = field(default=lambda line: print(line, flush=True))
     outcomes: dict = field(default_factory=dict)
     heartbeat_s: float = 120.0  #: a progress line this often while no stage finishes
-    warm: dict = field(default_factory=dict)  #: the environment of local CPU cells: the warm server (`warm.Server`)
+    warm: dict = field(default_factory=dict)  #: local CPU stages' environment: the warm server (`warm_server.Server`)
 
     def route(self, cell: Cell) -> str:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
 
     def env_for(self, cell: Cell, gpus: list[str] | None) -> dict:
         """What the runner adds to the environment a cell runs in (this machine's, or its SLURM job's: never
-        replaced): unbuffered output, and locally the GPUs it was given."""
+        replaced): unbuffered output, locally the GPUs it was given or else the warm server."""
         overrides = {"PYTHONUNBUFFERED": "1"}
-        if cell.request.training and gpus is None and self.route(cell) == "local":
+        if gpus is None and self.route(cell) == "local":
             overrides |= self.warm
         if gpus is not None:
             overrides["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
@@ -410,45 +410,70 @@ def main(params: Params, args) -> int:
     if not args.dry and not run_checks(checks(args.targets), lambda line: print(line, flush=True)):
         return 1
     cells = plan(args.targets, params)
-    executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
-    configs = [c for c in cells if c.name == CONFIGS_STAGE and c.stale]
-    if configs and args.dry:  # which cells the new configurations reach, without writing them
+    if args.dry:
+        return dry_run(cells, params, args, devices, local_jobs)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed runner cancels its stages and jobs too
+    try:
+        with tempfile.TemporaryDirectory(prefix="warm-") as folder, (
+                warm_server.Server(folder) if starts_warm(cells, args, devices) else contextlib.nullcontext({})) as env:
+            return run(cells, params, args, devices, local_jobs, env)
+    except KeyboardInterrupt:
+        print("repro: interrupted; cancelled what was running (DVC recorded nothing for it)", file=sys.stderr)
+        return 130
+
+
+def starts_warm(cells: list[Cell], args, devices: list[str]) -> bool:
+    """Whether the local stages start forked from a warm server: on a machine without GPUs, for a local training
+    cell or three light stages (the server's imports cost about what one cell's or two light stages' do)."""
+    if devices or args.cold:
+        return False
+    light = sum(not c.request.training for c in cells)
+    return light >= 3 or args.executor == "local" and any(c.request.training for c in cells)
+
+
+def dry_run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int) -> int:
+    """What would run, and where: the cells the new configurations reach, without writing them."""
+    if any(c.name == CONFIGS_STAGE and c.stale for c in cells):
         changed = config_changes(params)
         cells = [dataclasses.replace(c, stale=c.stale or c.name in changed) for c in cells
                  if c.stale or c.name in changed or not (c.request.training and c.upstream == [CONFIGS_STAGE])]
-    elif configs:  # the cells whose configuration it leaves equal are then up to date: never started
-        outcome = Scheduler(executors, {"local": 1}, DevicePool([])).run(configs)[CONFIGS_STAGE]
-        if outcome.status == "failed":
-            return 1
-        cells = plan(args.targets, params)
+    scheduler = scheduler_for(cells, params, args, devices, local_jobs)
+    for cell in cells:
+        r = cell.request
+        what = (f"{r.nnodes} node(s) x {r.nproc} process(es), {r.threads} thread(s)" if r.training else "light")
+        print(f"  {cell.name}: {'stale' if cell.stale else 'downstream'}; {scheduler.route(cell)}; {what};"
+              f" after {', '.join(cell.upstream) or 'nothing'}")
+    return 0
+
+
+def scheduler_for(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int,
+                  env: dict | None = None) -> Scheduler:
     check_fits(cells, args.executor, devices, params)
+    executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
     capacity = {"local": args.jobs or local_jobs}
     if args.executor == "slurm":
         capacity = {"local": local_jobs, "slurm": args.jobs or len(cells) or 1}
         executors["slurm"] = SlurmExecutor(Path.cwd(), SLURM_DIR.resolve(), params.slurm)
-    scheduler = Scheduler(executors, capacity, DevicePool(devices))
+    scheduler = Scheduler(executors, capacity, DevicePool(devices), warm=env or {})
     stale = sum(c.stale for c in cells)
     print(f"repro: {stale} stale stage(s), {len(cells) - stale} downstream to check; executor {args.executor},"
           f" {' + '.join(f'{k} {v} at once' for k, v in capacity.items())}"
           + (f", GPUs {','.join(devices)}" if devices else ""), flush=True)
-    if args.dry:
-        for cell in cells:
-            r = cell.request
-            what = (f"{r.nnodes} node(s) x {r.nproc} process(es), {r.threads} thread(s)" if r.training else "light")
-            print(f"  {cell.name}: {'stale' if cell.stale else 'downstream'}; {scheduler.route(cell)}; {what};"
-                  f" after {', '.join(cell.upstream) or 'nothing'}")
-        return 0
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed runner cancels its stages and jobs too
+    return scheduler
+
+
+def run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int, env: dict) -> int:
+    """Run `configs` first when it is stale (the cells whose configuration it leaves equal are then up to date, never
+    started), then the rest."""
+    if any(c.name == CONFIGS_STAGE and c.stale for c in cells):
+        configs = [c for c in cells if c.name == CONFIGS_STAGE]
+        scheduler = Scheduler({"local": LocalExecutor(Path.cwd(), LOG_DIR)}, {"local": 1}, DevicePool([]), warm=env)
+        if scheduler.run(configs)[CONFIGS_STAGE].status == "failed":
+            return 1
+        cells = plan(args.targets, params)
+    scheduler = scheduler_for(cells, params, args, devices, local_jobs, env)
     t0 = time.monotonic()
-    warm_start = args.executor == "local" and not devices and not args.cold and any(
-        c.request.training for c in cells)
-    try:
-        with tempfile.TemporaryDirectory(prefix="warm-") as folder, (
-                warm.Server(folder) if warm_start else contextlib.nullcontext({})) as scheduler.warm:
-            outcomes = scheduler.run(cells)
-    except KeyboardInterrupt:
-        print("repro: interrupted; cancelled what was running (DVC recorded nothing for it)", file=sys.stderr)
-        return 130
+    outcomes = scheduler.run(cells)
     for line in summary_lines(outcomes, time.monotonic() - t0):
         print(line, flush=True)
     return 1 if any(o.status == "failed" for o in outcomes.values()) else 0
