@@ -33,7 +33,7 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     while len(body) < size:
         chunk = conn.recv(size - len(body))
         if not chunk:
-            raise ConnectionError("the cell's process went away before its request arrived")
+            raise ConnectionError("the stage's process went away before its request arrived")
         body += chunk
     return json.loads(body), fds
 
@@ -50,7 +50,7 @@ def loaded_files() -> dict[str, str]:
 
 def _serve_one(conn: socket.socket, loaded: dict[str, str]) -> int:
     """In the forked child: take the request, become the stage's process, run it; the exit status."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is no cell's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is no stage's
     signal.signal(signal.SIGINT, signal.default_int_handler)
     request, fds = _receive(conn)
     same = request["root"] == str(ROOT) and request["executable"] == os.path.realpath(sys.executable)
@@ -68,10 +68,10 @@ def _serve_one(conn: socket.socket, loaded: dict[str, str]) -> int:
         stream.reconfigure(line_buffering=True)
     try:
         _send(conn, {"pid": os.getpid()})
-    except BrokenPipeError:  # the cell's process died before its cell began (a signal): so does the cell, quietly
+    except BrokenPipeError:  # the stage's process died before it began (a signal): so does the stage, quietly
         return 1
 
-    def end_with_the_caller() -> None:  # EOF: the cell's process is gone (SIGKILL); a fresh process would be too
+    def end_with_the_caller() -> None:  # EOF: the stage's process is gone (SIGKILL); a fresh one would be too
         if not conn.recv(1):
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -91,7 +91,7 @@ def _serve_one(conn: socket.socket, loaded: dict[str, str]) -> int:
 
 
 def serve(path: str) -> None:
-    """Listen on `path` (before importing, so early cells wait rather than start cold), import, fork per cell; end
+    """Listen on `path` (before importing, so early stages wait rather than start cold), import, fork per stage; end
     when the runner that started it does."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -137,7 +137,7 @@ def serve(path: str) -> None:
 
 
 class Server:
-    """The warm server for one runner: `with Server(folder) as env:` gives the environment its cells need. It imports
+    """The warm server for one runner: `with Server(folder) as env:` gives the environment its stages need. It imports
     the `pipeline` of `root` (default: the working directory, as `python -m` does)."""
 
     def __init__(self, folder: str, root: str | None = None):
@@ -149,7 +149,7 @@ class Server:
 
         self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.scale.warm_server", self.path], cwd=self.root,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 10  # it listens before importing: cells started later wait for it
+        deadline = time.monotonic() + 10  # it listens before importing: stages started later wait for it
         while not os.path.exists(self.path) and self.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         return {ENV: self.path}
