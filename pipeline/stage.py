@@ -1,5 +1,6 @@
 """`python -m pipeline.stage <module> [args]`: how dvc.yaml runs a stage that trains nothing (fetch, configs,
-attention, figures, aggregate, report), e.g. `python -m pipeline.stage pipeline.analysis.figures`.
+attention, figures, aggregate, report), e.g. `python -m pipeline.stage pipeline.analysis.figures`, and how the runner
+starts each stage's DVC (`python -m pipeline.stage dvc repro --single-item <stage>`).
 
 It runs `python -m <module> [args]`: under the runner, in a child of its warm server (`pipeline.scale.warm`: torch and
 timm imported once); else in this process, as `python -m` would. Its import closure is this file and the warm

@@ -1,6 +1,6 @@
 """Where `python -m pipeline repro` runs one stage's command: a process on this machine, or a SLURM job.
 
-Both executors take the same command (`python -m dvc --wait-for-lock repro --single-item <stage>`, built by
+Both executors take the same command (`python -m pipeline.stage dvc --wait-for-lock repro --single-item <stage>`, by
 `pipeline.scale.repro`) and the runner's overrides of the environment, and return a `Job` the scheduler polls:
 `poll()` is None while it runs, then its exit status; `cancel()` stops it; `where` and `log` say where it ran and
 where its output went. The command runs in the environment of the place it runs in (this machine's; a SLURM job's,

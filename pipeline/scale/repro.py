@@ -240,8 +240,9 @@ def check_fits(cells: list[Cell], executor: str, devices: list[str], params: Par
 
 
 def stage_command(name: str) -> list[str]:
-    """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring)."""
-    return [sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", name]
+    """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring); started by
+    the stage launcher, so that with the warm server's address DVC too is forked from it (`pipeline.scale.warm`)."""
+    return [sys.executable, "-m", "pipeline.stage", "dvc", "--wait-for-lock", "repro", "--single-item", name]
 
 
 def what_dvc_did(name: str, log: Path | None) -> str:

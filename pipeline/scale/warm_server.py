@@ -4,6 +4,7 @@ modules once, then forks a child per stage that `pipeline.scale.warm.delegate` h
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import importlib
 import json
@@ -19,8 +20,12 @@ from pathlib import Path
 
 from pipeline.scale.warm import ENV, ROOT
 
-#: dvclive and the parts of DVC its `Live` loads (dvclive/live.py, dvc.py): half a second of a small cell's time
+#: dvclive and the parts of DVC its `Live` loads (dvclive/live.py, dvc.py): half a second of a small cell's time;
+#: they are most of what a stage's `dvc repro --single-item` imports too
 LOGGER = ("dvclive", "dvc.repo", "dvc.scm", "dvc.repo.experiments.utils", "scmrepo.git")
+#: the module whose child keeps the server's address: DVC, whose stage command is then served warm too (any other
+#: child's own children, torchrun's ranks say, start cold)
+DVC = "dvc"
 
 
 def _send(conn: socket.socket, message: dict) -> None:
@@ -62,7 +67,8 @@ def _serve_one(conn: socket.socket, loaded: dict[str, str]) -> int:
         os.close(fd)
     os.chdir(request["cwd"])
     os.environ.clear()
-    os.environ.update({k: v for k, v in request["env"].items() if k != ENV})  # torchrun's ranks start cold
+    os.environ.update({k: v for k, v in request["env"].items() if k != ENV or request["module"] == DVC})
+    os.setpgid(0, 0)  # a process group of its own, which the stage's process signals as a terminal signals its job
     sys.argv = ["-m", *request["argv"]]  # run_module puts the module's file first
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)
@@ -71,9 +77,9 @@ def _serve_one(conn: socket.socket, loaded: dict[str, str]) -> int:
     except BrokenPipeError:  # the stage's process died before it began (a signal): so does the stage, quietly
         return 1
 
-    def end_with_the_caller() -> None:  # EOF: the stage's process is gone (SIGKILL); a fresh one would be too
+    def end_with_the_caller() -> None:  # EOF: the stage's process is gone (SIGKILL); a fresh one's group would be too
         if not conn.recv(1):
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=end_with_the_caller, daemon=True).start()
     try:  # as `python -m <module> <argv>` runs it (what the server imported is already loaded)
@@ -108,6 +114,8 @@ def serve(path: str) -> None:
     for module in (*runtimes, "pipeline.cell"):
         __import__(module)
     loaded = loaded_files()
+    gc.collect()
+    gc.freeze()  # the children's collections skip the imported objects (Python's advice for fork without exec)
     listener.settimeout(1.0)
     while os.getppid() == parent:
         try:
