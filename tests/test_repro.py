@@ -268,14 +268,19 @@ def test_gpu_cells_get_their_own_gpus(inside, monkeypatch):
 
 
 @pytest.mark.timeout(480)
-def commands(project: Path) -> list[str]:
+def commands(project: Path) -> list[psutil.Process]:
     """The stage commands (`python step.py cell-i`) running in `project`, wherever they were started from."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
-        cmd = proc.info["cmdline"] or []
-        if "step.py" in cmd and proc.info["cwd"] == str(project) and proc.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(" ".join(cmd))
-    return found
+    return [proc for proc in psutil.process_iter(["cmdline", "cwd", "status"])
+            if "step.py" in (proc.info["cmdline"] or []) and proc.info["cwd"] == str(project)
+            and proc.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def forked_from_the_warm_server(proc: psutil.Process) -> bool:
+    """Whether `proc` descends from the runner's warm server (its DVC was forked there) rather than from the stage's
+    own process."""
+    with contextlib.suppress(psutil.Error):
+        return any("pipeline.scale.warm_server" in parent.cmdline() for parent in proc.parents())
+    return False
 
 
 def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
@@ -298,7 +303,9 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
         deadline = time.monotonic() + 120  # under load `dvc repro --single-item` takes a while to start its command
         while len(commands(inside)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(commands(inside)) == 2, f"the stages' commands never started: {commands(inside)}"
+        running = commands(inside)
+        assert len(running) == 2, f"the stages' commands never started: {[p.info['cmdline'] for p in running]}"
+        assert all(forked_from_the_warm_server(p) for p in running)  # DVC, then its command, under the server
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
         assert proc.returncode == 130, rest
