@@ -79,6 +79,13 @@ def report(root: Path, figures: str = "reports/figures") -> tuple[Path, ...]:
                         claims_markdown(inp.claims, inp.ran, "cpu-all"))
 
 
+def markdown(root: Path) -> str:
+    """report.md's text as `report` writes it, without rendering the PDF (seconds each): for the tests that read
+    only the Markdown."""
+    return to_markdown(TITLE, build_report(read_inputs(root / "results/tables", root / "reports/figures", PAPER),
+                                           root / "reports"))
+
+
 def flatten(outline: list) -> list:
     """pypdf's nested outline (children follow their parent as a list) as one list."""
     return [o for item in outline for o in (flatten(item) if isinstance(item, list) else [item])]
@@ -123,7 +130,7 @@ def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage
     plan.write_text(plan.read_text().replace("margin: 2.0, effect: 0.0,\n", "margin: 3.0, effect: 0.0,\n", 1))
     results = stage_inputs / "results"
     write_aggregate(aggregate(results, paper, experiment()), results / "tables", results / "summary.json")
-    changed = report(stage_inputs)[0].read_text()
+    changed = markdown(stage_inputs)
     assert "| 5a | random | random − learned inside ±3 |" in changed
 
 
@@ -255,7 +262,7 @@ def test_report_without_figures_says_so(stage_inputs):
 
 def test_a_listed_but_missing_figure_is_named(stage_inputs):
     (stage_inputs / "reports/figures/curves.png").unlink()
-    text = report(stage_inputs)[0].read_text()
+    text = markdown(stage_inputs)
     assert "figures/attn_impulse.png" in text and "Listed in figures.json but missing: curves.png" in text
     assert "the one caption of curves" not in text  # a family without figures has no caption
 
@@ -276,14 +283,14 @@ def test_one_seed_cannot_tell_yet(tmp_path):
     make_vit(tmp_path / "results", {a: {0: v[0]} for a, v in VIT.items()})
     agg = aggregate(tmp_path / "results", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
     write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
-    text = report(tmp_path)[0].read_text()
+    text = markdown(tmp_path)
     assert "Cannot tell yet (fewer than 2 seed pairs)" in text
 
 
 def test_no_runs_yet_gives_an_honest_headline(tmp_path):
     agg = aggregate(tmp_path / "results", PAPER, experiment())
     write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
-    head = report(tmp_path)[2].read_text()
+    head = headline_markdown(read_inputs(tmp_path / "results/tables", tmp_path / "reports/figures", PAPER))
     assert "**No ViT runs of this experiment were found** (26 of the experiment's runs are missing)" in head
     assert "| **not tested** |" in head and "±" not in head and " min" not in head  # no number no run produced
     assert "**What was run:** nothing yet; params.yaml plans profile test; vit = vit_tiny_patch16_224, 3 heads;" in head
@@ -342,7 +349,7 @@ def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
     ran = json.loads((tables / "what_was_run.json").read_text())
     (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
     claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
-    rows = section(report(stage_inputs)[0].read_text(), "Appendix B. Coverage of the papers' tables and figures")
+    rows = section(markdown(stage_inputs), "Appendix B. Coverage of the papers' tables and figures")
     # [NeurIPS] Table 1; cpu does not run the α grid
     assert f"| train, aggregate · paper-small, cpu, cpu-claims, cpu-all | 1 | 1: {claims['1']} |" in rows
     assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims, cpu-all | 9 | not run |" in rows
