@@ -70,6 +70,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not {"-h", "--help"} & set(argv):  # a mistyped value stops here, before the command's module (which may
+        options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # import torch: seconds) is loaded
+        entry.add_options(options)
+        if rc := entry.run(lambda params, args: 0, options.parse_known_args(argv)[0]):
+            return rc
     args = parse_args(argv)
     if args.command is None:  # validate the params; then say what can be done with them
         return entry.run(lambda params, args: args.print_help(), args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -176,10 +177,14 @@ def test_model_variants_keep_their_order_and_defaults():
     assert params.models["vit3"].num_heads == 3 and params.models["vit3"].name == "vit_tiny_patch16_224"
 
 
-def test_cli_rejects_a_misspelt_init(params_file, repo_root):
+def test_cli_rejects_a_misspelt_init_before_it_imports_torch(params_file, repo_root, tmp_path):
+    """The value is checked before the command's module loads (check's imports torch and timm: seconds): here torch
+    cannot be imported at all, and the message is still the one about the value."""
     params_file.write_text(params_file.read_text().replace("init: impulse ", "init: impulsee "))
+    (tmp_path / "sitecustomize.py").write_text("import sys\n\nsys.modules['torch'] = None\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--params", str(params_file), "check"],
-                          capture_output=True, text=True, cwd=repo_root)
+                          capture_output=True, text=True, cwd=repo_root, env=env)
     assert proc.returncode == 2
     assert "init" in proc.stderr and "impulsee" in proc.stderr and "mimetic" in proc.stderr
     assert "Traceback" not in proc.stderr
