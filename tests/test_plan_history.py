@@ -86,3 +86,23 @@ def test_confirmatory_seeds_must_be_new_and_the_whole_run(repo):
 def test_without_git_the_history_says_so(tmp_path):
     h = history(tmp_path, ["1"], {})
     assert not h["available"] and "no git history" in h["note"]
+
+
+def test_a_merge_is_one_change_against_its_first_parent(repo):
+    """History is first-parent: a branch's seed list arrives with its merge, and what the main line changed meanwhile
+    is not counted again as the merge's difference from the branch."""
+    def git(*args: str) -> None:
+        date = "2026-01-10T12:00:00+00:00"  # the merge's
+        env = os.environ | {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                       env=env, capture_output=True)
+
+    git("checkout", "-q", "-b", "side")
+    commit(repo, 8, "a profile's seeds on a branch", {"profiles/set.yaml": "seeds: [10, 11, 12]\n"})
+    git("checkout", "-q", "-")
+    commit(repo, 9, "the main line's seeds", {"params.yaml": "seeds: [0, 1]\n"})
+    git("merge", "-q", "--no-ff", "-m", "merge", "side")
+    changes = [(c["date"][:10], c["what"]) for c in history(repo, ["1"], {"seeds": ("1",)})["changes"]]
+    assert [c for c in changes if c[0] >= "2026-01-08"] == [
+        ("2026-01-09", "cpu (params.yaml): seeds [0, 1, 2, 3, 4] -> [0, 1]"),
+        ("2026-01-10", "set: seeds [10, 11] -> [10, 11, 12]")]

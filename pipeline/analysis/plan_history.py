@@ -18,6 +18,8 @@ from pathlib import Path
 import yaml
 
 PLAN_FILE, README = "paper/plan.yaml", "README.md"
+#: where seed lists live: params.yaml and the profiles
+SEED_FILES = ("params.yaml", "profiles")
 #: the seed lists of params.yaml (and of a profile) a planned n may read
 SEED_KEYS = ("seeds", "filter_study.seeds", "ci_alpha.seeds", "ci_model3.seeds", "sia.seeds", "weight_selection.seeds")
 VERDICT = re.compile(r"\b(supported|contradicted|inconclusive)\b")
@@ -62,9 +64,14 @@ def show(root: Path, commit: str, path: str) -> str | None:
     return git(root, "show", f"{commit}:{path}")
 
 
+#: PyYAML's safe loader on libyaml where it is built with it: a history holds hundreds of versions of params.yaml
+#: and the profiles, and the pure-Python parser takes 18 ms for one, libyaml's 2
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(text: str | None) -> dict:
     try:
-        return (yaml.safe_load(text) or {}) if text else {}
+        return (yaml.load(text, Loader=LOADER) or {}) if text else {}
     except yaml.YAMLError:
         return {}
 
@@ -162,35 +169,62 @@ def _seed_lists(data: Mapping) -> dict[str, list]:
 def seed_changes(root: Path, readers: Mapping[str, tuple]) -> list[Change]:
     """Every change to a seed list of params.yaml or a profile, with the claims whose planned n reads that key
     (`readers`: params key -> claims)."""
+    touched = []  # (commit, date, file, its blob before, after)
+    for commit, date in commits(root, *SEED_FILES):
+        out = git(root, "diff-tree", "-r", f"{commit}^", commit, "--", *SEED_FILES) or ""  # against its first parent
+        for line in out.splitlines():
+            meta, _, f = line.partition("\t")
+            if f.endswith(".yaml"):
+                touched.append((commit, date, f, *meta.split()[2:4]))
+    lists = seed_lists_by_blob(root, [blob for t in touched for blob in t[3:]])
     out = []
-    for commit, date in commits(root, "params.yaml", "profiles"):
-        files = (git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", commit)
-                 or "").split()
-        for f in dict.fromkeys(f for f in files if f == "params.yaml" or (f.startswith("profiles/")
-                                                                         and f.endswith(".yaml"))):
-            old, new = _seed_lists(_load(show(root, f"{commit}^", f))), _seed_lists(_load(show(root, commit, f)))
-            name = "cpu (params.yaml)" if f == "params.yaml" else Path(f).stem
-            for key in SEED_KEYS:
-                if old.get(key) != new.get(key) and (key in new or key in old):
-                    what = f"{name}: {key} {old.get(key)} -> {new.get(key)}"
-                    # setting a list where there was none designs a new experiment; changing one re-designs a
-                    # run whose results may have been read
-                    kind = VERDICT_KIND if old.get(key) and new.get(key) else DESIGN_KIND
-                    out.append(Change(commit, date, f, tuple(readers.get(key, ())), what, kind))
+    for commit, date, f, before, after in dict.fromkeys(touched):
+        old, new = lists.get(before, {}), lists.get(after, {})
+        name = "cpu (params.yaml)" if f == "params.yaml" else Path(f).stem
+        for key in SEED_KEYS:
+            if old.get(key) != new.get(key) and (key in new or key in old):
+                what = f"{name}: {key} {old.get(key)} -> {new.get(key)}"
+                # setting a list where there was none designs a new experiment; changing one re-designs a
+                # run whose results may have been read
+                kind = VERDICT_KIND if old.get(key) and new.get(key) else DESIGN_KIND
+                out.append(Change(commit, date, f, tuple(readers.get(key, ())), what, kind))
     return out
 
 
 def seeds_used(root: Path, before: str | None = None) -> set[int]:
     """Every seed any version of params.yaml or a profile listed, in commits before the ISO date `before`."""
-    used: set[int] = set()
-    for commit, date in commits(root, "params.yaml", "profiles"):
+    blobs = []
+    for commit, date in commits(root, *SEED_FILES):
         if before is not None and date >= before:
             break
-        listing = git(root, "ls-tree", "-r", "--name-only", commit, "--", "params.yaml", "profiles") or ""
-        for f in listing.split():
-            for seeds in _seed_lists(_load(show(root, commit, f))).values():
-                used.update(s for s in seeds if isinstance(s, int))
-    return used
+        listing = git(root, "ls-tree", "-r", commit, "--", *SEED_FILES) or ""
+        blobs += [line.split()[2] for line in listing.splitlines()]  # "<mode> blob <id>\t<path>"
+    return {s for lists in seed_lists_by_blob(root, blobs).values() for seeds in lists.values() for s in seeds
+            if isinstance(s, int)}
+
+
+def seed_lists_by_blob(root: Path, blobs: Iterable[str]) -> dict[str, dict[str, list]]:
+    """blob id -> the seed lists of that version of a file: each distinct version read and parsed once (a history
+    holds the same profile at hundreds of commits), all of them in one `git cat-file --batch`."""
+    wanted = {b for b in blobs if b.strip("0")}  # git writes a missing side of a diff as zeros
+    ids = sorted(wanted - _SEED_LISTS.keys())
+    try:
+        out = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="\n".join(ids).encode(),
+                             capture_output=True, check=True).stdout if ids else b""
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    at = 0
+    while at < len(out):  # each object: "<id> <type> <size>\n", its bytes, "\n"
+        end = out.index(b"\n", at)
+        blob, kind, size = out[at:end].decode().split()
+        text = out[end + 1:end + 1 + int(size)].decode(errors="replace")
+        _SEED_LISTS[blob] = _seed_lists(_load(text)) if kind == "blob" else {}
+        at = end + 1 + int(size) + 1
+    return {b: _SEED_LISTS[b] for b in wanted if b in _SEED_LISTS}
+
+
+#: blob id -> its seed lists (a blob id names its content, so one process may keep them across repositories)
+_SEED_LISTS: dict[str, dict[str, list]] = {}
 
 
 def first_results(root: Path, claims: Iterable[str], grid_claims: Iterable[str] = ()) -> dict[str, tuple[str, str]]:
