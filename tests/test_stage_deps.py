@@ -10,11 +10,13 @@ only modules of the closure. The training cells' closures reach no config parsin
 analysis or scale-out code, and a training checkpoint's key digests exactly that closure.
 
 And the declared dependencies of pyproject.toml cover every third-party import of `pipeline/` (a plain
-`pip install .` can run every stage).
+`pip install .` can run every stage); the committed dvc.lock, the reference run the README quotes, was recorded
+with this checkout's code and params.yaml.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports
-from pipeline.config import load_params
+from pipeline.config import load_params, yaml_load_pyyaml
 from pipeline.experiments import stages as declared_stages
 from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
 
@@ -254,3 +256,17 @@ def test_the_package_import_graph_has_no_cycle():
     assert not cycles, f"import cycles: {cycles}"
 
 
+
+
+def test_the_committed_reference_run_was_made_by_this_code_and_params():
+    """dvc.lock's hash of every tracked file a stage depends on (code, paper/, bench/) is the file's, and the params
+    the configs stage recorded are params.yaml's: a change to either without re-recording the run leaves the README's
+    numbers and `dvc metrics diff` comparing with a run this checkout would not reproduce."""
+    lock = yaml_load_pyyaml((ROOT / "dvc.lock").read_text())["stages"]
+    stale = sorted({(name, dep["path"]) for name, stage in lock.items() for dep in stage.get("deps", [])
+                    if dep["path"].split("/")[0] in ("pipeline", "paper", "bench") and (ROOT / dep["path"]).is_file()
+                    and hashlib.md5((ROOT / dep["path"]).read_bytes()).hexdigest() != dep["md5"]})
+    fix = "re-record it: `python -m pipeline repro` where the reference run's results are, then commit dvc.lock"
+    assert not stale, f"dvc.lock is older than the code of {len(stale)} stage dep(s), e.g. {stale[:3]}; {fix}"
+    recorded = lock["configs"]["params"]["params.yaml"]
+    assert recorded == yaml_load_pyyaml((ROOT / "params.yaml").read_text()), f"params.yaml changed since; {fix}"
