@@ -71,8 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not {"-h", "--help"} & set(argv):  # a mistyped value stops here, before the command's module (which may
-        options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # import torch: seconds) is loaded
+    # a mistyped value stops here, before the command's module is imported (check's imports torch and timm: seconds)
+    if not {"-h", "--help"} & set(argv):
+        options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
         entry.add_options(options)
         if rc := entry.run(lambda params, args: 0, options.parse_known_args(argv)[0]):
             return rc
