@@ -214,12 +214,14 @@ def seed_lists_by_blob(root: Path, blobs: Iterable[str]) -> dict[str, dict[str, 
     except (OSError, subprocess.CalledProcessError):
         return {}
     at = 0
-    while at < len(out):  # each object: "<id> <type> <size>\n", its bytes, "\n"
+    while at < len(out):  # each object: "<id> <type> <size>\n", its bytes, "\n"; or "<id> missing\n"
         end = out.index(b"\n", at)
-        blob, kind, size = out[at:end].decode().split()
-        text = out[end + 1:end + 1 + int(size)].decode(errors="replace")
-        _SEED_LISTS[blob] = _seed_lists(_load(text)) if kind == "blob" else {}
-        at = end + 1 + int(size) + 1
+        header = out[at:end].decode().split()
+        size = int(header[2]) if len(header) == 3 else -1
+        if size >= 0:
+            text = out[end + 1:end + 1 + size].decode(errors="replace")
+            _SEED_LISTS[header[0]] = _seed_lists(_load(text)) if header[1] == "blob" else {}
+        at = end + 1 + size + 1
     return {b: _SEED_LISTS[b] for b in wanted if b in _SEED_LISTS}
 
 
