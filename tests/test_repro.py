@@ -267,7 +267,6 @@ def test_gpu_cells_get_their_own_gpus(inside, monkeypatch):
     assert is_clean(inside)
 
 
-@pytest.mark.timeout(480)
 def commands(project: Path) -> list[psutil.Process]:
     """The stage commands (`python step.py cell-i`) running in `project`, wherever they were started from."""
     return [proc for proc in psutil.process_iter(["cmdline", "cwd", "status"])
@@ -283,6 +282,7 @@ def forked_from_the_warm_server(proc: psutil.Process) -> bool:
     return False
 
 
+@pytest.mark.timeout(480)
 def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
     if not is_clean(inside):  # run alone, the project is fresh: only the two edited cells may be stale below
         sh(inside, "dvc", "repro", "-q", env=tool_env(STEP_SLEEP="0"))

@@ -256,8 +256,6 @@ def test_the_package_import_graph_has_no_cycle():
     assert not cycles, f"import cycles: {cycles}"
 
 
-
-
 def test_the_committed_reference_run_was_made_by_this_code_and_params():
     """dvc.lock's hash of every tracked file a stage depends on (code, paper/, bench/) is the file's, and the params
     the configs stage recorded are params.yaml's: a change to either without re-recording the run leaves the README's
