@@ -676,3 +676,31 @@ def test_a_newly_declared_stage_is_read_into_its_own_frame(tmp_path, monkeypatch
     assert frames["toy"][["arm", "seed", "top1", "model"]].values.tolist() == [["impulse", 0, 0.5,
                                                                                   "vit_tiny_patch16_224"]]
     assert str(tmp_path / "toy" / "fashion_mnist" / "default" / "seed0") in missing
+
+
+def test_a_table_whose_runs_mix_precision_or_data_path_is_refused(results):
+    """One cell resumed on another GPU kind (fp16 instead of bf16) or sent to timm's per-image augmentation for lack
+    of memory would put that difference into the comparison: aggregate names the runs instead of judging them."""
+    exp = experiment()
+    for arm, seeds in VIT.items():
+        for seed, top1 in seeds.items():
+            write_run(results / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", top1, dataset="fashion_mnist",
+                      arm=arm, seed=seed, variant="vit", model="vit_tiny_patch16_224", family="vit", num_heads=3,
+                      amp_dtype="bfloat16", data_path="device")
+    assert claim(aggregate(results, PAPER, exp), "1")["verdict"] != "not tested"
+    odd = results / "train" / "fashion_mnist" / "vit" / "mimetic" / "seed1"
+    write_run(odd, 0.825, dataset="fashion_mnist", arm="mimetic", seed=1, variant="vit", model="vit_tiny_patch16_224",
+              family="vit", num_heads=3, amp_dtype="float16", data_path="device")
+    with pytest.raises(PipelineError, match=r"vit runs of fashion_mnist mix their precision \(.*seed0 ran with"
+                                            r" amp_dtype bfloat16; .*mimetic/seed1 ran with amp_dtype float16\)"):
+        aggregate(results, PAPER, exp)
+    write_run(odd, 0.825, dataset="fashion_mnist", arm="mimetic", seed=1, variant="vit", model="vit_tiny_patch16_224",
+              family="vit", num_heads=3, amp_dtype="bfloat16", data_path="loader")
+    with pytest.raises(PipelineError, match="mix their data path"):
+        aggregate(results, PAPER, exp)
+
+
+def test_the_training_table_says_which_runs_trained(results):
+    agg = aggregate(results, PAPER, experiment())
+    rows = {r[1]: r for r in table(agg, "training").rows}
+    assert rows["fashion_mnist, vit, impulse"][2] == "2" and rows["fashion_mnist, vit, impulse"][5] == "2 still rising"

@@ -70,3 +70,15 @@ def test_a_family_runs_at_one_alpha_and_a_missing_plan_is_named(tmp_path):
         load_plan(tmp_path / "nowhere", SIZES)
     with pytest.raises(PipelineError, match="needs thresholds.peak_min"):
         threshold(load_plan(write_plan(tmp_path, {"7": {"thresholds": {}}}), SIZES)["7"], "peak_min")
+
+
+def test_confirmatory_seeds_per_profile(tmp_path):
+    from pipeline.analysis.analysis_plan import Confirmatory, load_confirmatory
+
+    (tmp_path / "plan.yaml").write_text("confirmatory:\n- {profile: cpu-all, seeds: [10, 11]}\n"
+                                        "- {profile: cpu, seeds: [20, 21]}\n")
+    assert load_confirmatory(tmp_path, "cpu") == Confirmatory("cpu", (20, 21))
+    assert load_confirmatory(tmp_path) == load_confirmatory(tmp_path, "smoke") == Confirmatory("cpu-all", (10, 11))
+    (tmp_path / "plan.yaml").write_text("confirmatory:\n- {profile: cpu}\n")
+    with pytest.raises(PipelineError, match="each confirmatory entry needs a profile"):
+        load_confirmatory(tmp_path)

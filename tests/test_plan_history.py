@@ -106,3 +106,11 @@ def test_a_merge_is_one_change_against_its_first_parent(repo):
     assert [c for c in changes if c[0] >= "2026-01-08"] == [
         ("2026-01-09", "cpu (params.yaml): seeds [0, 1, 2, 3, 4] -> [0, 1]"),
         ("2026-01-10", "set: seeds [10, 11] -> [10, 11, 12]")]
+
+
+def test_a_changed_training_rule_is_a_change_every_verdict_depends_on():
+    from pipeline.analysis.plan_history import plan_diff
+
+    old = "claims: {'1': {seed_sd: 1.0}, '4': {seed_sd: 2.0}}\n"
+    [(claims, what, kind)] = plan_diff(old, old + "training: {chance_loss_ratio: 0.9}\n")
+    assert set(claims) == {"1", "4"} and kind == VERDICT_KIND and what.startswith("training rule set to")

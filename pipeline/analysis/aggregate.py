@@ -38,8 +38,8 @@ import yaml
 
 from pipeline import entry
 from pipeline.analysis import claims as claim_checks
-from pipeline.analysis import plan_history, tables
-from pipeline.analysis.analysis_plan import load_confirmatory, load_plan
+from pipeline.analysis import plan_history, tables, trained
+from pipeline.analysis.analysis_plan import load_confirmatory, load_plan, load_training_rule
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import check_images, planned_cells, read_frames, read_metrics
@@ -178,8 +178,12 @@ def headline_rows(ev: claim_checks.Evidence) -> list[dict]:
     for d, v, check in claim_checks.headline(ev):
         sa = tables.lookup(stats, dataset=d, variant=v, arm=check.estimate.a)
         sb = tables.lookup(stats, dataset=d, variant=v, arm=check.estimate.b)
+        cell = ev.runs[(ev.runs["dataset"] == d) & (ev.runs["variant"] == v)]
+        rising = {side: trained.rising_label(cell[cell["arm"] == arm]) for side, arm in (("a", check.estimate.a),
+                                                                                        ("b", check.estimate.b))}
         rows.append({"dataset": d, "variant": v, **check.as_dict(), "a_mean": sa["mean"], "a_std": sa["std"],
-                     "a_n": sa["n"], "b_mean": sb["mean"], "b_std": sb["std"], "b_n": sb["n"]})
+                     "a_n": sa["n"], "b_mean": sb["mean"], "b_std": sb["std"], "b_n": sb["n"],
+                     "a_rising": rising["a"], "b_rising": rising["b"]})
     return rows
 
 
@@ -334,6 +338,31 @@ def check_test_images(frames: dict[str, pd.DataFrame]) -> None:
         check_images((folder, images) for d, folder, images in scored if d == dataset)
 
 
+#: what a run records of how it computed that changes its numbers beyond the last bits (pipeline.training.run):
+#: the precision `train.amp: auto` resolved to, and the data path (`resources.data_on_device`: batched augmentation
+#: on the device, or timm's per image through DataLoader workers)
+COMPUTED_BY = {"amp_dtype": "precision", "data_path": "data path"}
+
+
+def check_computed_alike(frames: dict[str, pd.DataFrame]) -> None:
+    """The runs of one table (an analysis frame, per dataset) were computed alike: one precision and one data path;
+    else a PipelineError naming a run of each kind and the fix."""
+    for name, frame in frames.items():
+        if frame.empty:
+            continue
+        datasets = frame["dataset"] if "dataset" in frame.columns else pd.Series("", index=frame.index)
+        for dataset in dict.fromkeys(datasets):
+            rows = frame[datasets == dataset]
+            for key, what in COMPUTED_BY.items():
+                kinds = {v: folder for v, folder in zip(rows[key], rows["folder"]) if isinstance(v, str)}
+                if len(kinds) > 1:
+                    runs = "; ".join(f"{folder} ran with {key} {v}" for v, folder in kinds.items())
+                    raise PipelineError(f"the {name} runs of {dataset or 'this experiment'} mix their {what} ({runs}):"
+                                        " their differences would measure it, not the init; pin train.amp (precision)"
+                                        " and resources.data_on_device (data path) in the profile and re-run the"
+                                        " odd ones (dvc repro -f <stage>)")
+
+
 def check_confidence(plans: dict, exp: Experiment) -> None:
     """params report.confidence is the level of the headline's intervals, which the plan's α also sets."""
     level = plans["headline"].rule("method_baseline").confidence if "headline" in plans else exp.confidence
@@ -357,7 +386,7 @@ def plan_record(plans: dict, paper: str | Path, exp: Experiment, claims: list[di
     ids = [c["id"] for c in claims]
     record = plan_history.history(repo, ["headline", *ids], {k: tuple(sorted(v)) for k, v in readers.items()},
                                   revisions)
-    confirmatory = load_confirmatory(paper)
+    confirmatory = load_confirmatory(paper, exp.profile)
     if record.get("available") and confirmatory is not None:
         record["confirmatory"] = plan_history.confirmatory_status(repo, confirmatory.seeds, confirmatory.profile,
                                                                   exp.profile, exp.seed_lists())
@@ -378,7 +407,10 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
     frames, missing = read_frames(results, exp.cells)
+    rule = load_training_rule(paper)
+    frames = {name: trained.annotate(frame, rule, exp.filter_dataset) for name, frame in frames.items()}
     check_test_images(frames)
+    check_computed_alike(frames)
     runs, filters, ci, m3, configs, sia, ws = (frames[f] for f in ("vit", "filters", "ci", "m3", "configs", "sia",
                                                                    "weight_selection"))
     published = load_published(paper)
@@ -388,7 +420,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings))
     head = headline_rows(ev)
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
-    built += [t for t in [tables.init_diagnostics_table(ev.attention),
+    built += [t for t in [tables.training_table(frames, rule), tables.init_diagnostics_table(ev.attention),
                           tables.train_config_table(runs, configs, exp.arms),
                           tables.weight_selection_table(ws),
                           tables.sia_table(sia, exp.sia_baseline_arm)]

@@ -4,6 +4,7 @@ PipelineError per bad entry, naming the claim, the comparison and the fix) and r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -189,17 +190,22 @@ class Confirmatory:
         return profile == self.profile and bool(used) and all(sorted(s) == sorted(self.seeds) for s in used)
 
 
-def load_confirmatory(paper_dir: str | Path) -> Confirmatory | None:
-    """paper/plan.yaml's `confirmatory` entry, checked; None when the plan names none."""
+def load_confirmatory(paper_dir: str | Path, profile: str | None = None) -> Confirmatory | None:
+    """paper/plan.yaml's `confirmatory` entry (one, or a list of them, one per profile), checked: the one of
+    `profile` where it names one, else the first; None when the plan names none."""
     path = Path(paper_dir) / PLAN
     raw = (yaml.safe_load(path.read_text()) or {}).get("confirmatory") if path.is_file() else None
     if not raw:
         return None
-    seeds = raw.get("seeds") if isinstance(raw, dict) else None
-    if not isinstance(raw.get("profile"), str) or not isinstance(seeds, list) or not seeds or not all(
-            isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise PipelineError(f"{path}: confirmatory needs a profile (a name) and seeds (a list of integers)")
-    return Confirmatory(raw["profile"], tuple(seeds))
+    entries = []
+    for entry in raw if isinstance(raw, list) else [raw]:
+        seeds = entry.get("seeds") if isinstance(entry, dict) else None
+        if not isinstance(entry.get("profile") if isinstance(entry, dict) else None, str) or not isinstance(
+                seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+            raise PipelineError(f"{path}: each confirmatory entry needs a profile (a name) and seeds (a list of"
+                                " integers)")
+        entries.append(Confirmatory(entry["profile"], tuple(seeds)))
+    return next((e for e in entries if e.profile == profile), entries[0])
 
 
 def plan_for(plans: Mapping[str, ClaimPlan], claim: str) -> ClaimPlan:
@@ -214,3 +220,31 @@ def threshold(plan: ClaimPlan, key: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise PipelineError(f"paper/{PLAN}: claim {plan.claim!r} needs thresholds.{key} (a number)")
     return float(value)
+
+
+@dataclass(frozen=True)
+class TrainingRule:
+    """What a run must show before its final top-1 is evidence (paper/plan.yaml `training`; `analysis.trained`)."""
+
+    chance_loss_ratio: float = 0.9  #: trained: final training loss below this × ln(classes), a uniform guess's loss
+    plateau_fraction: float = 0.25  #: plateaued: the last fraction of the evaluated epochs adds ...
+    plateau_gain: float = 1.0  #: ... less than this many points of validation top-1
+
+
+def load_training_rule(paper_dir: str | Path) -> TrainingRule:
+    """paper/plan.yaml's `training` entry, checked; the defaults above where the plan names none."""
+    path = Path(paper_dir) / PLAN
+    raw = (yaml.safe_load(path.read_text()) or {}).get("training") if path.is_file() else None
+    if raw is None:
+        return TrainingRule()
+    keys = [f.name for f in dataclasses.fields(TrainingRule)]
+    if not isinstance(raw, dict) or set(raw) - set(keys):
+        raise PipelineError(f"{path}: training takes {', '.join(keys)} (numbers); got {raw!r}")
+    values = {k: raw[k] for k in keys if k in raw}
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values.values()):
+        raise PipelineError(f"{path}: training's {', '.join(values)} must be numbers")
+    rule = TrainingRule(**{k: float(v) for k, v in values.items()})
+    if not (0 < rule.chance_loss_ratio <= 1 and 0 < rule.plateau_fraction < 1 and rule.plateau_gain > 0):
+        raise PipelineError(f"{path}: training needs 0 < chance_loss_ratio <= 1, 0 < plateau_fraction < 1 and"
+                            f" plateau_gain > 0; got {rule}")
+    return rule

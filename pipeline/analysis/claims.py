@@ -145,6 +145,8 @@ class Check:
 
     def evidence(self) -> str:
         e = self.estimate
+        if e.untrained:
+            return f"{self.label}: {e.a} − {e.b}: {NOT_TESTED}, {'; '.join(e.untrained)}"
         if not e.enough:
             return f"{self.short()}: {INCONCLUSIVE} ({self.power_text()})"
         return (f"{self.label}: {e.a} − {e.b} = {num(e.mean, True)} pts, {100 * e.confidence:g}% CI {interval(e)}"
@@ -163,9 +165,13 @@ class Check:
 
 
 def judge(checks: Sequence[Check]) -> None:
-    """Set each check's verdict: supported at its α, contradicted by Holm over its family at family-wise α."""
+    """Set each check's verdict: supported at its α, contradicted by Holm over its family at family-wise α; not
+    tested when an arm it compares did not train (Holm then runs over the rest of its family)."""
     families: dict[str, list[Check]] = {}
     for c in checks:
+        if c.estimate.untrained:  # an arm that never left chance is no evidence either way (`trained`)
+            c.verdict, c.p_holm = NOT_TESTED, math.nan
+            continue
         families.setdefault(c.rule.family, []).append(c)
     for members in families.values():
         alpha = members[0].rule.alpha
@@ -267,12 +273,15 @@ class Evidence:
 
 
 def claim_verdict(checks: list[Check]) -> str:
-    """Contradicted if any comparison is, supported if all are, inconclusive otherwise; not tested without any."""
+    """Contradicted if any comparison is, supported if all are, not tested without any or when one rests on an arm
+    that did not train, inconclusive otherwise."""
     if not checks:
         return NOT_TESTED
     verdicts = {c.verdict for c in checks}
     if CONTRADICTED in verdicts:
         return CONTRADICTED
+    if NOT_TESTED in verdicts:  # a comparison it needs rests on an arm that did not train
+        return NOT_TESTED
     return SUPPORTED if verdicts == {SUPPORTED} else INCONCLUSIVE
 
 
@@ -290,6 +299,10 @@ def summary_line(verdict: str, checks: list[Check], notes: list[str], power: dic
     """One line of evidence for the claims-at-a-glance table: the comparison that decides the verdict."""
     if not checks:
         return notes[0] if notes else ""
+    if verdict == NOT_TESTED:
+        untrained = list(dict.fromkeys(n for c in checks for n in c.estimate.untrained))
+        more = f" ({len(untrained) - 2} more)" if len(untrained) > 2 else ""
+        return f"not tested: {'; '.join(untrained[:2])}{more}"
     if verdict == CONTRADICTED:
         c = min((c for c in checks if c.verdict == CONTRADICTED), key=lambda c: c.p_holm)
         family = sum(x.rule.family == c.rule.family for x in checks)
@@ -760,7 +773,7 @@ def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:
                  else Finding([], ["no check implemented"]))
         judge(found.checks)
         verdict = found.verdict or claim_verdict(found.checks)
-        power = run_power(found.checks)
+        power = run_power(found.checks) if verdict != NOT_TESTED else None
         evidence = [c.evidence() for c in found.checks] + found.notes
         out.append(claim | {"verdict": verdict,
                             "summary": found.summary or summary_line(verdict, found.checks, found.notes, power),

@@ -104,6 +104,8 @@ def plan_diff(old: str | None, new: str | None) -> list[tuple[tuple, str, str]]:
         out.append((every, f"defaults changed ({', '.join(keys)})", _kind(keys)))
     if (a.get("confirmatory") or {}) != (b.get("confirmatory") or {}):
         out.append(((), f"confirmatory seeds set to {b.get('confirmatory')}", DESIGN_KIND))
+    if (a.get("training") or {}) != (b.get("training") or {}):  # what a run must show to be evidence: every claim
+        out.append((every, f"training rule set to {b.get('training')}", VERDICT_KIND))
     raw_a, raw_b = _sections(old), _sections(new)
     for claim in every:
         ea, eb = claims_a.get(claim, claims_a.get(int(claim)) if claim.isdigit() else None), claims_b.get(
@@ -279,13 +281,21 @@ def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], r
             "first_results": {k: {"date": d, "commit": c} for k, (d, c) in first.items()}}
 
 
+def names(plan: Mapping, profile: str, seeds: list[int]) -> bool:
+    """Whether a version of plan.yaml names `seeds` as `profile`'s confirmatory seeds (one entry or a list)."""
+    raw = plan.get("confirmatory") or []
+    return any(isinstance(e, dict) and e.get("profile") == profile and sorted(e.get("seeds") or []) == seeds
+               for e in (raw if isinstance(raw, list) else [raw]))
+
+
 def confirmatory_status(root: str | Path, seeds: Iterable[int], profile: str, run_profile: str,
                         run_seed_lists: Mapping[str, Iterable[int]]) -> dict:
     """Whether this run is the plan's confirmatory one: its profile and every seed list are the plan's, and no earlier
     version of params.yaml or a profile listed those seeds."""
     root, seeds = Path(root), sorted(seeds)
-    named = next((date for commit, date in commits(root, PLAN_FILE)
-                  if "confirmatory" in _load(show(root, commit, PLAN_FILE))), None)
+    plans = [(date, _load(show(root, commit, PLAN_FILE))) for commit, date in commits(root, PLAN_FILE)]
+    named = next((date for date, plan in plans if names(plan, profile, seeds)),  # else: when any were named
+                 next((date for date, plan in plans if "confirmatory" in plan), None))
     earlier = sorted(seeds_used(root, named) & set(seeds)) if named else []
     lists = [sorted(v) for v in run_seed_lists.values() if v]
     holds = run_profile == profile and bool(lists) and all(v == seeds for v in lists) and not earlier

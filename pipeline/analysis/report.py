@@ -108,10 +108,14 @@ def level(inp: ReportInputs) -> str:
 # --- page 1 ------------------------------------------------------------------------------------------------------
 
 def answer(comparisons: list[dict]) -> str:
-    """Yes / No / Not clearly / Cannot tell yet, for one (dataset, variant)'s comparisons."""
+    """Yes / No / Not clearly / Cannot tell yet / Not tested (an arm did not train), for one (dataset, variant)'s
+    comparisons."""
     verdicts = [c["verdict"] for c in comparisons]
     if any(c["n"] < 2 for c in comparisons):
         return "Cannot tell yet (fewer than 2 seed pairs)"
+    untrained = list(dict.fromkeys(n for c in comparisons for n in c.get("untrained") or []))
+    if untrained:
+        return f"Not tested: {'; '.join(untrained)}"
     if all(v == "supported" for v in verdicts):
         return "Yes"
     if any(v == "contradicted" for v in verdicts):
@@ -122,6 +126,8 @@ def answer(comparisons: list[dict]) -> str:
 def _versus(c: dict) -> str:
     """'impulse − mimetic +10.37 pts [+8.23, +12.50], supported'."""
     diff = f"{c['a']} − {c['b']} {num(c['mean'], True)} pts"
+    if c.get("b_rising"):
+        diff += f" ({c['b']} {c['b_rising']})"
     if c["low"] is None:
         return f"{diff} from {c['n']} seed pair(s), too few for an interval"
     return f"{diff} [{num(c['low'], True)}, {num(c['high'], True)}], {c['verdict']}"
@@ -144,8 +150,9 @@ def answer_lines(inp: ReportInputs) -> list[str]:
         a = comps[0]
         std = f" ± {num(a['a_std'])}" if a["a_std"] is not None else ""
         where = f"{dataset}, {variant}" if several else dataset
+        rising = f", {a['a_rising']}" if a.get("a_rising") else ""
         lines.append(f"**{where}: {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}{std} % {final(comps)}"
-                     f" (n = {a['a_n']} seeds); " + "; ".join(map(_versus, comps)) + ".")
+                     f" (n = {a['a_n']} seeds{rising}); " + "; ".join(map(_versus, comps)) + ".")
     return lines
 
 

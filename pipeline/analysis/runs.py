@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline.analysis.trained import untrained_note
 from pipeline.errors import PipelineError
 from pipeline.experiments import CellStage, stages
 from pipeline.experiments.ci import MODEL3
@@ -29,7 +30,8 @@ RESULTS = Path("results")
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "world_size", "git_rev",
-              "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest")
+              "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest", "amp_dtype",
+              "data_path")
 #: how a timm model name maps to a family (for an attention record, which names its model only)
 FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
@@ -130,9 +132,11 @@ def at_epoch(history: list[dict], epoch: int, key: str) -> float:
 
 class SeedScores(dict):
     """{seed: a run's scores} of one run group, naming the group (`unit`), so the claim-level power knows which
-    comparisons share one (`stats.terms_of`)."""
+    comparisons share one (`stats.terms_of`), and saying which of its runs did not train (`untrained`,
+    `pipeline.analysis.trained`), so a comparison resting on them is not taken as evidence."""
 
     unit: str
+    untrained: tuple = ()
 
 
 def _matched(runs: pd.DataFrame, match: dict) -> pd.DataFrame:
@@ -142,16 +146,19 @@ def _matched(runs: pd.DataFrame, match: dict) -> pd.DataFrame:
     return runs[np.logical_and.reduce([runs[column].to_numpy() == value for column, value in match.items()])]
 
 
-def _named(values: dict, rows: pd.DataFrame) -> SeedScores:
+def _named(values: dict, rows: pd.DataFrame, match: dict) -> SeedScores:
     out = SeedScores(values)
     out.unit = f"{rows.attrs.get('unit', '')}:{','.join(map(str, sorted(rows.index)))}"
+    where = sorted(match, key=lambda k: (k not in ("dataset", "variant"), k != "dataset"))  # where, then which arm
+    out.untrained = untrained_note(rows, ", ".join(str(match[k]) for k in where) or "a run")
     return out
 
 
 def per_seed(runs: pd.DataFrame, metric: str = "top1", scale: float = 100.0, **match) -> SeedScores:
     """{seed: metric × scale} of the runs whose columns equal `match` (default: final top-1 in percent)."""
     rows = _matched(runs, match)
-    return _named({int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}, rows)
+    return _named({int(s): float(v) * scale for s, v in zip(rows["seed"], rows[metric]) if v is not None}, rows,
+                  match)
 
 
 def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
@@ -160,7 +167,7 @@ def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
     rows = _matched(runs, match)
     correct = rows["correct"] if "correct" in rows else [None] * len(rows)
     return _named({int(s): c if c is not None else 100.0 * float(v)
-                   for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows)
+                   for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows, match)
 
 
 def convergence_columns(runs: pd.DataFrame, epochs: Sequence[int]) -> pd.DataFrame:

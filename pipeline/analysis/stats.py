@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -76,6 +76,7 @@ class Estimate:
     per_seed: tuple = ()  #: paired / seeds: each seed's difference (points), in the order of `seeds`
     runs: tuple = ()  #: Welch: (a's runs, b's runs) in points
     terms: tuple = ()  #: ((run group, weight), ...) of the contrast when the inputs name their groups
+    untrained: tuple = ()  #: the inputs' runs that did not train (`runs.SeedScores`): no evidence while non-empty
 
     @property
     def enough(self) -> bool:
@@ -116,7 +117,8 @@ class Estimate:
             "seeds": list(self.seeds), "seed_sds": [None if math.isnan(s) else s for s in self.seed_sds],
             "interaction_sds": [None if math.isnan(s) else s for s in self.interaction_sds],
             "std": None if math.isnan(self.std) else self.std, "per_seed": list(self.per_seed),
-            "runs": [list(r) for r in self.runs], "terms": [list(t) for t in self.terms]}
+            "runs": [list(r) for r in self.runs], "terms": [list(t) for t in self.terms],
+            "untrained": list(self.untrained)}
 
 
 def satterthwaite(variances: Sequence[float], dfs: Sequence[float]) -> float:
@@ -165,6 +167,11 @@ def terms_of(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float]) -> 
     return () if any(u is None for u in units) else tuple((u, float(w)) for u, w in zip(units, weights))
 
 
+def untrained_of(arms: Sequence[Mapping[int, Scores]]) -> tuple:
+    """What the inputs say of their runs that did not train (`runs.SeedScores.untrained`), each once."""
+    return tuple(dict.fromkeys(note for a in arms for note in getattr(a, "untrained", ())))
+
+
 def crossed(x: np.ndarray, confidence: float, labels: tuple[str, str], seeds: tuple = (),
             terms: tuple = ()) -> Estimate:
     """The paired estimate from x: seeds × images (per-image differences, points) or seeds (module docstring)."""
@@ -200,7 +207,7 @@ def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[floa
         x = sum(w * m for w, m in zip(weights, matrices))
     else:
         x = np.asarray([sum(w * _value(p[j]) for w, p in zip(weights, per_arm)) for j in range(len(seeds))])
-    return crossed(x, confidence, labels, seeds, terms_of(arms, weights))
+    return replace(crossed(x, confidence, labels, seeds, terms_of(arms, weights)), untrained=untrained_of(arms))
 
 
 def paired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confidence: float,
@@ -218,9 +225,10 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     na, nb = len(va), len(vb)
     mean = float(va.mean() - vb.mean()) if na and nb else math.nan
     values, groups = (tuple(map(float, va)), tuple(map(float, vb))), terms_of([a, b], [1.0, -1.0])
+    untrained = untrained_of([a, b])
     if min(na, nb) < 2:
         return Estimate(*labels, WELCH, na, nb, 0, mean, math.nan, math.nan, math.nan, math.nan, confidence,
-                        (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups)
+                        (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups, untrained)
     ma, mb = (_matrix(runs_a), _matrix(runs_b)) if images else (None, None)
     n_images = ma.shape[1] if ma is not None and mb is not None and ma.shape[1] == mb.shape[1] else 0
     sa, sb = float(va.std(ddof=1)), float(vb.std(ddof=1))
@@ -232,7 +240,8 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     residual = (interaction_var(ma), interaction_var(mb)) if n_images else (0.0, 0.0)
     own = max(0.0, image_var - residual[0] / na - residual[1] / nb)
     return Estimate(*labels, WELCH, na, nb, n_images, mean, se, df, low, high, confidence, (sa, sb),
-                    math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), (), (), values, groups)
+                    math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), (), (), values, groups,
+                    untrained)
 
 
 @dataclass(frozen=True)

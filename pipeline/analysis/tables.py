@@ -662,3 +662,45 @@ def ci_fit_table(ci: pd.DataFrame, setting: str, reference: Sequence[dict]) -> T
                  " come from bench/ci_fit.yaml (`python bench/bench_ci_fit.py --yaml bench/ci_fit.yaml`).",
                  ["Source", "Geometry and fit", "Layer fits", "MSE", "Target mass", "Peak"], rows,
                  pd.DataFrame(data), section="ci_alpha")
+
+
+#: the columns that name a run group in the analysis frames (the seed apart), in the order the table shows them
+GROUP_COLUMNS = ("dataset", "variant", "config", "alpha", "arm", "qk", "value", "form", "cell", "source")
+FRAME_NAMES = {"vit": "ViT grid", "filters": "filter study", "ci": "[CI] α grid", "m3": "[CI] Tables 1-2",
+               "configs": "training configurations", "sia": "[SIA] ablations", "weight_selection": "weight selection"}
+
+
+def training_table(frames: dict[str, pd.DataFrame], rule) -> Table | None:
+    """Were the runs trained? Per run group (every seed of one cell of a frame): the final training loss against a
+    uniform guess's ln(classes), the validation top-1 the last epochs added, and how many runs trained and reached a
+    plateau by paper/plan.yaml `training` (`pipeline.analysis.trained`)."""
+    rows, data = [], []
+    for name, frame in frames.items():
+        if frame.empty or "status" not in frame.columns:
+            continue
+        keys = [c for c in GROUP_COLUMNS if c in frame.columns]
+        for values, group in frame.groupby(keys, sort=False, dropna=False):
+            values = values if isinstance(values, tuple) else (values,)
+            label = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            ratio, gain = group["loss_ratio"].astype(float), group["plateau_gain"].astype(float)
+            counts = group["status"].value_counts()
+            status = "; ".join(f"{counts[s]} {s}" for s in ("plateaued", "still rising", "did not train", "unknown")
+                               if s in counts)
+            loss = f"{num(group['train_loss'].mean())} / {num(group['chance_loss'].iloc[0])}"
+            rows.append([FRAME_NAMES.get(name, name), label, str(len(group)), loss,
+                         num(gain.mean(), True) if gain.notna().any() else NA, status])
+            data.append({"frame": name, "group": label, "n": len(group), "train_loss": group["train_loss"].mean(),
+                         "chance_loss": group["chance_loss"].iloc[0], "loss_ratio": ratio.mean(),
+                         "plateau_gain": gain.mean(), **{s.replace(" ", "_"): int(counts.get(s, 0)) for s in
+                                                         ("plateaued", "still rising", "did not train", "unknown")}})
+    if not rows:
+        return None
+    caption = (f"Each run group's mean final training loss against ln(classes), the loss of a uniform guess: a run"
+               f" trained when its loss is below {rule.chance_loss_ratio:g} × that (else its comparisons are not"
+               f" tested); the validation top-1 (points) its last {100 * rule.plateau_fraction:g}% of evaluated epochs"
+               f" added over its best before them: it plateaued below {rule.plateau_gain:g} point(s), else it is"
+               " still rising and its numbers are labelled so (paper/plan.yaml `training`). The learning curves are"
+               " in the figures.")
+    return Table("training", "Were the runs trained?", caption,
+                 ["Study", "Run group", "Runs", "Train loss / chance", "Last epochs' gain (pts)", "Status"], rows,
+                 pd.DataFrame(data))

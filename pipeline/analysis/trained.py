@@ -1,0 +1,83 @@
+"""Were the runs trained? Each run's training status, from its metrics.json history, by paper/plan.yaml `training`.
+
+A run *trained* when its final training loss is below `chance_loss_ratio` × ln(classes): ln(classes) is what a model
+that predicts every class alike pays on any target, one-hot, smoothed or mixed, so a loss near it means the run never
+left chance (a digits arm at 2.26 against 2.30 did not). A comparison resting on such a run is no evidence: its claim
+says "not tested" and why (`pipeline.analysis.claims`). A trained run *plateaued* when the last `plateau_fraction` of
+its evaluated epochs added less than `plateau_gain` points of validation top-1 over its best before them; one that had
+not is labelled "still rising" beside its numbers, its top-1 measuring a point on the way, not a trained model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from pipeline.analysis.analysis_plan import TrainingRule
+from pipeline.data.registry import DATASETS
+
+#: the columns `annotate` adds to a frame
+COLUMNS = ("chance_loss", "loss_ratio", "trained", "plateau_gain", "plateaued", "status")
+TRAINED, RISING, UNTRAINED, UNKNOWN = "plateaued", "still rising", "did not train", "unknown"
+
+
+def plateau_gain(history: Sequence[dict], fraction: float) -> float:
+    """Points of validation top-1 the last `fraction` of the evaluated epochs added over the best before them; NaN
+    with fewer than two evaluated epochs."""
+    scores = [100.0 * float(r["val_top1"]) for r in history if r.get("val_top1") is not None]
+    if len(scores) < 2:
+        return math.nan
+    tail = max(1, math.ceil(fraction * len(scores)))
+    head = scores[:-tail] or scores[:1]
+    return max(scores[-tail:]) - max(head)
+
+
+def status(history: Sequence[dict], train_loss: float, classes: int, rule: TrainingRule) -> dict:
+    """One run's training status (the COLUMNS); `unknown` where its dataset's classes or its loss are not known."""
+    chance = math.log(classes) if classes and classes > 1 else math.nan
+    ratio = float(train_loss) / chance if math.isfinite(chance) and train_loss is not None else math.nan
+    gain = plateau_gain(history, rule.plateau_fraction)
+    if not math.isfinite(ratio):
+        return {"chance_loss": chance, "loss_ratio": ratio, "trained": True, "plateau_gain": gain,
+                "plateaued": not gain >= rule.plateau_gain, "status": UNKNOWN}
+    trained = ratio < rule.chance_loss_ratio
+    plateaued = trained and not gain >= rule.plateau_gain  # NaN (one evaluation): nothing says it still rose
+    return {"chance_loss": chance, "loss_ratio": ratio, "trained": trained, "plateau_gain": gain,
+            "plateaued": plateaued, "status": UNTRAINED if not trained else TRAINED if plateaued else RISING}
+
+
+def classes_of(dataset) -> int:
+    """A dataset's number of classes from the registry; 0 when unknown (a user folder reads its own)."""
+    entry = DATASETS.get(str(dataset)) if isinstance(dataset, str) else None
+    return entry.num_classes if entry is not None else 0
+
+
+def annotate(frame: pd.DataFrame, rule: TrainingRule, dataset: str = "") -> pd.DataFrame:
+    """`frame` with each run's training status (COLUMNS); `dataset` stands in where the frame has no such column."""
+    if frame.empty:
+        return frame.assign(**{c: pd.Series(dtype=object) for c in COLUMNS})
+    datasets = frame["dataset"] if "dataset" in frame.columns else pd.Series(dataset, index=frame.index)
+    rows = [status(h if isinstance(h, list) else [], loss if pd.notna(loss) else None, classes_of(d), rule)
+            for h, loss, d in zip(frame["history"], frame["train_loss"], datasets)]
+    return frame.assign(**{c: [r[c] for r in rows] for c in COLUMNS})
+
+
+def untrained_note(rows: pd.DataFrame, label: str) -> tuple[str, ...]:
+    """('<label> did not train (k of n seeds; train loss x, chance y)',) when any of `rows` did not train; () else."""
+    if "trained" not in rows.columns or rows.empty:
+        return ()
+    bad = rows[rows["trained"] == False]  # noqa: E712 (a column of Python bools)
+    if bad.empty:
+        return ()
+    return (f"{label} did not train ({len(bad)} of {len(rows)} seed(s); train loss {bad['train_loss'].mean():.2f},"
+            f" chance {bad['chance_loss'].iloc[0]:.2f})",)
+
+
+def rising_label(rows: pd.DataFrame) -> str:
+    """'still rising' (with the count) when some trained runs of `rows` had not plateaued; '' else."""
+    if "status" not in rows.columns or rows.empty:
+        return ""
+    rising = int((rows["status"] == RISING).sum())
+    return "" if not rising else "still rising" + ("" if rising == len(rows) else f" ({rising} of {len(rows)})")
