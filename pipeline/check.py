@@ -181,10 +181,57 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     return lines + slurm_lines(params, cells)
 
 
+#: the images per GPU the GPU check measures its throughput at (bench/gpu_check.py; bench/throughput.yaml's GPU rows)
+MEASURED_BATCH = 512
+
+
+def parallel_lines(params: Params) -> list[str]:
+    """The batch each process trains when a cell is split over processes (resources.nproc x nnodes), and a warning
+    where that share is below the GPU check's: a small share leaves the step host-bound, so one cell on 8 GPUs runs
+    slower than 8 cells side by side (docs/gpus.md: 64 per H200 at 2-3k images/s against 16k at 512)."""
+    ranks, batch = params.resources.ranks, params.train.batch_size
+    if ranks <= 1:
+        return []
+    share = batch // ranks
+    line = f"per-process batch: train.batch_size {batch} over {ranks} processes = {share} per GPU"
+    if share >= MEASURED_BATCH:
+        return [line]
+    return [line, f"warning: {share} images per GPU is below the {MEASURED_BATCH} the throughput figures are measured"
+                  f" at: the step is host-bound there and one cell on {ranks} GPUs trains slower than {ranks} cells"
+                  f" side by side; for a grid, set resources.nproc: 1 (`python -m pipeline repro` then runs one cell"
+                  " per GPU at once; docs/gpus.md)"]
+
+
+def throughput_devices() -> list[str]:
+    """The devices bench/throughput.yaml has figures for (what `check --device` can estimate on)."""
+    table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
+    return sorted({row["device"] for row in table})
+
+
 def check_devices(params: Params) -> None:
-    """CUDA asked for where it cannot run, or more GPUs than this machine has: stop before any stage runs."""
+    """CUDA asked for where it cannot run, or more GPUs than this machine has: stop before any stage runs, saying how
+    to plan the GPU time here all the same (`--device`)."""
     res = params.resources
-    require_devices(res.nproc, res.device, visible_devices())
+    try:
+        require_devices(res.nproc, res.device, visible_devices())
+    except PipelineError as exc:
+        cards = ", ".join(d for d in throughput_devices() if not d.startswith("cpu"))
+        raise PipelineError(f"{exc}; to plan the GPU time on this machine: python -m pipeline check --device <card>"
+                            f" ({cards})") from None
+
+
+def device_lines(params: Params, device: str | None) -> list[str]:
+    """`--device`: the card must have figures in bench/throughput.yaml; a line saying the estimate is for it and that
+    training needs one where the params ask for CUDA."""
+    if device is None:
+        return []
+    known = throughput_devices()
+    if not any(device.lower() in d.lower() or d.lower() in device.lower() for d in known):
+        raise PipelineError(f"--device {device!r}: bench/throughput.yaml has no figures for it ({', '.join(known)});"
+                            " measure it there with `make bench-gpu` (bench/gpu_check.py), or name one of these")
+    needs = "training needs one (resources.device: cuda)" if params.resources.device == "cuda" else (
+        "training runs where `python -m pipeline repro` finds one")
+    return [f"planned for {params.resources.ranks} x {device} per cell, without using one here: {needs}"]
 
 
 def planned_meta(params: Params, dataset: str) -> DatasetMeta:
@@ -230,6 +277,33 @@ def train_images(dataset: str, train_subset: int) -> int | None:
     fetched)."""
     size = DATASETS[dataset].train_size
     return min(s for s in (size, train_subset) if s) if (size or train_subset) else None
+
+
+def data_lines(params: Params) -> list[str]:
+    """Warnings on the data each planned cell reads: a training subset larger than the split (every seed then trains
+    on the same images) and a validation subset that is the whole test split (the curves, the best epoch and the
+    plateau are then read on the images that test)."""
+    used: dict[str, set] = {}
+    for stage in stages():
+        for cell in stage.cells(params):
+            config = stage.resolve(params, cell)
+            data = config.get("data") or {}
+            if config.get("dataset") in DATASETS and data:
+                used.setdefault(config["dataset"], set()).add((data["train_subset"], data["val_subset"]))
+    lines, whole = [], []
+    for dataset, subsets in used.items():
+        info = DATASETS[dataset]
+        for train, val in sorted(subsets):
+            if info.train_size and train >= info.train_size:
+                lines.append(f"warning: {dataset}: data.train_subset {train} >= its {info.train_size:,} training"
+                             f" images: every seed trains on all {info.train_size:,}, the same images (the seeds"
+                             " differ in init, order and augmentation only)")
+            if info.eval_size and (not val or val >= info.eval_size):
+                whole.append(f"{dataset} ({info.eval_size:,})")
+    if whole:
+        lines.append(f"warning: the validation subset (data.val_subset) is the whole test split of {', '.join(whole)}:"
+                     " the learning curves, best epoch and plateau are read on the images that test")
+    return lines
 
 
 def check_builds(params: Params) -> int:
@@ -390,6 +464,7 @@ def cell_counts(params: Params) -> list[str]:
 
 
 def main(params: Params, args) -> int:
+    planned = device_lines(params, args.device)
     built = validate(params, devices=args.device is None)
     print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
@@ -398,6 +473,8 @@ def main(params: Params, args) -> int:
     for line in counts:
         print(line)
     for line in weight_selection_lines(params):
+        print(line)
+    for line in planned + data_lines(params) + parallel_lines(params):
         print(line)
     for line in estimate_lines(params, args.device):
         print(line)

@@ -248,7 +248,8 @@ FREE_FORM = {"models.vit.extra", "models.vit.init_options", "weight_selection.te
              "weight_selection.pretrain", "weight_selection.finetune", "train_configs", "weight_selection.teachers",
              "timm", "random"}
 #: free text: any value of the right type is valid (a name shown in the report, a path, a host:port)
-FREE_TEXT = {"profile", "report.title", "resources.rdzv_endpoint", "resources.rdzv_id", "data.root",
+FREE_TEXT = {"profile", "report.title", "resources.rdzv_endpoint", "resources.rdzv_id", "resources.compile_cache",
+             "data.root",
              "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path", "slurm.partition",
              "slurm.account", "models.vit.name", "weight_selection.teacher.name"}
 
@@ -334,3 +335,20 @@ def test_a_profile_applies_without_dvc_or_ruamel(repo_root, params_file, monkeyp
     apply_profile("paper-small", params_file)
     assert typed(yaml_load_pyyaml(params_file.read_text())) == typed(expected)
     assert "without its comments" in capsys.readouterr().out
+
+
+def test_a_dataset_whose_label_a_mirror_changes_trains_without_flips(params_file):
+    """digits' cells resolve hflip 0 (a mirrored 2 is no 2), Fashion-MNIST's keep the recipe's; every stage that
+    trains on a dataset reads its recipe so (`experiments.train_section`)."""
+    from pipeline.resolve import resolved
+
+    params = load_params(params_file, ["datasets=[fashion_mnist, digits]", "weight_selection.datasets=[digits]",
+                                       "weight_selection.teachers={t: {arm: impulse, train_size: 100}}"])
+    flips = {name: cfg["train"]["hflip"] for name, cfg in resolved(params).items()
+             if cfg.get("dataset") in ("digits", "fashion_mnist") and "train" in cfg}
+    assert params.train.hflip == 0.5
+    on = {n: f for n, f in flips.items() if "digits" in n}
+    assert on and set(on.values()) == {0.0}, flips
+    assert {f for n, f in flips.items() if n.startswith("train/fashion_mnist")} == {0.5}
+    assert any(n.startswith("select_finetune/digits") for n in on)
+    assert any(n.startswith("ws_scratch/digits") for n in on)

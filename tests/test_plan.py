@@ -134,3 +134,26 @@ def test_a_declared_experiment_is_costed_without_touching_check(params_file, mon
     theirs = [line for line in lines if line.startswith("compute estimate of train cells, variant vit on")]
     assert len(ours) == 1 and ours[0].split(" at ")[1] == theirs[0].split(" at ")[1]
     assert lines[-2] == "  total: 0.7 hours on a cpu-2core CPU"  # twice the train grid's 0.33 h
+
+
+def test_check_warns_when_a_subset_is_the_whole_split(params_file):
+    """digits has 1,347 training and 450 test images: a 2,000-image subset is every image for every seed, and a
+    1,000-image validation subset is the whole test split; Fashion-MNIST's are true subsets."""
+    from pipeline.check import data_lines
+
+    lines = data_lines(load_params(params_file, ["datasets=[fashion_mnist, digits]", "data.train_subset=2000"]))
+    assert len(lines) == 2 and lines[0].startswith("warning: digits: data.train_subset 2000")
+    assert "every seed trains on all 1,347" in lines[0]
+    assert lines[1].startswith("warning: the validation subset (data.val_subset) is the whole test split of digits"
+                               " (450):")
+    assert data_lines(load_params(params_file, [])) == []
+
+
+def test_check_prints_the_per_gpu_batch_and_warns_below_the_measured_one(params_file):
+    from pipeline.check import parallel_lines
+
+    assert parallel_lines(load_params(params_file, [])) == []
+    eight = parallel_lines(load_params(params_file, ["train.batch_size=512", "resources.nproc=8"]))
+    assert eight[0] == "per-process batch: train.batch_size 512 over 8 processes = 64 per GPU"
+    assert eight[1].startswith("warning: 64 images per GPU is below the 512") and "set resources.nproc: 1" in eight[1]
+    assert len(parallel_lines(load_params(params_file, ["train.batch_size=4096", "resources.nproc=8"]))) == 1

@@ -39,6 +39,7 @@ class DatasetInfo:
     licence: str
     in_memory: bool  #: small enough (<= 100k images of <= 96 px) to train from a uint8 tensor in memory
     homepage: str  #: where a person gets the data by hand
+    mirror_safe: bool = True  #: a horizontal flip keeps the label (not for digits: a mirrored 2 is no 2)
 
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -52,7 +53,7 @@ DATASETS: dict[str, DatasetInfo] = {
             "digits", "sklearn:load_digits", 10, 1, 8, "train", "val", 1347, 450,
             (0.3053,), (0.3758,), "Alpaydin, Kaynak 1998, Optical Recognition of Handwritten Digits, UCI ML "
             "Repository (the 1,797-image test set, as scikit-learn's load_digits ships it)", "CC BY 4.0", True,
-            "https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits"),
+            "https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits", mirror_safe=False),
         DatasetInfo(
             "cifar10", "torchvision:CIFAR10", 10, 3, 32, "train", "test", 50000, 10000,
             (0.4914, 0.4822, 0.4465), (0.2471, 0.2435, 0.2616), CIFAR_CITATION, "unspecified", True,

@@ -130,6 +130,18 @@ def data_section(params, dataset: str, train_subset: int | None = None) -> dict:
             "normalization": params.data.normalization, "mean": list(mean), "std": list(std)}
 
 
+def train_section(recipe, dataset: str) -> dict:
+    """A recipe as a cell on `dataset` reads it: without horizontal flips where a mirror changes the label (digits:
+    a mirrored 2 or 5 is another class; `DatasetInfo.mirror_safe`), whatever `hflip` says."""
+    from pipeline.data.registry import DATASETS
+
+    train = dataclasses.asdict(recipe)
+    info = DATASETS.get(dataset)
+    if info is not None and not info.mirror_safe and train.get("hflip"):
+        train["hflip"] = 0.0
+    return train
+
+
 def model_section(model) -> dict:
     """A `models` section as a cell reads it: without `init_options`, which reach it through its arm's `init`."""
     return {k: v for k, v in dataclasses.asdict(model).items() if k != "init_options"}

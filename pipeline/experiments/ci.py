@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section
+from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, train_section
 from pipeline.vocabulary import SENSITIVITY_ARM
 
 #: Model III's form among [CI] Table 1's columns: its rows and the other forms' share one analysis frame
@@ -22,7 +22,8 @@ def cell_config(params, grid, recipe, cell: dict, variant: str, arm: str, attent
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arm": arm,
             "model": dataclasses.asdict(grid.model), "attention": attention,
             "impulse_fit": dataclasses.asdict(grid.impulse_fit) if arm == "impulse" else None,
-            "train": dataclasses.asdict(recipe), "data": data_section(params, cell["dataset"]), "labels": labels}
+            "train": train_section(recipe, cell["dataset"]), "data": data_section(params, cell["dataset"]),
+            "labels": labels}
 
 
 def alpha_cell(params, cell: dict) -> dict:

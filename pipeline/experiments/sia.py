@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, model_section
+from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, model_section, train_section
 from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
@@ -30,7 +30,7 @@ def cell_config(params, cell: dict, sia_cell: SiaCell) -> dict:
            "shared": sia_cell.shared} if sia_cell.fit else {"fit": None}
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arch": sia_cell.arch,
             "arm": arm, "model": sia_model(params.models[variant], sia_cell.arch),
-            "init": params.method_options(arm, variant), **fit, "train": dataclasses.asdict(params.train),
+            "init": params.method_options(arm, variant), **fit, "train": train_section(params.train, cell["dataset"]),
             "data": data_section(params, cell["dataset"]), "labels": labels}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section
+from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section, train_section
 
 TEACHER_SEED = 0  #: one teacher per name
 #: the `source` of a row trained from scratch in the weight-selection frame: SCRATCH + its arm ('scratch:default')
@@ -32,14 +32,16 @@ def finetune_config(params, cell: dict) -> dict:
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": ws.student,
             "teacher": {"name": name, "arm": teacher.arm, "train_size": teacher.train_size},
             "model": model_section(params.models[ws.student]),
-            "train": dataclasses.asdict(params.ws_finetune_recipe), "data": data_section(params, cell["dataset"])}
+            "train": train_section(params.ws_finetune_recipe, cell["dataset"]),
+            "data": data_section(params, cell["dataset"])}
 
 
 def scratch_config(params, cell: dict) -> dict:
     ws, arm = params.weight_selection, cell["arm"]
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": ws.student, "arm": arm,
             "model": model_section(params.models[ws.student]), "init": params.method_options(arm, ws.student),
-            "train": dataclasses.asdict(params.ws_finetune_recipe), "data": data_section(params, cell["dataset"]),
+            "train": train_section(params.ws_finetune_recipe, cell["dataset"]),
+            "data": data_section(params, cell["dataset"]),
             "labels": {"arm": arm}}
 
 
