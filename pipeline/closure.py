@@ -1,6 +1,11 @@
 """The files of `pipeline/` a module loads: its static import closure, read from the source (every `import`,
 inside functions too). One fact for three users: a stage's code deps in dvc.yaml, a training cell's code stamp
-(configs/code/<module>.json, which the cell depends on) and the code part of a checkpoint's key."""
+(configs/code/<module>.json, which the cell depends on) and the code part of a checkpoint's key.
+
+A file's digest in a stamp is of its behaviour, not its text (`source_digest`): the source parsed, its docstrings
+dropped and written back by `ast.unparse`, so a comment, a docstring or a reformatting re-runs no cell while any
+changed name, value or statement does. `ast.unparse`'s spelling can change between Python minor versions, which
+then re-runs the cells once (a new Python may compute other numbers anyway)."""
 
 from __future__ import annotations
 
@@ -61,7 +66,27 @@ def closure(*modules: str) -> frozenset[Path]:
     return frozenset(seen)
 
 
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def source_digest(text: str) -> str:
+    """sha256 of Python source without its comments, docstrings and layout (the module docstring says why)."""
+    return hashlib.sha256(ast.unparse(_without_docstrings(ast.parse(text))).encode()).hexdigest()
+
+
+@cache
+def _file_digest(path: Path) -> str:
+    return source_digest(path.read_text())
+
+
 def file_digests(module: str) -> dict[str, str]:
-    """{path from the repository root: sha256 of its bytes} for every file of `module`'s closure, sorted by path."""
+    """{path from the repository root: `source_digest` of it} for every file of `module`'s closure, sorted by path."""
     files = {f.relative_to(ROOT).as_posix(): f for f in closure(module)}
-    return {name: hashlib.sha256(files[name].read_bytes()).hexdigest() for name in sorted(files)}
+    return {name: _file_digest(files[name]) for name in sorted(files)}

@@ -101,9 +101,16 @@ def test_a_new_experiments_section_adds_cells_and_leaves_the_others_up_to_date(b
 
 
 @pytest.mark.slow
-def test_an_edit_of_the_engine_re_runs_every_training_cell(built):
-    with open(built / "pipeline" / "training" / "engine.py", "a") as f:
-        f.write("\n# an edit\n")
+def test_a_comment_or_docstring_in_the_engine_re_runs_nothing_and_a_changed_constant_every_cell(built):
+    """The code stamp digests behaviour (`closure.source_digest`), not text: the engine's comments and docstrings
+    can change without re-training the grid; any change of what it runs re-trains every cell it runs in."""
+    engine = built / "pipeline" / "training" / "engine.py"
+    text = engine.read_text()
+    doc = text.split('"""', 2)[1]
+    engine.write_text(text.replace(doc, doc + " A docstring edit.", 1) + "\n# a comment\n")
+    assert stale_cells(built) == set()
+    with open(engine, "a") as f:
+        f.write("\nA_CONSTANT = 1\n")
     every = {"train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-default-0",
              "train@fashion_mnist-vit-mimetic-0", "filter_study@learned-0", "filter_gaussian@1.0-4-0"}
     dry = sh(built, "python", "-m", "pipeline", "repro", "--dry")  # before the configs stage writes the stamps
