@@ -290,7 +290,7 @@ class Resources:
     nnodes: int = 1
     rdzv_endpoint: str = ""  #: host:port of the c10d rendezvous for multi-node runs
     rdzv_id: str = ""  #: c10d rendezvous id; '' = derived from the run's command, so concurrent runs never meet
-    threads: int = 1  #: torch threads per process on CPU
+    threads: int = 1  #: torch threads per process (on a GPU: its host work and compile workers)
     workers: int = 0  #: data-loader workers per process (persistent; each image's draws are seeded by its place)
     compile: bool = False  #: torch.compile (inductor; on CPU it needs a C++ compiler)
     channels_last: bool = False
@@ -298,6 +298,11 @@ class Resources:
     #: keep a dataset stored as tensors on the device and augment whole batches there (`pipeline.data.load.device`);
     #: 'auto': on a GPU when it fits; true also on CPU; false: DataLoader
     data_on_device: Literal["auto", True, False] = "auto"
+    #: torch's fused Adam/AdamW kernel: one launch per step instead of foreach's hundreds (the same update to rounding)
+    fused_optimizer: bool = False
+    #: torch.compile's cache folder ('' = inductor's default, node-local): a path every cell shares (the project's, or
+    #: the cluster's shared storage) compiles each distinct cell once instead of once per node
+    compile_cache: str = ""
     #: minutes of training between resume checkpoints (written at an epoch's end); 0: after every epoch. SIGUSR1
     #: asks for one at the current epoch's end, SIGTERM for one and a stop (a cluster's time limit or preemption)
     checkpoint_minutes: float = 0.0

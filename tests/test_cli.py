@@ -43,6 +43,29 @@ def test_every_profile_applies_and_validates(params_file, name):
     assert text != before
 
 
+@pytest.mark.parametrize("name", available())
+def test_a_gpu_profile_pins_its_precision_and_data_path(params_file, name):
+    """`auto` would decide both per cell (per GPU kind, per free memory): a GPU profile names them, so every cell of
+    a table computes alike (aggregate refuses one that does not)."""
+    params = apply_profile(name, params_file)
+    if params.resources.device != "cuda":
+        return
+    assert params.resources.data_on_device in (True, False)
+    recipes = [params.train, params.filter_recipe, *params.config_recipes.values()]
+    assert all(r.amp in ("bf16", "fp16", "off") for r in recipes), [r.amp for r in recipes]
+
+
+def test_planning_gpu_time_on_a_laptop(params_file, monkeypatch, capsys):
+    """Without a GPU, a CUDA profile's `check` stops, naming `--device`; with a card that has figures it plans."""
+    monkeypatch.setenv("PIPELINE_DEVICES", "")
+    assert main(["--params", str(params_file), "--set", "resources.device=cuda", "check"]) == 2
+    assert "to plan the GPU time on this machine: python -m pipeline check --device <card>" in capsys.readouterr().err
+    assert main(["--params", str(params_file), "--set", "resources.device=cuda", "check", "--device", "H200"]) == 0
+    assert "planned for 1 x H200 per cell, without using one here: training needs one" in capsys.readouterr().out
+    assert main(["--params", str(params_file), "check", "--device", "A100"]) == 2
+    assert "--device 'A100': bench/throughput.yaml has no figures for it" in capsys.readouterr().err
+
+
 def test_check_refuses_more_gpus_than_present(params_file, monkeypatch, capsys):
     monkeypatch.setenv("PIPELINE_DEVICES", "0,1")
     assert main(["--params", str(params_file), "--set", "resources.nproc=4", "check"]) == 2

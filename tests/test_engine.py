@@ -77,6 +77,42 @@ def test_checkpoint_of_another_attempt_is_ignored(tmp_path):
     assert len(fresh["history"]) == 1
 
 
+def test_a_run_never_resumes_in_another_precision(tmp_path, monkeypatch):
+    """`train.amp: auto` resolves per device: a cell requeued onto another GPU kind would resume in fp16 what it began
+    in bf16 (the attempt key, of the configuration, is the same). Emulated on the CPU: float32, then bf16 autocast."""
+    with dies_in_epoch(monkeypatch, 1), pytest.raises(KeyboardInterrupt):
+        fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "p.pt", attempt="x")
+    assert torch.load(tmp_path / "p.pt", weights_only=False)["computed"] == {"amp_dtype": "float32", "data_path": ""}
+    with pytest.raises(PipelineError, match=r"p.pt was trained with .*amp_dtype float32 -> bfloat16 mid-run. Pin"
+                                            r" train.amp"):
+        fit(tiny_model(), tiny_loaders(), recipe(amp="bf16"), seed=0, d=Dist(), checkpoint=tmp_path / "p.pt",
+            attempt="x")
+    resumed = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "p.pt", attempt="x")
+    assert len(resumed["history"]) == 3
+
+
+def test_the_fused_optimizer_takes_the_same_steps_to_rounding(tmp_path):
+    """resources.fused_optimizer (one kernel per step on a GPU) changes no number beyond the last bits: on the CPU the
+    fused AdamW's history matches foreach's."""
+    plain = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "a.pt", attempt="x")
+    fused = fit(tiny_model(), tiny_loaders(), recipe(), seed=0, d=Dist(), checkpoint=tmp_path / "b.pt", attempt="x",
+                resources=Resources(fused_optimizer=True))
+    for a, b in zip(strip(plain), strip(fused), strict=True):
+        assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-5) for k in a)
+    with pytest.raises(PipelineError, match="train.opt 'sgd' has no fused kernel"):
+        fit(tiny_model(), tiny_loaders(), recipe(opt="sgd"), seed=0, d=Dist(), checkpoint=tmp_path / "c.pt",
+            attempt="x", resources=Resources(fused_optimizer=True))
+
+
+def test_the_compile_cache_is_the_folder_resources_names(tmp_path, monkeypatch):
+    """resources.compile_cache points inductor's cache (and Triton's, under it) at one folder the cells share."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "elsewhere")  # restored after the test
+    monkeypatch.setattr(engine, "check_compile", lambda device: None)
+    monkeypatch.setattr(torch, "compile", lambda model: model)
+    engine.build_parts(tiny_model(), recipe(), 3, 4, Dist(), Resources(compile=True, compile_cache=str(tmp_path)))
+    assert engine.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path.resolve())
+
+
 def test_non_finite_loss_stops_with_the_epoch_and_the_knobs(tmp_path):
     model = tiny_model()
     with torch.no_grad():

@@ -67,9 +67,10 @@ def setup_distributed(device: str = "auto", threads: int = 1) -> Dist:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
         cuda_speedups()
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))  # cells side by side share the host
     else:
         dev = torch.device("cpu")
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
     if world > 1 and not dist.is_initialized():
         # device_id binds the NCCL communicator to this GPU eagerly (no guess from the current device)
         dist.init_process_group("nccl" if use_cuda else "gloo", device_id=dev if use_cuda else None)
@@ -194,6 +195,21 @@ class Parts:
     scaler: NativeScaler | None
     ema: ModelEmaV3 | None
     autocast: Callable
+    precision: str = "float32"  #: what `train.amp` resolved to on this device (a checkpoint keeps it)
+
+
+#: timm's optimizer names whose torch class takes `fused=True` (`resources.fused_optimizer`)
+FUSED_OPTIMIZERS = ("adam", "adamw")
+
+
+def fused_kwargs(opt: str, resources) -> dict:
+    """{'fused': True} for `resources.fused_optimizer`; a PipelineError where the optimizer has no fused kernel."""
+    if not getattr(resources, "fused_optimizer", False):
+        return {}
+    if opt.lower() not in FUSED_OPTIMIZERS:
+        raise PipelineError(f"resources.fused_optimizer: train.opt {opt!r} has no fused kernel (torch's Adam and AdamW"
+                            " do); set resources.fused_optimizer: false")
+    return {"fused": True}
 
 
 def create_schedule(optimizer: torch.optim.Optimizer, recipe, steps: int):
@@ -214,7 +230,8 @@ def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d:
     if resources.channels_last:
         model.to(memory_format=torch.channels_last)
     optimizer = create_optimizer_v2(model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay,
-                                    momentum=recipe.momentum, layer_decay=recipe.layer_decay, eps=recipe.opt_eps)
+                                    momentum=recipe.momentum, layer_decay=recipe.layer_decay, eps=recipe.opt_eps,
+                                    **fused_kwargs(recipe.opt, resources))
     scheduler = create_schedule(optimizer, recipe, steps)
     mixup = None
     if recipe.mixup > 0 or recipe.cutmix > 0:
@@ -235,9 +252,12 @@ def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d:
     if d.world_size > 1:
         wrapped = DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
     if resources.compile:  # compile the DDP wrapper (DDPOptimizer splits the graph at its buckets), not the reverse
+        if resources.compile_cache:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(resources.compile_cache).resolve())
         check_compile(d.device)
         wrapped = torch.compile(wrapped)
-    return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast)
+    return Parts(model, wrapped, optimizer, scheduler, mixup, criterion.to(d.device), scaler, ema, autocast,
+                 str(dtype).removeprefix("torch.") if dtype else "float32")
 
 
 def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
@@ -363,10 +383,17 @@ def score(model: torch.nn.Module, loader, d: Dist, autocast=nullcontext) -> np.n
     return hits.bool().cpu().numpy()
 
 
-def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str) -> None:
+def computed_by(parts: Parts, loaders) -> dict:
+    """How a run computes beyond its configuration and code: the precision `train.amp` resolved to and the
+    augmentation path (`resources.data_on_device`); both change the numbers, so a run never resumes across them."""
+    return {"amp_dtype": parts.precision, "data_path": getattr(loaders, "backend", "")}
+
+
+def save_checkpoint(path: Path, parts: Parts, epoch: int, history: list, attempt: str, computed: dict) -> None:
     """Everything a resumed run needs, written atomically. Weights come from the bare model, without DDP's or
     compile's prefixes, so a compiled run resumes uncompiled and back."""
-    state = {"epoch": epoch, "history": history, "attempt": attempt, "model": parts.model.state_dict(),
+    state = {"epoch": epoch, "history": history, "attempt": attempt, "computed": computed,
+             "model": parts.model.state_dict(),
              "optimizer": parts.optimizer.state_dict(), "scheduler": parts.scheduler.state_dict(),
              "scaler": parts.scaler.state_dict() if parts.scaler else None,
              "ema": parts.ema.state_dict() if parts.ema else None}
@@ -398,11 +425,21 @@ def agree_on_checkpoint(state: dict | None, d: Dist, name: str = "run") -> dict 
     return payload[0]
 
 
-def load_checkpoint(path: Path, parts: Parts, attempt: str, d: Dist, name: str = "run") -> tuple[int, list]:
-    """(first epoch to run, history so far); (0, []) when rank 0 has no checkpoint of this attempt."""
+def load_checkpoint(path: Path, parts: Parts, attempt: str, d: Dist, name: str = "run",
+                    computed: dict | None = None) -> tuple[int, list]:
+    """(first epoch to run, history so far); (0, []) when rank 0 has no checkpoint of this attempt. A checkpoint
+    computed otherwise (`computed_by`: another precision or augmentation path, e.g. a requeue onto another GPU kind
+    under `train.amp: auto`) stops the run rather than mix the two in one result."""
     state = agree_on_checkpoint(read_checkpoint(path, attempt), d, name)
     if state is None:
         return 0, []
+    before = state.get("computed")
+    if computed is not None and before is not None and before != computed:
+        change = ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in computed.items() if before.get(k) != v)
+        raise PipelineError(f"[{name}] {path} was trained with {before}; resuming here would change its {change}"
+                            " mid-run. Pin train.amp and resources.data_on_device to the checkpoint's (a GPU"
+                            " profile sets both), run it where they resolve alike, or delete the checkpoint to"
+                            " start the run over")
     parts.model.load_state_dict(state["model"])
     parts.optimizer.load_state_dict(state["optimizer"])
     parts.scheduler.load_state_dict(state["scheduler"])
@@ -536,7 +573,7 @@ def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
                             " train.batch_size or raise data.train_subset")
     parts = build_parts(model, recipe, loaders.num_classes, steps, d, resources)
-    first, history = load_checkpoint(checkpoint, parts, attempt, d, name)
+    first, history = load_checkpoint(checkpoint, parts, attempt, d, name, computed_by(parts, loaders))
     if first and d.master:
         print(f"[{name}] resuming from {checkpoint} at epoch {first + 1}", flush=True)
     logger = Logger(live_dir, d, name)
@@ -580,7 +617,7 @@ def train_epochs(parts: Parts, loaders, recipe, seed: int, d: Dist, checkpoint: 
         logger.epoch(row, recipe.epochs, timing)
         write, stop = policy.decide()
         if write and d.master:
-            save_checkpoint(checkpoint, parts, epoch, history, attempt)
+            save_checkpoint(checkpoint, parts, epoch, history, attempt, computed_by(parts, loaders))
         if d.world_size > 1:
             dist.barrier()
         if stop:
