@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from collections.abc import Callable
 
@@ -23,12 +24,30 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="override a parameter, e.g. --set train.epochs=2 (repeatable)")
 
 
+#: set by `dvc exp run` in its stages' environment (dvc.env.DVC_EXP_NAME)
+DVC_EXPERIMENT = "DVC_EXP_NAME"
+
+
+def restore_hint(path: str) -> str:
+    """What to say after a bad value under `dvc exp run -S`: DVC wrote it into params.yaml and, rewriting git's index,
+    leaves `git status` calling the file clean, so `git checkout` alone restores nothing (DVC 3.67)."""
+    if not os.environ.get(DVC_EXPERIMENT):
+        return ""
+    return (f"\n  `dvc exp run -S` wrote this value into {path}, which keeps it; git may call the file unchanged (DVC"
+            f" rewrote its index): `touch {path} && git checkout {path}` restores it (docs/pipeline.md)")
+
+
 def run(main: Callable, args: argparse.Namespace) -> int:
     """Load and validate the params, then `main(params, args)`; a PipelineError becomes one line and exit 2."""
     from pipeline.config import load_params
 
     try:
-        return main(load_params(args.params, args.overrides), args) or 0
+        params = load_params(args.params, args.overrides)
+    except PipelineError as exc:
+        print(f"error: {exc}{restore_hint(args.params)}", file=sys.stderr)
+        return 2
+    try:
+        return main(params, args) or 0
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -81,3 +82,18 @@ def test_profiles_apply_one_after_another(params_file):
     assert params.seeds == [0] and params.filter_study.gaussian_sigmas == [1.0]
     text = params_file.read_text()
     assert "seeds:                       # the planned n" in text and "\n- 0\nprofile:" not in text
+
+
+def test_a_bad_value_under_dvc_exp_run_says_how_to_restore_params_yaml(params_file, monkeypatch, capsys):
+    """`dvc exp run -S init=impuls` leaves the value in params.yaml while git may call the file clean: the message
+    says so and how to restore it; outside an experiment it does not."""
+    from pipeline import entry
+
+    args = argparse.Namespace(params=str(params_file), overrides=["init=impuls"])
+    assert entry.run(lambda params, args: 0, args) == 2
+    assert "dvc exp run" not in capsys.readouterr().err
+    monkeypatch.setenv("DVC_EXP_NAME", "lunar-moth")
+    assert entry.run(lambda params, args: 0, args) == 2
+    err = capsys.readouterr().err
+    assert "init = 'impuls'" in err
+    assert f"`touch {params_file} && git checkout {params_file}` restores it" in err
