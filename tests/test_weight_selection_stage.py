@@ -173,6 +173,9 @@ def test_claim_12_is_not_worse_within_a_point_per_dataset():
     assert [(x["label"], x["a"], x["b"], x["needs"]) for x in c["comparisons"]] == [
         ("digits", "impulse_small", "default_large", "> -1")]
     assert any("scratch:default" in line and "not judged" in line for line in c["evidence"])
+    transfer = [line for line in c["evidence"] if "what selection transferred" in line]
+    assert len(transfer) == 1 and transfer[0].startswith("digits: what selection transferred: default_large −"
+                                                         " scratch:default +9.80 [")
     worse = dict(WS) | {"impulse_small": {s: v - 0.05 for s, v in SMALL.items()}}  # 5 points below: contradicted
     assert judged(evidence({("cifar10", "vit"): ORDERED}, weight_selection=ws_frame(worse)), "12")["verdict"] == \
         "contradicted"

@@ -1,4 +1,4 @@
-"""The claims of paper.md section 2.10 (paper/claims.yaml), each with this run's evidence and a verdict.
+"""The claims the pipeline checks (paper/claims.yaml), each with this run's evidence and a verdict.
 
 Verdicts follow paper/plan.yaml (`analysis_plan`). Each comparison a claim needs is a − b in points with its
 interval (`stats`) and a one-sided test at the plan's α: supported when its claimed side rejects (equivalence:
@@ -51,7 +51,7 @@ from pipeline.analysis.stats import (
 )
 from pipeline.errors import PipelineError
 from pipeline.experiments.weight_selection import SCRATCH
-from pipeline.method.names import BEYOND_PAPER, parse_study_variant
+from pipeline.method.names import BEYOND_PAPER, CI_ARMS, parse_study_variant
 from pipeline.vocabulary import SENSITIVITY_ARM
 
 NOT_TESTED = "not tested"
@@ -60,8 +60,6 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTED)
 #: the paper's six small datasets ([NeurIPS] Table 1)
 SMALL_SIX = ("food101", "cifar10", "cifar100", "stl10", "flowers102", "pets")
 THREE = ("impulse", "mimetic", "default")
-#: [CI]'s arms (Tables 3-8)
-CI_ARMS = ("impulse", "mimetic", "random")
 
 
 def _p(value: float) -> str:
@@ -424,8 +422,9 @@ def _filter_rule(variant: str) -> str | None:
 
 
 def claim_5a(ev: Evidence, plan: ClaimPlan) -> Finding:
-    """Frozen filter families against learned, keyed by family in the plan; rand* is `softmax` (paper.md 1.3).
-    `perm` and `fullperm` are beyond the paper: the plan's `beyond` entry, their own Holm family, never deciding."""
+    """Frozen filter families against learned, keyed by family in the plan; rand* is `softmax` (code-2401's
+    convmixer.sh sweep). `perm` and `fullperm` are beyond the paper: the plan's `beyond` entry, their own Holm
+    family, never deciding."""
     variants = list(dict.fromkeys(ev.filters["variant"])) if len(ev.filters) else []
     if "learned" not in variants:
         return Finding([], ["no run of the learned ConvMixer (params filter_study.filters)"])
@@ -567,8 +566,9 @@ def claim_7(ev: Evidence, plan: ClaimPlan) -> Finding:
 
 def claim_8(ev: Evidence, plan: ClaimPlan) -> Finding:
     """Swin / MLP-Mixer variants: impulse > default, mimetic no gain over default (margin), in one Holm family over the
-    whole claim, as planned before any result was read. The constructions are ours (paper.md 2.5); a variant whose
-    `init_options` change one is labelled. Per-variant verdicts are the plan's secondary analysis, never deciding."""
+    whole claim, as planned before any result was read. The constructions are ours (code-2505 covers ViT only); a
+    variant whose `init_options` change one is labelled. Per-variant verdicts are the plan's secondary analysis,
+    never deciding."""
     cells = ev.cells(["swin", "mixer"], small=None)
     if not cells or not ev.has_arms(*THREE):
         return Finding([], ["no Swin or MLP-Mixer variant with impulse, mimetic and default runs (params `models`;"
@@ -737,6 +737,23 @@ def claim_15(ev: Evidence, plan: ClaimPlan) -> Finding:
     return Finding(checks, [*_margin_notes(plan), *notes])
 
 
+def _transfer_notes(ev: Evidence, rule: Rule, cell: pd.DataFrame, dataset: str) -> list[str]:
+    """Per teacher, its selected student against the same student trained from scratch from the teacher's init (same
+    seeds, paired): whether selection transferred anything. Context, never deciding claim 12."""
+    notes = []
+    for teacher in (t for t in dict.fromkeys(cell["source"]) if not t.startswith(SCRATCH)):
+        arm = cell.loc[cell["source"] == teacher, "teacher_arm"].iloc[0]
+        scratch = SCRATCH + str(arm)
+        if scratch not in set(cell["source"]):
+            continue
+        e = ev.estimate(rule, per_seed_scores(cell, source=teacher), per_seed_scores(cell, source=scratch),
+                        (teacher, scratch))
+        said = (f"not tested, {'; '.join(e.untrained)}" if e.untrained else
+                f"{num(e.mean, True)} {interval(e)}" if e.enough else f"{num(e.mean, True)} from {e.n} seed pair(s)")
+        notes.append(f"{dataset}: what selection transferred: {teacher} − {scratch} {said} (context, not judged)")
+    return notes
+
+
 def claim_12(ev: Evidence, plan: ClaimPlan) -> Finding:
     """[NeurIPS] Table 4: the student selected from the impulse teacher pretrained on less data is not worse than the
     one from the default teacher pretrained on more, per fine-tune dataset. One teacher per name: the interval
@@ -756,6 +773,7 @@ def claim_12(ev: Evidence, plan: ClaimPlan) -> Finding:
             mean = 100 * cell.loc[cell["source"] == source, "top1"].mean()
             selected = 100 * cell.loc[cell["source"] == rule.a, "top1"].mean()
             notes.append(f"{d}: {rule.a} {selected:.2f} vs {source} {mean:.2f} (context, not judged)")
+        notes += _transfer_notes(ev, rule, cell, d)
     notes.append("one pretrained teacher per name: the fine-tune seeds do not sample pretraining")
     return Finding(checks, [*_margin_notes(plan), *notes])
 
