@@ -9,7 +9,7 @@ cell on one GPU, `resources.nproc: 1`), on one GPU or (under torchrun) on all vi
 
 What runs is the engine's own epoch (`pipeline.training.engine.train_one_epoch` on `build_parts`: AdamW, cosine
 schedule, mixup 0.8 / cutmix 1.0, label smoothing, bf16 autocast, DDP under torchrun) on the paper's small-dataset
-recipe (paper.md section 3.1: RandAugment rand-m9-mstd0.5-inc1, random-resized crop, flip, random erasing 0.25), fed
+recipe (code-2505's README: RandAugment rand-m9-mstd0.5-inc1, random-resized crop, flip, random erasing 0.25), fed
 from a synthetic CIFAR-shaped dataset (uint8, 32 px, upscaled to 224 like the paper's CIFAR runs) stored exactly as
 `fetch` stores CIFAR, through `build_loaders`:
 
@@ -72,7 +72,7 @@ PROFILED_STEPS = 5
 #: Images per GPU of the official small-dataset run (8 GPUs x 64): a larger batch per process emulates its ranks
 #: (`train.sampler_ranks`), as paper-small does.
 OFFICIAL_RANK_BATCH = 64
-#: The paper's small-dataset recipe (paper.md section 3.1) as the engine takes it.
+#: The paper's small-dataset recipe (code-2505's README) as the engine takes it.
 PAPER_RECIPE = {"aa": "rand-m9-mstd0.5-inc1", "scale": [0.08, 1.0], "hflip": 0.5, "reprob": 0.25, "mixup": 0.8,
                 "cutmix": 1.0, "smoothing": 0.1, "opt": "adamw", "lr": 1e-3, "weight_decay": 0.05,
                 "warmup_epochs": 0, "crop_pct": 0.875}

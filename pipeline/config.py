@@ -418,7 +418,7 @@ class ReportConfig:
 
 @dataclass
 class SimpleVitConfig:
-    """[CI]'s Simple ViT (`pipeline.method.simple_vit`); defaults are code-2401's (paper.md section 3.4)."""
+    """[CI]'s Simple ViT (`pipeline.method.simple_vit`); defaults are code-2401's (`vit.py`, `vit_pex.sh`)."""
 
     image_size: int = 32  #: images are resized to it
     patch_size: int = 2  #: 16 x 16 tokens at 32 px
@@ -471,7 +471,7 @@ class ImpulseFitConfig(CiFitOptions):
 
 @dataclass
 class Model3FitConfig(ImpulseFitConfig):
-    """code-2401's impulse fit for Model III: directly on Q, K (no PE), at [CI]'s sigma (paper.md sections 1.2, 3.4)."""
+    """code-2401's impulse fit for Model III: directly on Q, K (no PE), at the sigma [CI]'s text gives Model III."""
 
     sigma: float = MODEL3_SIGMA  #: softmax scale of the fit, kept as the impulse layers' attention scale
 
@@ -523,7 +523,7 @@ class CiModel3Config:
     #: the fit of the arm `impulse_sens`, the other reading of sigma (claim 10's sensitivity line; plan.yaml says
     #: which decides): code-2401's own steps and lr at sigma 100, one of the values [CI] Fig. 5 shows
     sensitivity_fit: Model3FitConfig = field(default_factory=lambda: Model3FitConfig(sigma=100.0))
-    #: overrides of the `train` section for this grid: Tables 1-2 use no augmentation (paper.md 3.4)
+    #: overrides of the `train` section for this grid: [CI] Tables 1-2 use no augmentation
     train: dict = field(default_factory=lambda: {"aa": None, "mixup": 0.0, "cutmix": 0.0, "reprob": 0.0,
                                                  "color_jitter": None, "scale": [1.0, 1.0], "ratio": [1.0, 1.0],
                                                  "hflip": 0.0})
@@ -554,9 +554,9 @@ class SiaFitConfig(SiaFitOptions):
 
 @dataclass
 class SiaConfig:
-    """[SIA] 2404.01139's ablations on a grid ViT variant, its model and `train` recipe (paper.md sections 1.2, 2.7):
-    the baseline change ((f): cls token + learned PE vs average pooling + fixed 2-D sin-cos PE; stages
-    sia_base@<dataset>-<arch>-<seed>) and the pseudo-inputs of its impulse fit ((c); stages
+    """[SIA] 2404.01139's ablations on a grid ViT variant, its model and `train` recipe (its tables are labelled (a)-(f)
+    as in paper/coverage.yaml): the baseline change ((f): cls token + learned PE vs average pooling + fixed 2-D
+    sin-cos PE; stages sia_base@<dataset>-<arch>-<seed>) and the pseudo-inputs of its impulse fit ((c); stages
     sia_fit@<dataset>-<fit>-<seed>, on [SIA]'s architecture). Both lists empty switch it off.
     """
 
@@ -597,7 +597,7 @@ class TeacherConfig:
 
 @dataclass
 class WeightSelectionConfig:
-    """[NeurIPS] Table 4 (paper.md section 2.5): a larger ViT pretrained from an init (`teachers`), weight-selected
+    """[NeurIPS] Table 4 (Sec. 5.5): a larger ViT pretrained from an init (`teachers`), weight-selected
     into the grid variant `student` (Xu et al., ICLR 2024; `pipeline.method.weight_selection`) and fine-tuned on
     `datasets` (stages pretrain@<teacher>, select_finetune@<dataset>-<teacher>-<seed> and, for context,
     ws_scratch@<dataset>-<arm>-<seed>). One teacher per name (seed 0): the fine-tune seeds sample fine-tuning only.

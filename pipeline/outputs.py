@@ -1,4 +1,4 @@
-"""Stage outputs written all-or-nothing: a failed stage leaves no out that looks complete (DESIGN.md).
+"""Stage outputs written all-or-nothing: a failed stage leaves no out that looks complete.
 
 The one place the pipeline writes a result: a folder (`folder_aside`), several files that belong together
 (`files_aside`), or one file (`atomic_path`, `write_text`). Each writes under a temporary name beside the

@@ -26,8 +26,8 @@ CI_VALUE: tuple[str, ...] = get_args(CiValue)
 CiForm = Literal["simple", "simple_nope", "model1", "model2"]
 CI_FORMS: tuple[str, ...] = get_args(CiForm)
 
-#: [SIA]'s baseline change (paper.md 2.7 (f)): timm's ViT (cls token, learned PE, token pooling) and [SIA]'s own (no
-#: cls token, average pooling, fixed 2-D sin-cos PE).
+#: [SIA]'s baseline change (its table (f) in paper/coverage.yaml): timm's ViT (cls token, learned PE, token
+#: pooling) and [SIA]'s own (no cls token, average pooling, fixed 2-D sin-cos PE).
 SiaArch = Literal["cls_learned", "avg_sincos"]
 SIA_ARCHS: tuple[str, ...] = get_args(SiaArch)
 _SIA_FIT = re.compile(r"^(?P<first>[PUGAB])(?P<later>[PUGAB])(?P<layer>_layer)?$")

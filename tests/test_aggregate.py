@@ -13,7 +13,6 @@ import math
 import re
 from argparse import Namespace
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -164,7 +163,8 @@ def test_the_papers_data_files_read_the_same_with_pyyaml():
 
 
 def test_every_published_number_appears_in_paper_md():
-    """Nothing in paper/ is invented: each number from the papers occurs in the source digest."""
+    """Nothing in paper/ is invented: each number from the papers occurs in the project's source notes (kept beside
+    the checkout in the project workspace, not in the repository; skipped without them)."""
     digest = ROOT.parent / "shared" / "paper.md"
     if not digest.is_file():
         pytest.skip(f"{digest} not present (only the project workspace has it)")
@@ -172,13 +172,13 @@ def test_every_published_number_appears_in_paper_md():
     pub = load_published(PAPER)
     from_papers = pub[pub["status"].isin(["published", "secondary", "derived"])]
     missing = sorted({v for v in from_papers["value"] if v not in in_text})
-    assert not missing, f"numbers in paper/ that paper.md does not contain: {missing}"
+    assert not missing, f"numbers in paper/ that the source notes do not contain: {missing}"
     assert len(from_papers) > 150
 
 
 def test_claims_yaml_lists_every_claim_of_section_2_10():
-    """Section 2.10's nine, then [CI] Table 2's NT effect (10), training configurations (11), [NeurIPS] Table 4's
-    weight selection (12), [SIA]'s pseudo-inputs and baseline change (13, 14), [CI] Table 1 (15)."""
+    """The papers' nine headline claims, then [CI] Table 2's NT effect (10), training configurations (11), [NeurIPS]
+    Table 4's weight selection (12), [SIA]'s pseudo-inputs and baseline change (13, 14), [CI] Table 1 (15)."""
     assert [c["id"] for c in load_claims(PAPER)] == ["1", "2", "3", "4", "5a", "5b", "6", "7", "8", "9", "10", "11",
                                                      "12", "13", "14", "15"]
 
@@ -244,12 +244,8 @@ def test_only_the_experiments_runs_are_read(results):
 
 
 def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
-    """params `ci_alpha` (CONTRACT.md) lands later: without it the grid is off, with it its fields are read."""
+    """The experiment reads the [CI] grid and its impulse fit from params `ci_alpha`."""
     params = load_params(repo_root / "params.yaml")
-    if not hasattr(params, "ci_alpha"):
-        assert Experiment.from_params(params).ci_datasets == ()
-        params.ci_alpha = SimpleNamespace(datasets=["cifar10"], alphas=[0.0, 0.1], arms=["impulse", "random"],
-                                          seeds=[0, 1])
     exp = Experiment.from_params(params)
     assert (exp.ci_datasets, exp.ci_alphas, exp.ci_arms, exp.ci_seeds) == (
         tuple(params.ci_alpha.datasets), tuple(float(a) for a in params.ci_alpha.alphas),

@@ -1,10 +1,12 @@
-"""paper/coverage.yaml and paper/fidelity.yaml: complete against paper.md section 2, every name they use exists, and
-their readers stop a bad file with one error naming the entry and the key.
+"""paper/coverage.yaml and paper/fidelity.yaml: complete against the papers' tables and figures, every name they use
+exists, and their readers stop a bad file with one error naming the entry and the key.
 
-paper.md section 2 is parsed here, from its text: each subsection whose heading names [NeurIPS], [SIA] or [CI] lists
-its tables and figures as 'Table N', 'Tables N, M', 'Fig. N', 'Figs. N–M' (any paper version's number: the
-submission's and the camera-ready's are both items of the camera-ready), [SIA]'s tables labelled '(a)' … at the
-start of a line, and a subsection that names none is itself one item, '§2.N'.
+Completeness is checked against the project's source notes (kept beside the checkout in the project workspace, not
+in the repository; those tests skip without them). Their section 2 is parsed here, from its text: each subsection
+whose heading names [NeurIPS], [SIA] or [CI] lists its tables and figures as 'Table N', 'Tables N, M', 'Fig. N',
+'Figs. N–M' (any paper version's number: the submission's and the camera-ready's are both items of the
+camera-ready), [SIA]'s tables labelled '(a)' … at the start of a line, and a subsection that names none is itself
+one item, '§2.N'.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ TARGETS = {"NeurIPS", "SIA", "CI"}  # [MIM] is a baseline, not a target
 
 
 def paper_md() -> Path:
-    """The project workspace's shared/paper.md, beside the checkout or one folder up (a worktree); skip without."""
+    """The project's source notes in the workspace's shared/, beside the checkout or one folder up (a worktree); skip
+    without."""
     for folder in (ROOT.parent, ROOT.parent.parent):
         if (folder / "shared" / "paper.md").is_file():
             return folder / "shared" / "paper.md"
-    pytest.skip(f"shared/paper.md not found beside {ROOT} (only the project workspace has it)")
+    pytest.skip(f"the source notes (shared/) not found beside {ROOT} (only the project workspace has them)")
 
 
 def numbers(text: str) -> list[int]:
@@ -52,7 +55,7 @@ def numbers(text: str) -> list[int]:
 
 
 def section_2_items(text: str) -> set[tuple[str, str]]:
-    """(paper, item) for every table and figure of paper.md section 2."""
+    """(paper, item) for every table and figure of the source notes' section 2."""
     section = text.split("\n## 2.", 1)[1].split("\n## 3.", 1)[0]
     items = set()
     for sub in re.split(r"\n(?=### 2\.\d+ )", section)[1:]:

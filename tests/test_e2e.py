@@ -73,7 +73,7 @@ def test_forced_rerun_trains_again_and_gives_identical_metrics(repo, first_run):
 
 
 # (file edited, whether the training cells depend on it): download code, the CLI, the analysis and the scale-out
-# code are not deps of a training cell; the engine and the init library are (DESIGN.md, "The package").
+# code are not deps of a training cell; the engine and the init library are (docs/pipeline.md).
 EDITS = [("pipeline/data/fetch/sources.py", False), ("pipeline/__main__.py", False),
          ("pipeline/analysis/stats.py", False), ("pipeline/scale/repro.py", False),
          ("pipeline/training/engine.py", True), ("pipeline/method/inits/impulse.py", True)]

@@ -110,7 +110,7 @@ def test_random_is_uniform_on_plus_minus_one_over_k():
 
 
 def test_softmax_stores_random_taps_and_applies_their_softmax():
-    """code-2401 (paper.md 1.3): the stored taps are U(-1/k, 1/k) like `random`; each forward pass applies
+    """code-2401 (`convmixer.py`): the stored taps are U(-1/k, 1/k) like `random`; each forward pass applies
     exp(w_j) / sum_i exp(w_i) over the k*k taps of each filter, unscaled."""
     k = 5
     raw = make_filters("softmax", 2000, k, gen())

@@ -8,7 +8,7 @@ results/attention/<variant>/<arm>/measures.json for claim 7) and the published n
     results/tables/<name>.csv          every table's numbers (percent), one file per table
     results/tables/tables.json         the tables in reading order, as the report renders them
     results/tables/claims.json         the analysis plan (paper/plan.yaml, resolved), the headline comparisons
-                                       and each claim of paper.md 2.10: its verdict (supported / contradicted /
+                                       and each claim of paper/claims.yaml: its verdict (supported / contradicted /
                                        inconclusive / not tested), one summary line, the evidence and every
                                        comparison with its verdict, p-values and power
     results/tables/what_was_run.json   profile, models, datasets (with citation and licence), seeds, revisions,
@@ -117,22 +117,15 @@ class Experiment:
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
         study = params.filter_study
-        ci = getattr(params, "ci_alpha", None)  # params `ci_alpha` (CONTRACT.md); absent before it lands
-
-        def grid(key: str) -> tuple:
-            return tuple(getattr(ci, key, None) or ())
-
-        setting = ""
-        if ci is not None:
-            m = ci.model
-            setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
-                                         dataclasses.asdict(ci.impulse_fit))
+        ci, m = params.ci_alpha, params.ci_alpha.model
+        setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
+                                     dataclasses.asdict(ci.impulse_fit))
 
         m3, ws = params.ci_model3, params.weight_selection
         return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
                    tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
                    tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
-                   grid("datasets"), tuple(float(a) for a in grid("alphas")), grid("arms"), grid("seeds"), setting,
+                   tuple(ci.datasets), tuple(float(a) for a in ci.alphas), tuple(ci.arms), tuple(ci.seeds), setting,
                    tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
                    params.profile, digest(params), tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk),
                    tuple(m3.value), tuple(m3.seeds), tuple(m3.forms) if m3.datasets else (),

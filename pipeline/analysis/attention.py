@@ -1,5 +1,5 @@
 """`python -m pipeline attention <variant> <arm>`: a model's attention maps at initialization, the
-`attention@<variant>-<arm>` stage ([NeurIPS] Fig. 4; paper.md section 2.5, claim 7).
+`attention@<variant>-<arm>` stage ([NeurIPS] Fig. 4; claim 7 of paper/claims.yaml).
 
 The model is built as `train@<dataset>-<variant>-<arm>-0` starts (seed 0, no training step). For layer 0 and
 every layer of `report.attention_layers` it records per head the patch-token map (prefix tokens dropped) on the

@@ -84,7 +84,7 @@ def load_coverage(paper_dir: str | Path) -> list[CoverageEntry]:
     path = Path(paper_dir) / COVERAGE
     if not path.is_file():
         raise PipelineError(f"{path}: not found; it is the coverage matrix the report prints (one entry per table"
-                            " and figure of paper.md section 2)")
+                            " and figure of [NeurIPS], [SIA] and [CI])")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

@@ -20,7 +20,7 @@ from pipeline.errors import PipelineError
 FIDELITY = "fidelity.yaml"
 KEYS = ("id", "experiment", "official", "same", "differs", "why", "option", "effect")
 OFFICIAL_KEYS = ("code", "repo", "commit", "file")
-#: the official code bases (paper.md, source tags) and their repositories; `none` = no official code exists
+#: the official code bases (as docs/papers.md names them) and their repositories; `none` = no official code exists
 REPOS = {"code-2505": "osiriszjq/structured_initialization", "code-2404": "osiriszjq/structured_init",
          "code-2401": "osiriszjq/impulse_init", "none": ""}
 NOTHING = "nothing"

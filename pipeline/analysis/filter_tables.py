@@ -1,6 +1,6 @@
 """The ConvMixer filter-study tables: [CI] Fig. 4's bar data and [CI] Table 6's Gaussian σ × heads grid.
 
-The study (paper.md section 1.3; claim 5 of 2.10) trains ConvMixers whose depthwise filters are learned or frozen
+The study (claims 5a, 5b of paper/claims.yaml) trains ConvMixers whose depthwise filters are learned or frozen
 (random, impulse, box-n, softmax = [CI]'s rand*, Gaussian-σ with `heads` distinct filters). `perm` and `fullperm`
 (code-2401's linear format, never swept) are arms beyond the paper: their rows say so. Fig. 4 of [CI] is a bar
 chart only, so its cells are n/p; [SIA] quotes kernel-3 numbers. Table 6 is on augmented CIFAR-10 with 512

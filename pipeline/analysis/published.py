@@ -57,10 +57,10 @@ def load_published(paper_dir: str | Path) -> pd.DataFrame:
 
 
 def load_claims(paper_dir: str | Path) -> list[dict]:
-    """paper/claims.yaml: the claims of paper.md section 2.10, each {id, short, claim, source, published}."""
+    """paper/claims.yaml: the claims the pipeline checks, each {id, short, claim, source, published}."""
     path = Path(paper_dir) / "claims.yaml"
     if not path.is_file():
-        raise PipelineError(f"{path}: not found; it lists the claims of paper.md 2.10 the aggregate checks")
+        raise PipelineError(f"{path}: not found; it lists the papers' claims the aggregate checks")
     claims = yaml.safe_load(path.read_text()) or []
     for c in claims:
         if not {"id", "short", "claim", "source", "published"} <= set(c):

@@ -322,7 +322,7 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
 
 
 def claim_blocks(inp: ReportInputs) -> list[Block]:
-    """Each claim of paper.md 2.10 with the evidence behind its verdict, its plan and its per-seed differences."""
+    """Each claim of paper/claims.yaml with the evidence behind its verdict, its plan and its per-seed differences."""
     blocks: list[Block] = [Heading("The claims in detail", 2)]
     history = (inp.claims.get("plan") or {}).get("history") or {}
     for c in inp.claims.get("claims", []):

@@ -3,9 +3,9 @@ names against `DATASETS`).
 
 Every dataset the papers train on ([NeurIPS] Tables 1-2, [CI] Tables 3-8, [SIA]), the offline default
 Fashion-MNIST, `digits` (scikit-learn's bundled 8x8 digits, no download; `fetch` makes a fixed stratified split)
-and `folder` (a user's ImageFolder tree). Mean/std are the official recipes' (paper.md section 3). Split sizes
-are the published ones and `fetch` checks them, so a partial copy cannot pass. Which splits the [NeurIPS]
-authors used for Flowers, Pets and Food-101 is not published (paper.md section 4, item 11).
+and `folder` (a user's ImageFolder tree). Mean/std are the official recipes' (code-2505, code-2404, code-2401).
+Split sizes are the published ones and `fetch` checks them, so a partial copy cannot pass. Which splits the
+[NeurIPS] authors used for Flowers, Pets and Food-101 is n/p (neither [NeurIPS] nor code-2505's README says).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""[CI] 2401.12511's grids on its Simple ViT (paper.md sections 1.2, 2.6, 3.4), runtime `pipeline.training.simple_vit`:
+"""[CI] 2401.12511's grids on its Simple ViT (code-2401's `vit.py`), runtime `pipeline.training.simple_vit`:
 `ci_alpha@` (params `ci_alpha`; Tables 3-8: M'_I over alpha and arm), `ci_model3@` (params `ci_model3`; Table 2:
 Model III, Q/K trained or frozen, with or without W_v) and `ci_table1@` (`ci_model3.forms`; Table 1's other
 columns, with PyTorch's default init and Model III's recipe and seeds)."""

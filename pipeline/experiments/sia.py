@@ -1,4 +1,4 @@
-"""[SIA] 2404.01139's ablations on a grid ViT variant (params `sia`; paper.md sections 1.2, 2.7), runtime
+"""[SIA] 2404.01139's ablations on a grid ViT variant (params `sia`), runtime
 `pipeline.training.sia`: `sia_base@` (claim 14: timm's ViT head against [SIA]'s average pooling and fixed sin-cos
 PE) and `sia_fit@` (claim 13: [SIA]'s architecture and fit on the pseudo-inputs the cell names)."""
 

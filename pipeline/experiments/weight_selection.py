@@ -1,4 +1,4 @@
-"""[NeurIPS] Table 4's weight selection (params `weight_selection`; paper.md section 2.5; claim 12): teachers
+"""[NeurIPS] Table 4's weight selection (params `weight_selection`; [NeurIPS] Sec. 5.5; claim 12): teachers
 pretrained from an init (`pretrain@`), each selected into the grid's student and fine-tuned (`select_finetune@`),
 and the student from scratch for context (`ws_scratch@`). One teacher per name (seed 0): the fine-tune seeds
 sample fine-tuning only."""

@@ -1,8 +1,7 @@
 """[CI]'s three arms on the Simple ViT (`simple_vit`), M'_I or Model III, with code-2401's laws.
 
-Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with
-`vit_pex.sh`'s init strings; paper.md sections 1.2 and 3.4. Each head's Q/K factors are written into `to_qk`;
-V and the output projection keep PyTorch's default.
+Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`impulse_init`, `Attention.__init__`) with `vit_pex.sh`'s
+init strings. Each head's Q/K factors are written into `to_qk`; V and the output projection keep PyTorch's default.
 
 - `impulse` (`impulse16_64_5_0.1_100`): per layer and head a uniform offset in the f x f window; Q, K drawn
   U(+-sqrt(1/(d h))) and fitted by Adam so that softmax(sigma PE Q K^T PE^T) matches the impulse matrices in MSE,

@@ -1,5 +1,5 @@
-"""The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6; paper.md section 1.3),
-in [CI]'s block (spatial conv -> BatchNorm, code-2401) or [SIA]'s (spatial conv -> GELU -> BatchNorm, code-2404)."""
+"""The filter study's ConvMixer with learned or frozen spatial filters ([CI] Fig. 4, Table 6), in
+[CI]'s block (spatial conv -> BatchNorm, code-2401) or [SIA]'s (spatial conv -> GELU -> BatchNorm, code-2404)."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ class SpatialLinear(SharedFilters):
 class ConvMixer(TimmConvMixer):
     """Trockman & Kolter's ConvMixer (timm's `ConvMixer`) with a pluggable spatial-mixing layer (`spatial`, called once
     per block; None keeps timm's learned depthwise conv). The GELU after the spatial mixing is [SIA]'s (code-2404) and
-    timm's; [CI]'s conv-format block omits it, which its own code comment calls a bug (paper.md sections 1.3 and
-    4.16): `spatial_gelu=False` gives [CI]'s block."""
+    timm's; [CI]'s conv-format block omits it, which its own code comment calls a bug (code-2401's "missing GeLU
+    here"): `spatial_gelu=False` gives [CI]'s block."""
 
     def __init__(self, dim: int, depth: int, kernel_size: int, patch_size: int, in_chans: int, num_classes: int,
                  spatial: Callable[[], nn.Module] | None = None, generator: torch.Generator | None = None,

@@ -1,4 +1,4 @@
-"""ConvMixer spatial-filter families of [CI] (paper.md section 1.3) and the rank check of Proposition 1.
+"""ConvMixer spatial-filter families of [CI] (its Fig. 4 and Table 6) and the rank check of Proposition 1.
 
 Source: code-2401 (github.com/osiriszjq/impulse_init @154e3fb, `convmixer.py`: `SpatialConv2d_init`,
 `SpatialConv2d.forward`, `SpatialConv2d_Linear_init`). Each family is a pure function of a torch.Generator, scaled
@@ -8,8 +8,8 @@ rand*, inferred from `convmixer.sh`) the same taps through a softmax in every fo
 `fullperm`, never swept: arms beyond the paper.
 
 Deliberate differences from code-2401:
-- `gaussian-<s>`: `s` is a variance, as in the code, though [CI]'s text says standard deviation (paper.md
-  section 4, item 16); the norm is averaged over the `heads` filters kept, not over all C drawn.
+- `gaussian-<s>`: `s` is a variance, as in the code, though [CI]'s text says standard deviation (docs/fidelity.md);
+  the norm is averaged over the `heads` filters kept, not over all C drawn.
 - `head_assignment` gives each filter floor or ceil(C/heads) channels; the code draws with replacement, so
   fewer distinct filters than stated could be in use. With heads = C both give a permutation.
 - Not implemented: code-2401's `lowrank*` and fitted `qk` linear formats (never swept).
@@ -140,7 +140,7 @@ def linear_format(filters: Tensor, grid: tuple[int, int]) -> Tensor:
 
 def effective_rank(X: Tensor, energy: float = 0.99) -> int:
     """The smallest r whose top singular values of X (n, D) hold `energy` of its squared Frobenius norm: the k of
-    Proposition 1 (paper.md section 1.4), X not centred; 0 for an all-zero X."""
+    Proposition 1 ([CI] eq. 4), X not centred; 0 for an all-zero X."""
     if X.dim() != 2:
         raise PipelineError(f"effective_rank needs a 2-D (n, D) matrix, got shape {tuple(X.shape)}")
     if not 0 < energy <= 1:
@@ -154,8 +154,8 @@ def effective_rank(X: Tensor, energy: float = 0.99) -> int:
 
 
 def proposition1_holds(D: int, k: int, f: int) -> bool:
-    """Proposition 1 ([CI] eq. 4; paper.md section 1.4): frozen f x f filters lose nothing when D >= k*f^2, with D the
-    channels and k the rank of the patch embeddings."""
+    """Proposition 1 ([CI] eq. 4): frozen f x f filters lose nothing when D >= k*f^2, with D the channels and k the rank
+    of the patch embeddings."""
     return k * f * f <= D
 
 

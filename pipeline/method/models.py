@@ -26,9 +26,9 @@ SUPPORTED_FAMILIES = (VisionTransformer, SwinTransformer, MlpMixer)
 def create_timm_model(name: str, *, num_classes: int, in_chans: int, weight_init: str = "skip",
                       **overrides) -> nn.Module:
     """`timm.create_model(name, pretrained=False, ...)` for a ViT/DeiT, Swin or MLP-Mixer, with PipelineErrors that name
-    a bad name or keyword (and close matches) or an impossible shape. weight_init 'skip' (the official code's, paper.md
-    section 1.1) leaves PyTorch's defaults and an uninitialised pos_embed: apply an init before running it. Overrides
-    that are None are dropped, so a params.yaml `null` keeps timm's value."""
+    a bad name or keyword (and close matches) or an impossible shape. weight_init 'skip' (code-2505's) leaves
+    PyTorch's defaults and an uninitialised pos_embed: apply an init before running it. Overrides that are None are
+    dropped, so a params.yaml `null` keeps timm's value."""
     if not timm.is_model(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models('vit_*')"

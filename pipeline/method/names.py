@@ -27,10 +27,9 @@ WeightInit = Literal["skip", "", "reset", "jax", "jax_nlhb", "moco"]
 WEIGHT_INIT_MODES: tuple[str, ...] = get_args(WeightInit)
 
 
-#: The ConvMixer's spatial-mixing block (paper.md sections 1.3 and 4.16). 'ci': code-2401's, as [CI] ran it: in
-#: its conv format depthwise conv -> BatchNorm with no GELU between (its own comment calls the GELU missing), in its
-#: linear format (perm, fullperm) mixing -> GELU -> BatchNorm. 'sia': code-2404's and timm's, spatial mixing ->
-#: GELU -> BatchNorm in both formats.
+#: The ConvMixer's spatial-mixing block. 'ci': code-2401's, as [CI] ran it: in its conv format depthwise conv ->
+#: BatchNorm with no GELU between (its own comment calls the GELU missing), in its linear format (perm, fullperm)
+#: mixing -> GELU -> BatchNorm. 'sia': code-2404's and timm's, spatial mixing -> GELU -> BatchNorm in both formats.
 ConvMixerBlock = Literal["ci", "sia"]
 CONVMIXER_BLOCKS: tuple[str, ...] = get_args(ConvMixerBlock)
 
@@ -54,7 +53,7 @@ def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
     return kernel_size
 
 
-# --- ConvMixer filter families ([CI] paper.md section 1.3; the tensors are drawn in pipeline.method.filters) ---------
+# --- ConvMixer filter families ([CI] Fig. 4, Table 6; the tensors are drawn in pipeline.method.filters) ---------------
 
 #: The filter-family registry: kind -> the form its name is written in (tests parametrize over it).
 FILTER_FAMILIES: dict[str, str] = {
@@ -68,7 +67,7 @@ FILTER_FAMILIES: dict[str, str] = {
 }
 #: Families with no convolutional structure: an N x N token-mixing matrix ("linear format" in code-2401).
 LINEAR_FAMILIES = ("perm", "fullperm")
-#: Families code-2401 builds but never swept (its linear format, "Out of Memory!!!"; paper.md section 1.3): arms
+#: Families code-2401 builds but never swept (its linear format, "Out of Memory!!!"): arms
 #: beyond the paper, reported on their own line and never deciding a claim of [CI].
 BEYOND_PAPER = ("perm", "fullperm")
 

@@ -1,8 +1,8 @@
 """The method's options and their official values, stated once: the method library's keyword defaults and
 params.yaml's section defaults. Torch-free.
 
-Sources (paper.md section 1): code-2505 for `default` and `impulse`; Trockman & Kolter as code-2505 runs it for
-`mimetic`; code-2401 for [CI]'s fit (`impulse16_64_5_0.1_100`; Model III at sigma 1.0); code-2404 for [SIA]'s.
+Sources: code-2505 for `default` and `impulse`; Trockman & Kolter as code-2505 runs it for `mimetic`; code-2401 for
+[CI]'s fit (`impulse16_64_5_0.1_100`; Model III at sigma 1.0); code-2404 for [SIA]'s.
 """
 
 from __future__ import annotations

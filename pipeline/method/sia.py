@@ -1,7 +1,8 @@
 """[SIA]'s ViT (no cls token, average pooling, fixed 2-D sin-cos PE) and its impulse fit ("Algorithm 1") on timm ViTs.
 
 Source: code-2404 (osiriszjq/structured_init @48b59c3), `timm/models/vision_transformer.py`: `sin_pe`,
-`_init_weights` ('impulse<f>'), `impulse_init`, `get_pseudo_input`; paper.md sections 1.2 and 2.7 (c), (f).
+`_init_weights` ('impulse<f>'), `impulse_init`, `get_pseudo_input`; [SIA]'s tables (c), (f), as
+paper/coverage.yaml labels them.
 
 - `use_sincos_pos_embed`: code-2404 replaces `pos_embed` by a plain sin-cos tensor; we keep the parameter,
   with the same values, frozen, so timm's forward, state dicts and optimizers are unchanged.

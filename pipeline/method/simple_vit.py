@@ -1,7 +1,7 @@
 """[CI]'s Simple ViT with the alpha-mixed attention M'_I (its alpha sweep) or Model III (its Tables 1-2).
 
 Source: code-2401 (osiriszjq/impulse_init @154e3fb) `vit.py` (`SimpleViT`, `Attention`, `posemb_sincos_2d`) as
-`vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`); paper.md sections 1.2 and 3.4. In every layer
+`vit_pex.sh` runs it (`--spatial_pe --spatial_x --use_value`). In every layer
 
     Z = alpha * LN(x) + (1 - alpha) * PE,   attention = softmax(scale * (Z W_q)(Z W_k)^T),   values = LN(x) W_v,
 

@@ -1,8 +1,8 @@
 """Weight selection: initialise a small model with a subset of a larger one's weights (state dicts in and out).
 
-Source: Xu et al., "Initializing Models with Larger Ones" (ICLR 2024), as [NeurIPS] Table 4 uses it (paper.md
-section 2.5): the student's block i takes the teacher's block i, and along every larger dimension the student
-keeps evenly spaced indices, the same rule for every tensor (so a fused qkv keeps the same channels of q, k, v).
+Source: Xu et al., "Initializing Models with Larger Ones" (ICLR 2024), as [NeurIPS] Table 4 (Sec. 5.5) uses
+it: the student's block i takes the teacher's block i, and along every larger dimension the student keeps evenly
+spaced indices, the same rule for every tensor (so a fused qkv keeps the same channels of q, k, v).
 Tensors the teacher lacks (the student's head: `head_prefixes`) keep the student's values.
 """
 

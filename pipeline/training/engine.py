@@ -296,7 +296,7 @@ def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
         if parts.ema is not None:
             parts.ema.update(parts.model, step=epoch * steps + step)
         parts.scheduler.step_update(num_updates=epoch * steps + step + 1)
-        # with mixup on, "accuracy" is against the unmixed label (paper.md section 4 item 12: theirs is n/p)
+        # with mixup on, "accuracy" is against the unmixed label (how [NeurIPS] measured its own is n/p)
         window.append((loss.detach(), (logits.detach().argmax(-1) == hard).sum(), len(hard)))
         if len(window) == resources.sync_every or step == steps - 1:
             read_back(window, totals, epoch, step + 1 - len(window))

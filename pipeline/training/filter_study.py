@@ -1,6 +1,6 @@
 """The filter study's ConvMixer with learned or frozen spatial filters, trained: the cells of `filter_study@` and
-`filter_gaussian@` ([CI] Fig. 4 and Table 6; paper.md sections 1.3, 1.4). The learned variant also measures the
-effective rank k of its patch embeddings and checks Proposition 1, D >= k * f^2."""
+`filter_gaussian@` ([CI] Fig. 4 and Table 6). The learned variant also measures the effective rank k of its patch
+embeddings and checks Proposition 1, D >= k * f^2."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A teacher weight-selected into the grid's student and fine-tuned: the cells of `select_finetune@` ([NeurIPS]
-Table 4, paper.md section 2.5; `pipeline.method.weight_selection`). The teacher's results folder is a dep of the
-cell; metrics.json records a digest of its model.pt."""
+"""A teacher weight-selected into the grid's student and fine-tuned: the cells of `select_finetune@` ([NeurIPS] Table 4;
+`pipeline.method.weight_selection`). The teacher's results folder is a dep of the cell; metrics.json records a digest of
+its model.pt."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""[SIA]'s ablations on a grid ViT variant, trained: the cells of `sia_base@` and `sia_fit@` ([SIA] 2404.01139,
-paper.md sections 1.2, 2.7). Under a fit every other weight keeps PyTorch's default, as code-2404's impulse
-mode leaves it; `avg_sincos` models get [SIA]'s fixed sin-cos position embedding."""
+"""[SIA]'s ablations on a grid ViT variant, trained: the cells of `sia_base@` and `sia_fit@` ([SIA] 2404.01139).
+Under a fit every other weight keeps PyTorch's default, as code-2404's impulse mode leaves it; `avg_sincos` models
+get [SIA]'s fixed sin-cos position embedding."""
 
 from __future__ import annotations
 

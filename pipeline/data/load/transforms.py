@@ -1,7 +1,7 @@
 """The recipe's augmentations: timm's `create_transform` (`pil`, per image) or a batched `tensor` equivalent for the
 light recipe (crop, flip, RandomErasing) on uint8 tensor datasets, one `grid_sample` per batch on the device.
 Deliberate difference from timm: bilinear without antialiasing, identical when the crop is enlarged (every recipe
-of paper.md section 3), so `auto` picks it only when img_size >= the native size. Evaluation is timm's eval
+the papers publish), so `auto` picks it only when img_size >= the native size. Evaluation is timm's eval
 transform batched (`eval_crop`), within one 8-bit level. Grayscale into a 3-channel model is replicated; RGB
 into 1 channel takes ITU-R 601-2 luma, as PIL's `convert('L')`."""
 
@@ -34,7 +34,7 @@ BACKENDS = ("auto", "tensor", "pil")
 @dataclass
 class Augment:
     """Training augmentation and evaluation crop, by timm's names; the fields mirror params `train` and default to
-    timm's train.py (paper.md section 3.1)."""
+    timm's train.py (which code-2505's recipes run)."""
 
     scale: tuple = (0.08, 1.0)  #: RandomResizedCrop area range
     ratio: tuple = (3 / 4, 4 / 3)  #: RandomResizedCrop aspect-ratio range
@@ -42,7 +42,7 @@ class Augment:
     aa: str | None = None  #: timm RandAugment policy, e.g. 'rand-m9-mstd0.5-inc1' (needs the pil back-end)
     reprob: float = 0.0  #: RandomErasing probability
     remode: str = "pixel"
-    color_jitter: float | None = None  #: timm disables it whenever `aa` is set (paper.md section 4, item 8)
+    color_jitter: float | None = None  #: timm disables it whenever `aa` is set (`transforms_imagenet_train`)
     crop_pct: float = 0.875  #: evaluation: resize to img_size / crop_pct, centre-crop img_size
     aug_repeats: float = 0  #: repeated augmentation (DeiT): timm's RepeatAugSampler when > 0
     train_interpolation: str = "random"  #: timm train.py's default; the tensor back-end is always bilinear

@@ -3,10 +3,10 @@
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False, weight_init="skip")
     apply_init(model, "impulse", generator=torch.Generator().manual_seed(0), kernel_size=3)
 
-Each method's module has its sources and deliberate differences (paper.md sections 1 and 4): `default.py`,
-`mimetic.py`, `ci_random.py`, `impulse.py` (with our Swin and Mixer equivalents, `swin.py`, `mixer.py`).
-`apply_init` sets every value the method depends on, whatever the constructor did; it is pure, and one seed
-gives one model bit for bit per thread count (`rng`).
+Each method's module has its sources and deliberate differences (docs/fidelity.md): `default.py`, `mimetic.py`,
+`ci_random.py`, `impulse.py` (with our Swin and Mixer equivalents, `swin.py`, `mixer.py`). `apply_init` sets every value
+the method depends on, whatever the constructor did; it is pure, and one seed gives one model bit for bit per thread
+count (`rng`).
 """
 
 from __future__ import annotations

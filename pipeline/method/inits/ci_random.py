@@ -1,9 +1,8 @@
 """[CI]'s `random` arm (arXiv 2401.12511: `random512_64`), the control of its impulse/mimetic grid.
 
-paper.md section 1.2; code-2401 `vit.py` (`Attention.__init__`, init strings `random{D}_{d}`): per layer, all
-heads' Q ~ sqrt(1/D) U(-1, 1) (heads, D, d), then all heads' K ~ sqrt(1/D) U(-1, 1) (heads, d, D), written as q
-rows of head h = Q_h^T and k rows = K_h: a random rank-d map, no target, no SVD. Everything else keeps PyTorch's
-default, as in code-2401.
+Source: code-2401 `vit.py` (`Attention.__init__`, init strings `random{D}_{d}`): per layer, all heads' Q ~ sqrt(1/D)
+U(-1, 1) (heads, D, d), then all heads' K ~ sqrt(1/D) U(-1, 1) (heads, d, D), written as q rows of head h = Q_h^T and k
+rows = K_h: a random rank-d map, no target, no SVD. Everything else keeps PyTorch's default, as in code-2401.
 
 [CI]'s constants differ from code-2505's mimetic (`mimetic.py`): Var Z_ij = 1/(3D) against 1/D, and no V/proj
 step. ViT and Swin (Swin's bias keeps its default); an MlpMixer has no query/key factors, so PipelineError.

@@ -1,10 +1,11 @@
-"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`), paper.md section 4, item 1.
+"""The two baselines: PyTorch's default init (`default`) and timm's own init (`timm`).
 
-`default` is code-2505's "Default" (section 1.1): PyTorch's Linear and conv init, LayerNorms (1, 0),
+`default` is code-2505's "Default": PyTorch's Linear and conv init, LayerNorms (1, 0),
 `pos_embed ~ N(0, 0.02^2)`, `cls_token = 0` (and any other prefix token), then the optional norm_p / norm_q /
 norm_v multipliers of `post_init_weights('default<p>_<q>_<v>')`. We set these ourselves: timm's
-`weight_init='skip'` leaves pos_embed and cls_token uninitialised. `timm` is timm's `init_weights('')`. A frozen
-position embedding is architecture, not init: every arm keeps it.
+`weight_init='skip'` leaves pos_embed and cls_token uninitialised. `timm` is timm's `init_weights('')`, the
+truncated normal the paper's text describes as its Default (the code runs PyTorch's). A frozen position embedding
+is architecture, not init: every arm keeps it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Token-grid geometry: tokens row-major as timm flattens patches; offset (dy, dx) names the key (r + dy, c + dx)
-of query (r, c), zero padding outside the grid (paper.md section 1.1)."""
+of query (r, c), zero padding outside the grid (code-2505's `impulse_init`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Impulse initialization (Zheng, Li, Saratchandran, Lucey, NeurIPS 2025), as code-2505 builds it for a ViT.
 
-paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`):
+Source: code-2505 @7cd02f1, `impulse_init` and `post_init_weights('impulse')`:
 1. `pos_embed *= norm_p`; the pseudo-input P is LayerNorm(pe) of the patch rows, without affine.
 2. Per layer and head, the target M_h (`targets.impulse_targets`) at the head's offset.
 3. A_h = P_inv M_h P_inv^T, P_inv = (P^T P)^+_r P^T, r = head_dim; its SVD gives Q_h = U_r sqrt(S_r) and

@@ -1,10 +1,10 @@
 """Balanced low-rank factors L = U_r sqrt(S_r), R = sqrt(S_r) V_r^T of a target, and the writers of a layer.
 
-Every structured init ends this way (paper.md sections 1.1-1.2; code-2505 `get_ortho_like`, code-2401
-`mimetic512_64`). The official code takes a full SVD per target; we differ in route, not result: eigh of A^T A
-(`balanced_factors`) or a partial eigensolver (`top_factors`, scipy's syevr on one thread), about half the work
-(`bench/bench_inits.py`), with each pair's sign fixed by `canonical_signs`, so every layer output equals the SVD
-route's to rounding (`official_route()` switches back). code-2505's mimetic V/proj keeps LAPACK's own signs.
+Every structured init ends this way (code-2505 `get_ortho_like`, code-2401 `mimetic512_64`). The official code
+takes a full SVD per target; we differ in route, not result: eigh of A^T A (`balanced_factors`) or a partial
+eigensolver (`top_factors`, scipy's syevr on one thread), about half the work (`bench/bench_inits.py`), with each
+pair's sign fixed by `canonical_signs`, so every layer output equals the SVD route's to rounding (`official_route()`
+switches back). code-2505's mimetic V/proj keeps LAPACK's own signs.
 """
 
 from __future__ import annotations
@@ -157,6 +157,6 @@ def ortho_like_value_proj_(
     attn: nn.Module, generator: torch.Generator, alpha: float, beta: float, scale: float = 1.0, law: str = "uniform"
 ) -> None:
     """V/proj of one attention layer with value-then-proj exactly x -> scale^2 x (alpha Z - beta I): code-2505's
-    impulse arm (get_ortho_like(D, 0.4, 0.4, -1); paper.md section 4, item 4)."""
+    impulse arm (get_ortho_like(D, 0.4, 0.4, -1); [NeurIPS]'s text keeps V/proj at the default)."""
     target = ortho_like_target(attn.qkv.in_features, alpha, beta, -1, generator, law=law)[0]
     write_value_proj_(attn, *balanced_factors(target), scale)

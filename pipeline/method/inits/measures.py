@@ -77,7 +77,8 @@ def capture_inputs(model: nn.Module, modules: list[nn.Module], x: torch.Tensor) 
 
 def pseudo_input(model: nn.Module, kind: str, block: nn.Module) -> torch.Tensor:
     """The positional pseudo-input of one block's mixing layer: the block's norm1 of the ViT position embedding's
-    patch rows (paper.md 1.1); zeros for Swin (the map is softmax of the bias) and Mixer (the Jacobian at 0)."""
+    patch rows (as code-2505's `impulse_init`); zeros for Swin (the map is softmax of the bias) and Mixer (the
+    Jacobian at 0)."""
     if kind == SWIN:
         return torch.zeros(1, block.attn.window_area, block.attn.qkv.in_features)
     if kind == MIXER:

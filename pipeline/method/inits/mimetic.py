@@ -1,11 +1,11 @@
 """Mimetic initialization (Trockman & Kolter, ICML 2023): code-2505's `mimetic` arm, or the paper's own form.
 
-`form='official'` (default; paper.md section 1.1, code-2505 `get_ortho_like`, `post_init_weights('mimetic')`):
+`form='official'` (default; code-2505 `get_ortho_like`, `post_init_weights('mimetic')`):
 A = alpha Z + sign beta I, Z_ij ~ U(+-sqrt(3/D)), split as L = U sqrt(S), R = sqrt(S) V^T. Q/K per head: a fresh
 draw of 0.7 Z + 0.7 I, q rows = L[:, :d]^T, k rows = R[:d, :]. V/proj per layer: v rows = L, proj = R, so
-value-then-proj is x (R L)^T, not x A (paper.md section 4, item 4); R L depends on the SVD's signs, so this step
-keeps LAPACK's, as the official code does. `form='paper'` (their section 3): Z ~ N(0, 1/D), and value-then-proj
-exactly alpha_vo Z - beta_vo I.
+value-then-proj is x (R L)^T, not x A (code-2505's impulse arm writes x A); R L depends on the SVD's signs, so
+this step keeps LAPACK's, as the official code does. `form='paper'` (their section 3): Z ~ N(0, 1/D), and
+value-then-proj exactly alpha_vo Z - beta_vo I.
 
 Everything else keeps PyTorch's default. A Mixer's token map becomes alpha_qk Z + beta_qk I (ours, no official
 code; `mixer.py`). [CI]'s `mimetic512_64` differs in its constants (`ci_random`).

@@ -1,4 +1,4 @@
-"""Impulse (and mimetic) token mixing for timm's MlpMixer: our design, no official code (paper.md 2.5, Table 3).
+"""Impulse (and mimetic) token mixing for timm's MlpMixer: our design, no official code ([NeurIPS] Table 3 gives none).
 
 A MixerBlock's token MLP is shared by all channels, so each block has one N x N map, one "head".
 `impulse.mixer` picks the construction:

@@ -1,4 +1,4 @@
-"""Impulse initialization for timm's SwinTransformer: our design, code-2505 covers ViT only (paper.md 2.5).
+"""Impulse initialization for timm's SwinTransformer: our design, code-2505 covers ViT only.
 
 Swin's positional path is its per-head relative-position bias, already a convolution-shaped logit, so the
 impulse goes there: table[delta, h] = c * M_h(delta) with M_h the ViT target at offset o_h and c = ln(scale) /

@@ -1,6 +1,6 @@
 """What an impulse head is meant to do: its offset, its target logits, and whether a low-rank map still peaks there.
 
-paper.md section 1.1 (code-2505 @7cd02f1, `impulse_init`); grid and offsets as in `geometry`.
+Source: code-2505 @7cd02f1, `impulse_init`; grid and offsets as in `geometry`.
 
 - Offsets: code-2505's fixed 3x3 head order, repeated after 9 heads. For kernel_size > 3 code-2505 decodes its
   9-entry list in base f, which is wrong for f != 3; we differ: the 3x3 order first, then the rest of the kernel,
