@@ -583,7 +583,8 @@ def test_claim_7_reads_the_attention_stage_measures(results):
 # --- what the stage writes ---------------------------------------------------------------------------------------
 
 def test_stage_writes_tables_claims_and_dvc_metrics(results, repo_root):
-    params = load_params(repo_root / "params.yaml", ["filter_study.seeds=[0, 1]"])
+    params = load_params(repo_root / "params.yaml", ["seeds=[0, 1]", "filter_study.seeds=[0, 1]",
+                                                     "filter_study.filters=[learned, random, impulse, box-9]"])
     assert main(params, Namespace(results=str(results), paper=str(PAPER))) == 0
     out = results / "tables"
     manifest = json.loads((out / "tables.json").read_text())

@@ -33,12 +33,16 @@ def rows_of(out: list[str], profile: str) -> dict:
 
 def test_the_verdicts_pass_their_calibration_bounds(capsys):
     bench = load_bench()
-    assert bench.main(["--simulations", "100", "--profiles", "cpu", "--claims", "1", "5a", "6"]) == 0
+    assert bench.main(["--simulations", "100", "--profiles", "cpu", "--claims", "1"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert LAST.match(out[-1]) and out[-1].endswith("(100 simulations)")
     rows = rows_of(out, "cpu")
-    assert set(rows) == {"1", "5a", "6"} and rows["6"][2] == "5/4"  # Welch: 5 ViT and 4 ConvMixer runs
+    assert set(rows) == {"1"}
     assert 0.2 < float(rows["1"][-2]) < 0.9  # the power scenario sits where a check says something
+    assert "BOUND FAILED" not in "\n".join(out)
+    assert bench.main(["--simulations", "100", "--profiles", "cpu-all", "--claims", "6"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rows_of(out, "cpu-all")["6"][2] == "3/3"  # Welch: 3 ViT and 3 ConvMixer runs
     assert "BOUND FAILED" not in "\n".join(out)
 
 
@@ -58,15 +62,15 @@ def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
     real_s, real_r = Criterion.p_supported, Criterion.p_reverse
     monkeypatch.setattr(Criterion, "p_supported", lambda self, e: real_s(self, e) / 4)
     monkeypatch.setattr(Criterion, "p_reverse", lambda self, e: real_r(self, e) / 4)
-    assert bench.main(["--simulations", "150", "--profiles", "cpu", "--claims", "1", "--scenarios", "boundary",
+    assert bench.main(["--simulations", "150", "--profiles", "cpu-claims", "--claims", "1", "--scenarios", "boundary",
                        "one open"]) == 1
     out = capsys.readouterr().out
-    assert "BOUND FAILED: cpu 1 " in out and LAST.match(out.strip().splitlines()[-1])
+    assert "BOUND FAILED: cpu-claims 1 " in out and LAST.match(out.strip().splitlines()[-1])
 
 
 def test_the_bench_fails_a_stated_power_that_is_off(capsys, monkeypatch):
     bench = load_bench()
     real = bench.stated_power
     monkeypatch.setattr(bench, "stated_power", lambda *a: min(1.0, real(*a) + 0.3))
-    assert bench.main(["--simulations", "60", "--profiles", "cpu", "--claims", "6", "--scenarios", "power"]) == 1
-    assert "BOUND FAILED: cpu 6 power" in capsys.readouterr().out
+    assert bench.main(["--simulations", "60", "--profiles", "cpu-all", "--claims", "6", "--scenarios", "power"]) == 1
+    assert "BOUND FAILED: cpu-all 6 power" in capsys.readouterr().out

@@ -69,7 +69,7 @@ def test_every_key_of_params_yaml_is_a_dataclass_field(repo_root):
         ("train.scale=[0.5, 0.1]", ["train.scale", "low <= high"]),
         ("train.hflip=1.5", ["train.hflip", "[0, 1]"]),
         ("data.normalization=cifar", ["data.normalization", "'cifar'", "'imagenet'"]),
-        ("train.warmup_epochs=6", ["train.warmup_epochs", "train.epochs"]),
+        ("train.warmup_epochs=20", ["train.warmup_epochs", "train.epochs"]),
         ("report.confidence=95", ["report.confidence", "(0, 1)"]),
         ("filter_study.model.kernel_size=4", ["filter_study.model.kernel_size", "odd"]),
         ("filter_study.model.block=gelu", ["filter_study.model.block", "'gelu'", "'ci'", "'sia'"]),
@@ -209,7 +209,7 @@ def test_filter_study_block_defaults_to_cis_form_which_the_default_study_reprodu
 
 def test_filter_study_dataset_must_be_fetched():
     with pytest.raises(PipelineError, match="filter_study.dataset"):
-        from_mapping(Params, {"datasets": ["cifar10"]})
+        from_mapping(Params, {"datasets": ["cifar10"], "filter_study": {"filters": ["learned"]}})
     off = {"datasets": ["cifar10"], "filter_study": {"filters": [], "gaussian_sigmas": []}}
     assert from_mapping(Params, off).filter_study.filters == []
 

@@ -72,6 +72,7 @@ def low_dpi(monkeypatch):
 @pytest.fixture
 def params(params_file):
     return load_params(params_file, ["seeds=[0, 1]", "filter_study.seeds=[0, 1]",
+                                     "filter_study.filters=[learned, random, impulse, box-9, softmax]",
                                      "filter_study.gaussian_sigmas=[0.1, 1.0]", "filter_study.gaussian_heads=[64, 4]"])
 
 

@@ -89,7 +89,8 @@ def tracked_text_files() -> list[str]:
 def test_no_tracked_file_names_a_document_the_repository_lacks():
     files = tracked_text_files()
     assert len(files) > 50
-    bad = [o for name in files for o in offenders(name, (ROOT / name).read_text(errors="replace"))]
+    bad = [o for name in files if name != "tests/test_references.py"  # its own examples name missing files
+           for o in offenders(name, (ROOT / name).read_text(errors="replace"))]
     assert not bad, ("name a document the repository has, or the paper / official code, instead of:\n"
                      + "\n".join(bad))
 

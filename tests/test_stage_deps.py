@@ -42,13 +42,13 @@ STAMPS = ROOT / CONFIGS / CODE
 
 def stages() -> list[tuple[str, str, list[Path]]]:
     """(stage name, command, code deps below pipeline/) of every stage dvc.yaml defines, with every stage group
-    switched on (the [CI] grids and the Gaussian filter grid are off in the default params), as DVC resolves them."""
+    switched on (the [CI] grids and the filter study are off in the default params), as DVC resolves them."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(ROOT / "dvc.yaml", tmp)
         params = yaml.safe_load((ROOT / "params.yaml").read_text())
         params["ci_alpha"]["datasets"] = params["datasets"][:1]
         params["ci_model3"]["datasets"] = params["datasets"][:1]
-        params["filter_study"]["gaussian_sigmas"] = [1.0]
+        params["filter_study"] |= {"gaussian_sigmas": [1.0], "filters": ["learned"]}
         params["train_configs"] = {"lr_half": {"lr": 0.0005}}
         params["weight_selection"] |= {"teachers": {"small": {"arm": "impulse", "train_size": 500}},
                                        "datasets": ["digits"], "fetch": ["digits"]}
@@ -171,7 +171,8 @@ def code_digest_of(package_copy: Path, module: str) -> str:
 
 
 def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path):
-    """Edit code outside a train cell's closure: same key (its checkpoint resumes); inside: a new key."""
+    """Edit code outside a train cell's closure: same key (its checkpoint resumes); a comment inside: the same; code
+    inside: a new key."""
     shutil.copytree(PACKAGE, tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
     before = code_digest_of(tmp_path, "pipeline.training.train")
     for outside in ("data/fetch/sources.py", "__main__.py", "analysis/report.py", "scale/executors.py", "config.py",
@@ -181,6 +182,9 @@ def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path)
     assert code_digest_of(tmp_path, "pipeline.training.train") == before
     with open(tmp_path / "pipeline" / "training" / "engine.py", "a") as f:
         f.write("\n# an edit\n")
+    assert code_digest_of(tmp_path, "pipeline.training.train") == before  # a comment computes nothing new
+    with open(tmp_path / "pipeline" / "training" / "engine.py", "a") as f:
+        f.write("\nAN_EDIT = 1\n")
     assert code_digest_of(tmp_path, "pipeline.training.train") != before
 
 

@@ -103,10 +103,16 @@ class Experiment:
     cells: tuple = ()
 
     def seed_lists(self) -> dict[str, tuple]:
-        """Every seed list this experiment runs, by params key (the planned n's keys)."""
-        return {"seeds": self.seeds, "filter_study.seeds": self.filter_seeds, "ci_alpha.seeds": self.ci_seeds,
-                "ci_model3.seeds": self.m3_seeds, "sia.seeds": self.sia_seeds,
-                "weight_selection.seeds": self.ws_seeds}
+        """Every seed list this experiment runs, by params key (the planned n's keys); () for a block that is off
+        (its list runs nothing, so it is no part of the confirmatory design)."""
+        on = {"seeds": bool(self.datasets), "filter_study.seeds": bool(self.filters or self.sigmas),
+              "ci_alpha.seeds": bool(self.ci_datasets), "ci_model3.seeds": bool(self.m3_datasets),
+              "sia.seeds": bool(self.sia_datasets and self.sia_cells),
+              "weight_selection.seeds": bool(self.ws_datasets and self.ws_teachers)}
+        lists = {"seeds": self.seeds, "filter_study.seeds": self.filter_seeds, "ci_alpha.seeds": self.ci_seeds,
+                 "ci_model3.seeds": self.m3_seeds, "sia.seeds": self.sia_seeds,
+                 "weight_selection.seeds": self.ws_seeds}
+        return {key: seeds if on[key] else () for key, seeds in lists.items()}
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
