@@ -140,7 +140,8 @@ def cell(check: Check, compiled: bool) -> None:
             f"resources.compile={str(compiled).lower()}"]
     if check.cpu:  # a 2-block ViT at 32 px, batch 128 (2 emulated ranks of 64) on the CPU
         sets += ["resources.device=cpu", "resources.workers=0", "models.vit.img_size=32", "models.vit.patch_size=8",
-                 "models.vit.embed_dim=48", "models.vit.depth=2", "train.batch_size=128", "train.sampler_ranks=2"]
+                 "models.vit.embed_dim=48", "models.vit.depth=2", "train.batch_size=128", "train.sampler_ranks=2",
+                 "resources.data_on_device=auto", "train.amp=auto"]  # the profile pins the GPU's: float32, PIL here
     command = [sys.executable, "-m", "pipeline", "--params", "params.yaml",
                *[a for s in sets for a in ("--set", s)], "train", "cifar10", "vit", "impulse", "0"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":")}

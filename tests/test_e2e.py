@@ -101,7 +101,7 @@ def test_a_code_edit_makes_stale_exactly_the_stages_whose_code_it_is(repo, smoke
     before = planned_untouched(smoke_built[0], repo)
     source = repo / path
     original = source.read_text()
-    source.write_text(original + "\n# an edit\n")
+    source.write_text(original + "\nAN_EDIT = 1  # code, not a comment: code stamps skip comments\n")
     try:
         changed = planned(repo) - before
     finally:
@@ -116,7 +116,7 @@ def test_a_stage_whose_code_changed_trains_from_scratch(repo, first_run):
     before = stale(repo)
     engine = repo / "pipeline" / "training" / "engine.py"
     original = engine.read_text()
-    engine.write_text(original + "\n# an edit\n")
+    engine.write_text(original + "\nAN_EDIT = 1  # code, not a comment: code stamps skip comments\n")
     try:
         out = sh(repo, "dvc", "repro", RUN)  # the configs stage first: it writes the engine's new code stamp
         assert {"configs", RUN} <= ran(out) and "resuming" not in out and "epoch 2/2" in out

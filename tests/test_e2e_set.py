@@ -23,7 +23,10 @@ def test_one_run_answers_every_claim_in_one_table(built):
     claims = json.loads((built / "results/tables/claims.json").read_text())
     verdicts = {c["id"]: c["verdict"] for c in claims["claims"]}
     # ImageNet, and what smoke-all leaves out: one ViT, no filter study, no Swin / Mixer
-    assert [k for k, v in verdicts.items() if v == "not tested"] == ["2", "3", "5a", "5b", "6", "8"]
+    # smoke's one-epoch arms may stay at chance: a claim resting on one says so instead of a verdict
+    untrained = {c["id"] for c in claims["claims"] if "did not train" in (c.get("summary") or "")}
+    assert [k for k, v in verdicts.items() if v == "not tested" and k not in untrained] == ["2", "3", "5a", "5b", "6",
+                                                                                             "8"]
     rev = sh(built, "git", "rev-parse", "--short=7", "HEAD").strip()
     readme = built.joinpath("README.md").read_text()
     block = readme.split("<!-- claims:begin")[1].split("<!-- claims:end -->")[0]
@@ -39,7 +42,8 @@ def test_the_report_holds_the_history_the_per_seed_differences_and_the_ci_figure
     assert history["available"] and history["run"]["revision"] and history["confirmatory"]["holds"] is False
     ten = next(c for c in claims["claims"] if c["id"] == "10")
     assert any(e.startswith("Sensitivity line, never deciding") for e in ten["evidence"])
-    assert all(c["per_seed"] for c in ten["comparisons"]) and ten["power"]["comparisons"] == 2
+    assert all(c["per_seed"] for c in ten["comparisons"])
+    assert ten["verdict"] == "not tested" or ten["power"]["comparisons"] == 2  # no power without evidence
     report = (built / "reports/report.md").read_text()
     assert "## The plan's history" in report and "**Claim 12: each comparison seed by seed**" in report
     figures = json.loads((built / "reports/figures/figures.json").read_text())

@@ -741,6 +741,8 @@ def _transfer_notes(ev: Evidence, rule: Rule, cell: pd.DataFrame, dataset: str) 
     """Per teacher, its selected student against the same student trained from scratch from the teacher's init (same
     seeds, paired): whether selection transferred anything. Context, never deciding claim 12."""
     notes = []
+    if "teacher_arm" not in cell.columns:
+        return notes
     for teacher in (t for t in dict.fromkeys(cell["source"]) if not t.startswith(SCRATCH)):
         arm = cell.loc[cell["source"] == teacher, "teacher_arm"].iloc[0]
         scratch = SCRATCH + str(arm)
