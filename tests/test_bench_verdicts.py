@@ -40,7 +40,7 @@ def test_the_verdicts_pass_their_calibration_bounds(capsys):
     assert set(rows) == {"1"}
     assert 0.2 < float(rows["1"][-2]) < 0.9  # the power scenario sits where a check says something
     assert "BOUND FAILED" not in "\n".join(out)
-    assert bench.main(["--simulations", "100", "--profiles", "cpu-all", "--claims", "6"]) == 0
+    assert bench.main(["--simulations", "40", "--profiles", "cpu-all", "--claims", "6"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert rows_of(out, "cpu-all")["6"][2] == "3/3"  # Welch: 3 ViT and 3 ConvMixer runs
     assert "BOUND FAILED" not in "\n".join(out)
@@ -51,7 +51,7 @@ def test_claims_10_to_15_are_simulated_and_calibrated(capsys):
     """The laptop set's claims of [CI] Tables 1-2, the training configurations, weight selection and [SIA]."""
     bench = load_bench()
     claims = ["10", "11", "12", "13", "14", "15"]
-    assert bench.main(["--simulations", "40", "--profiles", "cpu-all", "--claims", *claims]) == 0
+    assert bench.main(["--simulations", "15", "--profiles", "cpu-all", "--claims", *claims]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert set(rows_of(out, "cpu-all")) == set(claims) and LAST.match(out[-1])
 
@@ -62,7 +62,7 @@ def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
     real_s, real_r = Criterion.p_supported, Criterion.p_reverse
     monkeypatch.setattr(Criterion, "p_supported", lambda self, e: real_s(self, e) / 4)
     monkeypatch.setattr(Criterion, "p_reverse", lambda self, e: real_r(self, e) / 4)
-    assert bench.main(["--simulations", "150", "--profiles", "cpu-claims", "--claims", "1", "--scenarios", "boundary",
+    assert bench.main(["--simulations", "60", "--profiles", "cpu-claims", "--claims", "1", "--scenarios", "boundary",
                        "one open"]) == 1
     out = capsys.readouterr().out
     assert "BOUND FAILED: cpu-claims 1 " in out and LAST.match(out.strip().splitlines()[-1])
