@@ -205,14 +205,14 @@ def level(points: float) -> float:
 
 def vit_variants(d: Design) -> list[str]:
     """ViT-family variants by head count (claim 3's order)."""
-    from pipeline.analysis.runs import family_of
+    from pipeline.method.names import family_of
     vits = [(heads or 0, v) for v, name, heads in d.exp.models if family_of(name) == "vit"]
     return [v for _, v in sorted(vits)]
 
 
 def first_variant(d: Design, claim: str) -> str | None:
     """The variant of a claim's first cell: the first ViT-family one, or for claim 8 the first Swin/Mixer."""
-    from pipeline.analysis.runs import family_of
+    from pipeline.method.names import family_of
     families = ("swin", "mixer") if claim == "8" else ("vit",) if claim != "headline" else ("vit", "swin", "mixer")
     return next((v for v, name, _ in d.exp.models if family_of(name) in families), None)
 

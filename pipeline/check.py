@@ -27,7 +27,7 @@ from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
 from pipeline.errors import PipelineError
 from pipeline.experiments import ci as ci_grids
-from pipeline.experiments import stages
+from pipeline.experiments import init_section, stages
 from pipeline.experiments.sia import sia_model
 from pipeline.method.inits.arch import VIT, family
 from pipeline.method.weight_selection import select_weights
@@ -453,6 +453,23 @@ def validate(params: Params, devices: bool = True) -> int:
     return check_builds(params)
 
 
+def resolved_lines(params: Params) -> list[str]:
+    """Where a cell resolves an init option to another value that trains the same model (`init_section`), and so
+    re-runs nothing when params change it."""
+    lines = []
+    for variant, model in params.models.items():
+        if "impulse" not in params.arms:
+            break
+        given = params.method_options("impulse", variant).get("kernel_size")
+        used = init_section(params, "impulse", variant).get("kernel_size")
+        if given != used:
+            lines.append(f"note: impulse.kernel_size {given} gives models.{variant}'s {model.num_heads} heads the"
+                         f" offsets of a {used}x{used} kernel (code-2505's order takes a larger kernel's other"
+                         f" offsets only after {used * used} heads): its cells resolve to kernel_size {used} and"
+                         f" train what {used} trains, so this value re-runs none of them")
+    return lines
+
+
 def cell_counts(params: Params) -> list[str]:
     lines = []
     for stage in stages():
@@ -474,7 +491,7 @@ def main(params: Params, args) -> int:
         print(line)
     for line in weight_selection_lines(params):
         print(line)
-    for line in planned + data_lines(params) + parallel_lines(params):
+    for line in resolved_lines(params) + planned + data_lines(params) + parallel_lines(params):
         print(line)
     for line in estimate_lines(params, args.device):
         print(line)

@@ -116,3 +116,25 @@ def test_a_comment_or_docstring_in_the_engine_re_runs_nothing_and_a_changed_cons
     dry = sh(built, "python", "-m", "pipeline", "repro", "--dry")  # before the configs stage writes the stamps
     assert {n for n in re.findall(r"^  (\S+): stale;", dry, re.MULTILINE) if n.startswith(CELLS)} == every
     assert stale_cells(built) == every
+
+
+def test_a_kernel_that_gives_the_heads_the_same_offsets_resolves_equal_and_check_says_why(capsys):
+    """code-2505's order takes a larger kernel's other offsets only after the 3x3 order's nine: 3 heads get the same
+    offsets from 5x5 as from 3x3, so their cells' configurations are byte for byte the same (nothing re-runs); 10 heads
+    do not, and `impulse.offsets: random` draws from the whole kernel, so there it changes the cells."""
+    from pipeline.check import resolved_lines
+    from pipeline.method.names import official_offsets, smallest_kernel
+
+    assert official_offsets(3, 5) == official_offsets(3, 3) and smallest_kernel(3, 5) == 3
+    assert official_offsets(10, 5) != official_offsets(10, 3) and smallest_kernel(10, 5) == 5
+    base = resolved(load_params())
+    assert resolved(load_params(overrides=["impulse.kernel_size=5"])) == base
+    assert "resolve to kernel_size 3" in " ".join(resolved_lines(load_params(overrides=["impulse.kernel_size=5"])))
+    assert not resolved_lines(load_params())
+    wide = ["models.vit.embed_dim=80", "models.vit.num_heads=10"]
+    narrow = resolved(load_params(overrides=wide))
+    changed = {path for path, content in resolved(load_params(overrides=[*wide, "impulse.kernel_size=5"])).items()
+               if content != narrow.get(path)}
+    assert changed and all("-impulse-" in path or "/impulse" in path for path in changed), sorted(changed)[:3]
+    random = ["impulse.offsets=random"]
+    assert resolved(load_params(overrides=[*random, "impulse.kernel_size=5"])) != resolved(load_params(overrides=random))

@@ -28,6 +28,7 @@ from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import dataset_meta
 from pipeline.data.registry import normalization_stats
 from pipeline.errors import PipelineError
+from pipeline.experiments import init_section
 from pipeline.method.inits import (
     attention_maps,
     init_diagnostics,
@@ -132,7 +133,7 @@ def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int
 
 
 def grid_model(params: Params, variant: str, arm: str, meta, seed: int) -> torch.nn.Module:
-    return builders.initialized(params.models[variant], arm, params.method_options(arm, variant), meta, seed)
+    return builders.initialized(params.models[variant], arm, init_section(params, arm, variant), meta, seed)
 
 
 def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
@@ -172,7 +173,7 @@ def main(params: Params, args) -> int:
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
     record = {"variant": args.variant, "arm": args.arm, "state": "init", "dataset": dataset,
               "model": model_label(params.models[args.variant]), "seed": 0,
-              "init": params.method_options(args.arm, args.variant)} | record
+              "init": init_section(params, args.arm, args.variant)} | record
     write_attention(ATTENTION_DIR / args.variant / args.arm, maps, record)
     for name, per_layer in record["measures"].items():
         for layer, m in per_layer.items():

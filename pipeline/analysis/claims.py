@@ -28,7 +28,6 @@ from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.runs import (
     clip_epochs,
     convergence_columns,
-    family_of,
     model3_rows,
     per_seed,
     per_seed_scores,
@@ -51,7 +50,7 @@ from pipeline.analysis.stats import (
 )
 from pipeline.errors import PipelineError
 from pipeline.experiments.weight_selection import SCRATCH
-from pipeline.method.names import BEYOND_PAPER, CI_ARMS, parse_study_variant
+from pipeline.method.names import BEYOND_PAPER, CI_ARMS, family_of, parse_study_variant
 from pipeline.vocabulary import SENSITIVITY_ARM
 
 NOT_TESTED = "not tested"

@@ -32,8 +32,6 @@ RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "world_size", "git_rev",
               "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest", "amp_dtype",
               "data_path")
-#: how a timm model name maps to a family (for an attention record, which names its model only)
-FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
 SCORED = ("val_top1", "correct", "images")
 
@@ -43,10 +41,6 @@ def read_metrics(path: Path) -> dict:
         return json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PipelineError(f"{path}: not valid JSON ({exc}); re-run its stage (dvc repro -f <stage>)") from None
-
-
-def family_of(model: str) -> str:
-    return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
 
 
 def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:

@@ -142,6 +142,23 @@ def train_section(recipe, dataset: str) -> dict:
     return train
 
 
+def init_section(params, arm: str, variant: str) -> dict:
+    """The options an arm's init runs with on `variant`, as the run uses them: impulse in code-2505's order on a ViT
+    whose heads params name takes the smallest kernel that gives its heads the same offsets (`smallest_kernel`), so
+    `impulse.kernel_size: 5` with 3 heads resolves as 3 does and re-runs nothing (`check` says so). A kernel the
+    token grid cannot hold is left as given, for the run to refuse."""
+    from pipeline.method.names import family_of, smallest_kernel
+
+    options = params.method_options(arm, variant)
+    model = params.models[variant]
+    kernel = options.get("kernel_size") if arm == "impulse" and options.get("offsets") == "official" else None
+    if kernel and model.num_heads and family_of(model.name) == "vit":
+        grid = model.img_size // model.patch_size if model.img_size and model.patch_size else None
+        if grid and kernel <= grid:
+            options = options | {"kernel_size": smallest_kernel(model.num_heads, kernel)}
+    return options
+
+
 def model_section(model) -> dict:
     """A `models` section as a cell reads it: without `init_options`, which reach it through its arm's `init`."""
     return {k: v for k, v in dataclasses.asdict(model).items() if k != "init_options"}

@@ -4,7 +4,7 @@ Fig. 5 / App. F; `train_config@`). The arms are `init` and the two `baselines`."
 
 from __future__ import annotations
 
-from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section, train_section
+from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, init_section, model_section, train_section
 
 ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
 
@@ -12,7 +12,7 @@ ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
 def cell_config(params, cell: dict, recipe, labels: dict) -> dict:
     variant, arm = cell["variant"], cell["arm"]
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arm": arm,
-            "model": model_section(params.models[variant]), "init": params.method_options(arm, variant),
+            "model": model_section(params.models[variant]), "init": init_section(params, arm, variant),
             "train": train_section(recipe, cell["dataset"]), "data": data_section(params, cell["dataset"]),
             "labels": {"arm": arm} | labels}
 

@@ -53,6 +53,42 @@ def check_kernel_size(kernel_size: object, key: str = "kernel_size") -> int:
     return kernel_size
 
 
+
+#: how a timm model name maps to a family (its first word: vit_tiny_patch16_224 -> vit)
+FAMILY_PREFIXES = {"vit": "vit", "deit": "vit", "swin": "swin", "mixer": "mixer"}
+
+
+def family_of(model: str) -> str:
+    """A timm model name's family ('vit', 'swin', 'mixer'), or '' for another model."""
+    return FAMILY_PREFIXES.get(str(model).split("_")[0], "")
+
+# --- impulse offsets ([NeurIPS] Sec. 3: one 3x3 offset per head) ----------------------------------------------------
+
+#: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
+OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
+
+
+def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
+    """All f x f offsets: code-2505's 3x3 order first, then the others nearest first (row-major on ties)."""
+    core = [(k // 3 - 1, k % 3 - 1) for k in OFFICIAL_ORDER] if kernel_size >= 3 else [(0, 0)]
+    half = kernel_size // 2
+    rest = [(dy, dx) for dy in range(-half, half + 1) for dx in range(-half, half + 1) if (dy, dx) not in core]
+    return core + sorted(rest, key=lambda o: (o[0] ** 2 + o[1] ** 2, o))
+
+
+def official_offsets(num_heads: int, kernel_size: int) -> list[tuple[int, int]]:
+    """Each head's offset in code-2505's order for an f x f kernel, cycling after f^2 heads."""
+    base = kernel_offsets(kernel_size)
+    return [base[i % len(base)] for i in range(num_heads)]
+
+
+def smallest_kernel(num_heads: int, kernel_size: int) -> int:
+    """The smallest odd kernel (3 or more) whose official offsets for `num_heads` heads are `kernel_size`'s: a larger
+    kernel only appends offsets after the 3x3 order's nine, so up to 9 heads take the same offsets from 5x5 as from
+    3x3 and train the same model."""
+    want = official_offsets(num_heads, kernel_size)
+    return next((k for k in range(3, kernel_size, 2) if official_offsets(num_heads, k) == want), kernel_size)
+
 # --- ConvMixer filter families ([CI] Fig. 4, Table 6; the tensors are drawn in pipeline.method.filters) ---------------
 
 #: The filter-family registry: kind -> the form its name is written in (tests parametrize over it).

@@ -19,10 +19,8 @@ from pipeline.errors import PipelineError
 from pipeline.method.inits.arch import MIXER, attention_layers, family
 from pipeline.method.inits.geometry import shifted_index
 from pipeline.method.inits.rng import as_generator, truncated_normal
-from pipeline.method.names import check_kernel_size
+from pipeline.method.names import check_kernel_size, kernel_offsets, official_offsets
 
-#: code-2505's head order as 3x3 kernel indices k: (dy, dx) = (k // 3 - 1, k % 3 - 1).
-OFFICIAL_ORDER = (4, 1, 5, 3, 7, 0, 2, 6, 8)
 #: A head whose noise-free low-rank map peaks at its offset for fewer queries than this cannot express it.
 MIN_PEAK = 0.5
 
@@ -36,23 +34,15 @@ def check_kernel(kernel_size: int, grid: tuple[int, int], what: str) -> None:
         )
 
 
-def kernel_offsets(kernel_size: int) -> list[tuple[int, int]]:
-    """All f x f offsets: code-2505's 3x3 order first, then the others nearest first (row-major on ties)."""
-    core = [(k // 3 - 1, k % 3 - 1) for k in OFFICIAL_ORDER] if kernel_size >= 3 else [(0, 0)]
-    half = kernel_size // 2
-    rest = [(dy, dx) for dy in range(-half, half + 1) for dx in range(-half, half + 1) if (dy, dx) not in core]
-    return core + sorted(rest, key=lambda o: (o[0] ** 2 + o[1] ** 2, o))
-
-
 def impulse_offsets(
     num_heads: int, kernel_size: int = 3, order: str = "official", generator: torch.Generator | None = None
 ) -> list[tuple[int, int]]:
     """The (dy, dx) impulse offset of each head (or Mixer block) for an odd `kernel_size`: 'official' order
     (code-2505's, cycling after f^2 heads) or 'random' (uniform with replacement, from `generator`)."""
     check_kernel(kernel_size, (kernel_size, kernel_size), "kernel")
-    base = kernel_offsets(kernel_size)
     if order == "official":
-        return [base[i % len(base)] for i in range(num_heads)]
+        return official_offsets(num_heads, kernel_size)
+    base = kernel_offsets(kernel_size)
     if order == "random":
         picks = torch.randint(len(base), (num_heads,), generator=as_generator(generator))
         return [base[i] for i in picks.tolist()]
