@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dvc-yaml": ("pipeline.stages", "write dvc.yaml from the experiments' declarations (--check: exit 1 if stale)"),
     "sources": ("pipeline.data.fetch.fingerprint",
                 "stage sources: what each dataset is read from (data/sources/, checked on every run)"),
+    "plan-history": ("pipeline.analysis.plan_history",
+                     "stage plan_history: the commits the plan's history is read from (checked on every run)"),
     "fetch": ("pipeline.data.fetch", "stage fetch@<dataset>: download, verify and store one dataset"),
     "profile": ("pipeline.profiles", "apply a recipe from profiles/ onto params.yaml"),
     "attention": ("pipeline.analysis.attention", "stage attention@<variant>-<arm>: attention maps at init"),

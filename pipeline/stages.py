@@ -52,6 +52,10 @@ STATIC: list[tuple[str, str, dict]] = [
         "deps": ["data/sources/${item.dataset}.json"],
         "params": ["data.download", "data.fashion_mnist_mirror", "data.imagenet_path", "data.folder_path"],
         "outs": ["data/${item.dataset}"]}),
+    # the commits the plan's history is read from (pipeline.analysis.plan_history): git is outside DVC's view
+    ("plan_history", "pipeline.analysis.plan_history", {
+        "always_changed": True,
+        "outs": [{"results/plan_history.json": {"cache": False}}]}),
     ("configs", "pipeline.resolve", {
         "params": [{"params.yaml": None}], "outs": ["configs"]}),
 ]
@@ -69,7 +73,7 @@ ANALYSIS: list[tuple[str, str, dict]] = [
                    "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization", "ci_alpha"],
         "outs": ["reports/figures"]}),
     ("aggregate", "pipeline.analysis.aggregate", {
-        "deps": ["paper", "bench/ci_fit.yaml", "results/train", "results/ci_alpha", "results/ci_model3",
+        "deps": ["paper", "bench/ci_fit.yaml", "results/plan_history.json", "results/train", "results/ci_alpha", "results/ci_model3",
                  "results/ci_table1", "results/train_config", "results/sia", "results/weight_selection",
                  "results/filter_study", "results/attention"],
         "params": [{"params.yaml": None}], "outs": ["results/tables"],

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.analysis.plan_history import POWER_KIND, VERDICT_KIND, confirmatory_status, history
 
@@ -114,3 +115,24 @@ def test_a_changed_training_rule_is_a_change_every_verdict_depends_on():
     old = "claims: {'1': {seed_sd: 1.0}, '4': {seed_sd: 2.0}}\n"
     [(claims, what, kind)] = plan_diff(old, old + "training: {chance_loss_ratio: 0.9}\n")
     assert set(claims) == {"1", "4"} and kind == VERDICT_KIND and what.startswith("training rule set to")
+
+
+def test_the_stages_fingerprint_changes_with_the_history_it_reads_and_a_shallow_clone_says_so(repo, tmp_path):
+    """aggregate depends on results/plan_history.json (dvc.yaml), the `plan_history` stage's record of the commits the
+    history reads: a commit touching the plan, a seed list or README.md changes it, another commit does not; a shallow
+    clone gives no history, saying why, rather than one cut at its depth."""
+    from pipeline.analysis.plan_history import fingerprint
+    from pipeline.stages import render
+
+    before = fingerprint(repo)
+    commit(repo, 20, "code", {"notes.txt": "x"})
+    assert fingerprint(repo) == before and before["available"] and not before["shallow"]
+    commit(repo, 21, "plan", {"paper/plan.yaml": PLAN.format(margin=0.5, sd=2.0, confirmatory="")})
+    assert fingerprint(repo)["commits"] == [*before["commits"], fingerprint(repo)["commits"][-1]]
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    assert fingerprint(shallow)["shallow"]
+    record = history(shallow, ["1"], {})
+    assert not record["available"] and "shallow" in record["note"]
+    stages = yaml.safe_load(render())["stages"]
+    assert stages["plan_history"]["always_changed"] and "results/plan_history.json" in stages["aggregate"]["deps"]

@@ -5,19 +5,32 @@ A plan fixed before its results were read makes a verdict confirmatory; a later 
 on (a comparison, margin, family, α, planned n or required value; a seed list changed) is labelled post hoc for
 the claims it touches when one of them had a result already: a verdict in a committed README.md, or the commit
 the reported runs record. Git is asked read-only; without it the history says so.
+
+Git's history is an input DVC cannot hash, so `python -m pipeline.analysis.plan_history` (the `plan_history` stage,
+always run, as `sources` is for a user's folder) writes results/plan_history.json: the commits that touched the files
+the history reads, and whether the clone is shallow. aggregate depends on that file, so a commit that changes the
+history re-runs it and nothing else does; a shallow clone, whose log starts at its cut, is said to be one instead of
+judged on part of the history.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
+from pipeline import entry
+from pipeline.outputs import write_text
+
 PLAN_FILE, README = "paper/plan.yaml", "README.md"
+#: the plan_history stage's output, which aggregate depends on
+FINGERPRINT = Path("results/plan_history.json")
 #: where seed lists live: params.yaml and the profiles
 SEED_FILES = ("params.yaml", "profiles")
 #: the seed lists of params.yaml (and of a profile) a planned n may read
@@ -255,6 +268,9 @@ def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], r
     if git(root, "rev-parse", "--git-dir") is None:
         return {"available": False, "note": "no git history here (a copy without .git): the plan's history cannot"
                 " be read"}
+    if (git(root, "rev-parse", "--is-shallow-repository") or "").strip() == "true":
+        return {"available": False, "note": "a shallow clone (git clone --depth): its history starts at the cut, so"
+                " the plan's changes and the seeds used before are unknown here; `git fetch --unshallow` gives them"}
     first = first_results(root, claims, GRID_CLAIMS)
     changes = []
     for commit, date in commits(root, PLAN_FILE):
@@ -300,3 +316,33 @@ def confirmatory_status(root: str | Path, seeds: Iterable[int], profile: str, ru
     lists = [sorted(v) for v in run_seed_lists.values() if v]
     holds = run_profile == profile and bool(lists) and all(v == seeds for v in lists) and not earlier
     return {"profile": profile, "seeds": seeds, "named": named, "used_before": earlier, "holds": holds}
+
+
+def fingerprint(root: str | Path) -> dict:
+    """What the history is read from: the commits (first parent) touching the plan, the seed lists and README.md, and
+    whether the clone is shallow. Commit ids name their content, so an equal fingerprint is an equal history."""
+    root = Path(root)
+    if git(root, "rev-parse", "--git-dir") is None:
+        return {"available": False}
+    shallow = (git(root, "rev-parse", "--is-shallow-repository") or "").strip() == "true"
+    return {"available": True, "shallow": shallow,
+            "commits": [c for c, _ in commits(root, PLAN_FILE, README, *SEED_FILES)]}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default=str(FINGERPRINT), help="default: results/plan_history.json")
+
+
+def main(params, args) -> int:
+    """The plan_history stage: the fingerprint of the repository in the working directory, written whole."""
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = fingerprint(Path("."))
+    write_text(out, json.dumps(record, indent=1) + "\n")
+    print(f"plan_history: {len(record.get('commits', []))} commit(s) of the plan, seed lists and README.md"
+          + (" (a shallow clone)" if record.get("shallow") else "") + f" in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(entry.command(__spec__.name, add_arguments, main))
