@@ -45,12 +45,13 @@ import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline.config import Resources, TrainConfig, yaml_load
+from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.device import device_loaders
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
 from pipeline.data.registry import normalization_stats
 from pipeline.data.store import save_split, write_manifest
+from pipeline.schema import yaml_load
 from pipeline.training.engine import (
     Dist,
     amp_dtype,

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from workspace import copy_repo, run_metrics, sh  # noqa: E402  (test support: the same copies the tests use)
 
-from pipeline.config import yaml_load  # noqa: E402
+from pipeline.schema import yaml_load  # noqa: E402
 
 #: what one stage's process imports or does before its own work, each timed in a fresh process
 STARTUP = {

@@ -126,8 +126,8 @@ def facts(check: Check) -> None:
 
 def cell(check: Check, compiled: bool) -> None:
     """A real paper-small training cell from its stage command, in a working folder of its own."""
-    from pipeline.config import yaml_load
     from pipeline.profiles import merged_text
+    from pipeline.schema import yaml_load
 
     label = "compiled" if compiled else "eager"
     work = check.out / f"cell-{label}"
@@ -399,8 +399,9 @@ def paper_small_hours(rate: float) -> float:
     """GPU-hours of paper-small's training grid (its `train` stage's cells) at `rate` images/s, as `python -m pipeline
     check` estimates them: the images trained under the 8 ranks' sampler, the evaluated ones at a third of the cost."""
     from pipeline.check import cost_groups, group_estimate
-    from pipeline.config import Params, from_mapping, yaml_load
+    from pipeline.config import Params
     from pipeline.profiles import merged_text
+    from pipeline.schema import from_mapping, yaml_load
 
     params = from_mapping(Params, yaml_load(merged_text("paper-small", (ROOT / "params.yaml").read_text())[0]))
     table = [{"model": MODEL, "img_size": 224, "embed_dim": None, "device": "gpu", "images_per_s": rate,

@@ -18,9 +18,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pipeline.closure import file_digests
-from pipeline.config import digest
 from pipeline.errors import PipelineError
 from pipeline.scale import warm
+from pipeline.schema import digest
 from pipeline.training import launch
 
 CONFIGS = Path("configs")

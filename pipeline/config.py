@@ -13,16 +13,10 @@ Library functions never see this object whole: each stage passes them the explic
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-import yaml
+from typing import ClassVar, Literal
 
 from pipeline.data.registry import DATASETS
 from pipeline.errors import PipelineError
@@ -45,6 +39,7 @@ from pipeline.method.options import (
     MimeticOptions,
     SiaFitOptions,
 )
+from pipeline.schema import apply_overrides, choice, from_mapping, positive, within, yaml_errors, yaml_load
 from pipeline.vocabulary import (
     CI_FORMS,
     CI_MODEL3_ARMS,
@@ -55,27 +50,10 @@ from pipeline.vocabulary import (
     parse_sia_fit,
 )
 
-__all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params", "from_mapping", "digest"]
+__all__ = ["INIT_METHODS", "Params", "TrainConfig", "Resources", "ModelConfig", "load_params"]
 
 #: A model variant's name appears in stage names (`train@<dataset>-<variant>-<arm>-<seed>`) and paths.
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
-
-
-def _positive(key: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or value <= 0:
-        raise PipelineError(f"{key} = {value!r}: must be positive" + (" (or null)" if allow_none else ""))
-
-
-def _within(key: str, value, low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> None:
-    if value is None:
-        return
-    ok_low = value > low if open_low else value >= low
-    ok_high = value < high if open_high else value <= high
-    if not (ok_low and ok_high):
-        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
-        raise PipelineError(f"{key} = {value!r}: must lie in {interval}")
 
 
 @dataclass
@@ -116,9 +94,9 @@ class ModelConfig:
         if self.in_chans not in (None, 1, 3):
             raise PipelineError(f"{key}.in_chans = {self.in_chans}: the data has 1 or 3 channels, which feed 1- or"
                                 " 3-channel models only; set it to 1, 3 or null (the dataset's own)")
-        _positive(f"{key}.mlp_ratio", self.mlp_ratio, allow_none=True)
-        _within(f"{key}.drop_rate", self.drop_rate, 0, 1, open_high=True)
-        _within(f"{key}.drop_path_rate", self.drop_path_rate, 0, 1, open_high=True)
+        positive(f"{key}.mlp_ratio", self.mlp_ratio, allow_none=True)
+        within(f"{key}.drop_rate", self.drop_rate, 0, 1, open_high=True)
+        within(f"{key}.drop_path_rate", self.drop_path_rate, 0, 1, open_high=True)
         if self.img_size and self.patch_size and self.img_size % self.patch_size:
             raise PipelineError(f"{key}.patch_size = {self.patch_size} does not divide {key}.img_size ="
                                 f" {self.img_size}; choose a divisor (the border pixels would be dropped)")
@@ -133,7 +111,7 @@ class DefaultInitConfig(DefaultOptions):
 
     def __post_init__(self):
         for name in ("norm_p", "norm_q", "norm_v"):
-            _positive(f"default.{name}", getattr(self, name))
+            positive(f"default.{name}", getattr(self, name))
 
 
 @dataclass
@@ -152,7 +130,7 @@ class MimeticConfig(MimeticOptions):
 
     def __post_init__(self):
         for name in ("alpha_qk", "beta_qk", "alpha_vo", "beta_vo"):
-            _within(f"mimetic.{name}", getattr(self, name), 0, float("inf"))
+            within(f"mimetic.{name}", getattr(self, name), 0, float("inf"))
 
 
 @dataclass
@@ -161,9 +139,9 @@ class ImpulseConfig(ImpulseOptions):
 
     def __post_init__(self):
         check_kernel_size(self.kernel_size, "impulse.kernel_size")
-        _within("impulse.noise_std", self.noise_std, 0, float("inf"))
+        within("impulse.noise_std", self.noise_std, 0, float("inf"))
         for name in ("norm_p", "norm_q", "norm_v", "scale"):
-            _positive(f"impulse.{name}", getattr(self, name))
+            positive(f"impulse.{name}", getattr(self, name))
 
 
 @dataclass
@@ -221,18 +199,18 @@ class TrainConfig:
 
     def validate(self, key: str) -> None:
         for name in ("epochs", "batch_size", "lr", "eval_every", "sampler_ranks"):
-            _positive(f"{key}.{name}", getattr(self, name))
+            positive(f"{key}.{name}", getattr(self, name))
         for name in ("warmup_epochs", "cooldown_epochs", "weight_decay", "warmup_lr", "min_lr",
                      "mixup", "cutmix", "opt_eps"):
-            _within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
-        _positive(f"{key}.clip_grad", self.clip_grad, allow_none=True)
-        _positive(f"{key}.layer_decay", self.layer_decay, allow_none=True)
+            within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
+        positive(f"{key}.clip_grad", self.clip_grad, allow_none=True)
+        positive(f"{key}.layer_decay", self.layer_decay, allow_none=True)
         for name in ("mixup_prob", "mixup_switch_prob"):
-            _within(f"{key}.{name}", getattr(self, name), 0, 1)
-        _within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
-        _within(f"{key}.momentum", self.momentum, 0, 1, open_high=True)
-        _within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
-        _within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
+            within(f"{key}.{name}", getattr(self, name), 0, 1)
+        within(f"{key}.smoothing", self.smoothing, 0, 1, open_high=True)
+        within(f"{key}.momentum", self.momentum, 0, 1, open_high=True)
+        within(f"{key}.ema_decay", self.ema_decay, 0, 1, open_low=True, open_high=True)
+        within(f"{key}.color_jitter", self.color_jitter, 0, float("inf"))
         if self.warmup_epochs >= self.epochs - self.cooldown_epochs and self.warmup_epochs:
             raise PipelineError(f"{key}.warmup_epochs = {self.warmup_epochs} is not below {key}.epochs -"
                                 f" {key}.cooldown_epochs = {self.epochs - self.cooldown_epochs}; the learning rate"
@@ -247,10 +225,10 @@ class TrainConfig:
         if self.scale[1] > 1:
             raise PipelineError(f"{key}.scale = {self.scale!r}: a crop cannot cover more than the image (high <= 1)")
         for name in ("hflip", "reprob"):
-            _within(f"{key}.{name}", getattr(self, name), 0, 1)
-        _choice(f"{key}.remode", self.remode, ("pixel", "rand", "const"))
-        _within(f"{key}.crop_pct", self.crop_pct, 0, 1, open_low=True)
-        _within(f"{key}.aug_repeats", self.aug_repeats, 0, float("inf"))
+            within(f"{key}.{name}", getattr(self, name), 0, 1)
+        choice(f"{key}.remode", self.remode, ("pixel", "rand", "const"))
+        within(f"{key}.crop_pct", self.crop_pct, 0, 1, open_low=True)
+        within(f"{key}.aug_repeats", self.aug_repeats, 0, float("inf"))
 
     def check_split(self, key: str, ranks: int) -> None:
         """The global batch over `ranks` processes (and `sampler_ranks` emulated ranks): whole, and even per rank
@@ -309,9 +287,9 @@ class Resources:
 
     def __post_init__(self):
         for name in ("nproc", "nnodes", "threads", "sync_every"):
-            _positive(f"resources.{name}", getattr(self, name))
-        _within("resources.workers", self.workers, 0, float("inf"))
-        _within("resources.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
+            positive(f"resources.{name}", getattr(self, name))
+        within("resources.workers", self.workers, 0, float("inf"))
+        within("resources.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
 
     @property
     def ranks(self) -> int:
@@ -355,8 +333,8 @@ class ConvMixerConfig:
 
     def __post_init__(self):
         for name in ("dim", "depth", "patch_size"):
-            _positive(f"filter_study.model.{name}", getattr(self, name))
-        _positive("filter_study.model.img_size", self.img_size, allow_none=True)
+            positive(f"filter_study.model.{name}", getattr(self, name))
+        positive("filter_study.model.img_size", self.img_size, allow_none=True)
         check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
         check_convmixer_block(self.block, "filter_study.model.block")
 
@@ -407,7 +385,7 @@ class ReportConfig:
     attention_layers: list = field(default_factory=lambda: [0, -1])
 
     def __post_init__(self):
-        _within("report.confidence", self.confidence, 0, 1, open_low=True, open_high=True)
+        within("report.confidence", self.confidence, 0, 1, open_low=True, open_high=True)
         for e in self.convergence_epochs:
             if isinstance(e, bool) or not isinstance(e, int) or e < 1:
                 raise PipelineError(f"report.convergence_epochs: {e!r} is not an epoch number >= 1")
@@ -452,7 +430,7 @@ def check_fit_loop(fit, key: str) -> None:
     for name in ("steps", "renorm_every"):
         if isinstance(getattr(fit, name), bool) or getattr(fit, name) < 1:
             raise PipelineError(f"{key}.{name} = {getattr(fit, name)!r}: must be a positive integer")
-    _positive(f"{key}.lr", fit.lr)
+    positive(f"{key}.lr", fit.lr)
 
 
 @dataclass
@@ -462,7 +440,7 @@ class ImpulseFitConfig(CiFitOptions):
     def validate(self, key: str, grid: int | None) -> None:
         """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
         check_fit_loop(self, key)
-        _positive(f"{key}.sigma", self.sigma)
+        positive(f"{key}.sigma", self.sigma)
         check_kernel_size(self.window, f"{key}.window")
         if grid is not None and self.window > 2 * grid - 1:
             raise PipelineError(f"{key}.window = {self.window}: wider than the {grid}x{grid} token grid allows (at"
@@ -496,7 +474,7 @@ class CiAlphaConfig:
             if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
                 raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
         for arm in self.arms:
-            _choice("ci_alpha.arms", arm, CI_ARMS)
+            choice("ci_alpha.arms", arm, CI_ARMS)
         self.model.validate("ci_alpha.model")
         grid = self.model.image_size // self.model.patch_size
         self.impulse_fit.validate("ci_alpha.impulse_fit", grid if "impulse" in self.arms else None)
@@ -532,7 +510,7 @@ class CiModel3Config:
         for key, values, allowed in (("arms", self.arms, CI_MODEL3_ARMS), ("qk", self.qk, CI_QK),
                                      ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:
-                _choice(f"ci_model3.{key}", value, allowed)
+                choice(f"ci_model3.{key}", value, allowed)
         self.model.validate("ci_model3.model")
         grid = self.model.image_size // self.model.patch_size
         self.impulse_fit.validate("ci_model3.impulse_fit", grid if "impulse" in self.arms else None)
@@ -707,7 +685,7 @@ class Params:
 
     def __post_init__(self):
         for value in self.baselines:
-            _choice("baselines", value, INIT_METHODS)
+            choice("baselines", value, INIT_METHODS)
         if len(self.baselines) != 2:
             raise PipelineError(
                 f"baselines = {self.baselines}: give exactly two (repeat one to train a single baseline, e.g."
@@ -727,8 +705,8 @@ class Params:
                 if isinstance(s, bool) or not isinstance(s, int) or s < 0:
                     raise PipelineError(f"{key}: {s!r} is not a non-negative integer seed")
         for name in self.datasets:
-            _choice("datasets", name, sorted(DATASETS))
-        _choice("filter_study.dataset", self.filter_study.dataset, sorted(DATASETS))
+            choice("datasets", name, sorted(DATASETS))
+        choice("filter_study.dataset", self.filter_study.dataset, sorted(DATASETS))
         if not self.models:
             raise PipelineError("models: give at least one model variant (e.g. `vit: {name: vit_tiny_patch16_224}`)")
         for variant, model in self.models.items():
@@ -792,9 +770,9 @@ class Params:
             if isinstance(s, bool) or not isinstance(s, int) or s < 0:
                 raise PipelineError(f"{key}.seeds: {s!r} is not a non-negative integer seed")
         for arm in ws.scratch:
-            _choice(f"{key}.scratch", arm, INIT_METHODS)
+            choice(f"{key}.scratch", arm, INIT_METHODS)
         for name in ws.fetch:
-            _choice(f"{key}.fetch", name, sorted(DATASETS))
+            choice(f"{key}.fetch", name, sorted(DATASETS))
             if name in self.datasets:
                 raise PipelineError(f"{key}.fetch: {name!r} is in datasets already (its fetch@ stage fetches it);"
                                     " drop it from weight_selection.fetch")
@@ -814,7 +792,7 @@ class Params:
             raise PipelineError(f"{key}.student = {ws.student!r}: not a key of `models` ({', '.join(self.models)});"
                                 " name the grid variant the teachers are selected into")
         for name in ([ws.pretrain_dataset] if ws.teachers else []) + list(ws.datasets):
-            _choice(f"{key}.datasets / pretrain_dataset", name, sorted(DATASETS))
+            choice(f"{key}.datasets / pretrain_dataset", name, sorted(DATASETS))
             if name not in fetched:
                 raise PipelineError(f"{key}: dataset {name!r} is neither in datasets nor in weight_selection.fetch:"
                                     " no stage fetches it; add it to weight_selection.fetch (only this block uses"
@@ -845,169 +823,13 @@ class Params:
         key = f"models.{variant}.init_options"
         overrides = self.models[variant].init_options
         for arm, value in overrides.items():
-            _choice(key, arm, INIT_METHODS)
+            choice(key, arm, INIT_METHODS)
             if not isinstance(value, dict):
                 raise PipelineError(f"{key}.{arm} = {value!r}: expected a mapping of {arm} options, e.g."
                                     " {impulse: {mixer: shift}}")
         section = getattr(self, method)
         merged = dataclasses.asdict(section) | overrides.get(method, {})
         return dataclasses.asdict(from_mapping(type(section), merged, f"{key}.{method}"))
-
-
-def _choice(key: str, value: Any, allowed) -> None:
-    if value not in allowed:
-        raise PipelineError(f"{key}: unknown value {value!r}; valid choices are {', '.join(map(str, allowed))}")
-
-
-def _type_ok(value: Any, annotation: Any) -> bool:
-    """Whether a YAML value fits a dataclass field annotation (ints are accepted where floats are)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(annotation))
-    if origin is Literal:
-        return any(value == a and type(value) is type(a) for a in typing.get_args(annotation))
-    if origin in (list, dict):
-        return isinstance(value, origin)
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (list, dict, str, bool):
-        return isinstance(value, annotation)
-    return True
-
-
-def _expected(annotation: Any) -> str:
-    """How an annotation reads in an error message: the choices of a Literal, else the type's name."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    literal = [a for a in args if typing.get_origin(a) is Literal]
-    if literal:
-        return _expected(literal[0]) + (" or null" if type(None) in typing.get_args(annotation) else "")
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-
-
-def from_mapping(cls: type, data: Any, path: str = "") -> Any:
-    """Build dataclass `cls` from a mapping, naming the first unknown key or wrongly typed value."""
-    where = path or "params.yaml"
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise PipelineError(f"{where}: expected a mapping of keys, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    kwargs = {}
-    for key, value in data.items():
-        name = f"{path}.{key}" if path else str(key)
-        if key not in fields and key in getattr(cls, "MOVED", ()):
-            raise PipelineError(f"{name}: moved to resources.{key} (where and how fast a run goes is not part of its"
-                                " recipe: it is neither a DVC param of a training cell nor part of its checkpoint key)")
-        if key not in fields:
-            raise PipelineError(f"{name}: unknown key; allowed keys here are {', '.join(fields)}")
-        hint = hints[key]
-        args = typing.get_args(hint)
-        if dataclasses.is_dataclass(hint):
-            kwargs[key] = from_mapping(hint, value, name)
-        elif typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
-            if not isinstance(value, dict):
-                raise PipelineError(f"{name} = {value!r}: expected a mapping of name -> {args[1].__name__} section")
-            kwargs[key] = {str(k): from_mapping(args[1], v, f"{name}.{k}") for k, v in value.items()}
-        elif not _type_ok(value, hint):
-            raise PipelineError(f"{name} = {value!r}: wrong value, expected {_expected(hint)}")
-        else:
-            kwargs[key] = value
-    return cls(**kwargs)
-
-
-class Yaml12Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's core schema, the implicit types of ruamel.yaml's 1.2 resolver
-    (`ruamel/yaml/resolver.py`): `2e-3` is a float (YAML 1.1 reads a string), `yes`/`on` stay strings, `017` is 17.
-
-    Why our own: a training cell must start where only PyYAML is installed (a stock PyTorch image), and read
-    params.yaml as DVC does (DVC reads it with ruamel.yaml, YAML 1.2); tests/test_config.py checks both readers give
-    the same Params for params.yaml and every profile."""
-
-    yaml_implicit_resolvers = {}
-
-    def construct_yaml_int(self, node) -> int:
-        text = self.construct_scalar(node).replace("_", "")
-        sign = -1 if text[0] == "-" else 1
-        text = text.lstrip("+-")
-        bases = {"0b": 2, "0o": 8, "0x": 16}
-        return sign * (int(text[2:], bases[text[:2]]) if text[:2] in bases else int(text))
-
-
-for _tag, _pattern, _first in (
-    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("float", r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""", "-+0123456789."),
-    ("int", r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
-    ("merge", r"^(?:<<)$", "<"),
-    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
-        |[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
-        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
-):
-    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern, re.X), list(_first))
-Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_yaml_int)
-
-
-def yaml_load_pyyaml(text: str) -> Any:
-    """YAML 1.2 by PyYAML (`Yaml12Loader`)."""
-    return yaml.load(text, Loader=Yaml12Loader)
-
-
-def yaml_load_ruamel(text: str) -> Any:
-    """YAML 1.2 by ruamel.yaml, DVC's own reader."""
-    from ruamel.yaml import YAML
-
-    return YAML(typ="safe", pure=True).load(text)
-
-
-def yaml_load(text: str) -> Any:
-    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string): by
-    ruamel.yaml where it is installed, else by PyYAML with the same resolution (`Yaml12Loader`)."""
-    try:
-        import ruamel.yaml  # noqa: F401
-    except ImportError:
-        return yaml_load_pyyaml(text)
-    return yaml_load_ruamel(text)
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """`train.lr=0.002` -> (['train', 'lr'], 0.002); the value is parsed as YAML, as `dvc exp run -S` does."""
-    if "=" not in text:
-        raise PipelineError(f"override {text!r}: write it as key.subkey=value (e.g. train.epochs=2)")
-    key, value = text.split("=", 1)
-    return key.strip().split("."), yaml_load(value)
-
-
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Set each `key.sub=value` in a nested mapping (in place) and return it."""
-    for text in overrides:
-        keys, value = parse_override(text)
-        node = data
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise PipelineError(f"override {text!r}: {k} is not a section")
-        node[keys[-1]] = value
-    return data
-
-
-def yaml_errors() -> tuple[type[Exception], ...]:
-    """The exceptions a YAML reader raises for a malformed file: PyYAML's, and ruamel.yaml's where installed."""
-    try:
-        from ruamel.yaml import YAMLError
-    except ImportError:
-        return (yaml.YAMLError,)
-    return yaml.YAMLError, YAMLError
 
 
 def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
@@ -1020,10 +842,3 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
     except yaml_errors() as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     return from_mapping(Params, apply_overrides(data, overrides or []))
-
-
-def digest(obj: Any) -> str:
-    """A short content hash of a dataclass or mapping: what the run's results record as 'config digest'."""
-    if dataclasses.is_dataclass(obj):
-        obj = dataclasses.asdict(obj)
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -156,7 +156,7 @@ def test_published_numbers_load_with_source_version_and_status():
 
 def test_the_papers_data_files_read_the_same_with_pyyaml():
     """paper/*.yaml are data for other tools too: PyYAML (YAML 1.1) reads what the project's YAML 1.2 loader reads."""
-    from pipeline.config import yaml_load
+    from pipeline.schema import yaml_load
 
     for path in sorted(PAPER.glob("*.yaml")):
         assert yaml.safe_load(path.read_text()) == yaml_load(path.read_text()), path.name

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 
 from pipeline.check import throughput
-from pipeline.config import ModelConfig, yaml_load
+from pipeline.config import ModelConfig
+from pipeline.schema import yaml_load
 from tests.conftest import ROOT
 
 

@@ -13,19 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import (
-    INIT_METHODS,
-    Params,
-    apply_overrides,
-    digest,
-    from_mapping,
-    load_params,
-    yaml_load,
-    yaml_load_pyyaml,
-    yaml_load_ruamel,
-)
+from pipeline.config import INIT_METHODS, Params, load_params
 from pipeline.errors import PipelineError
 from pipeline.profiles import apply_profile, available, merged_text
+from pipeline.schema import apply_overrides, digest, from_mapping, yaml_load, yaml_load_pyyaml, yaml_load_ruamel
 
 
 def test_repository_params_are_valid(repo_root):

@@ -366,9 +366,9 @@ def test_emulated_ranks_step_through_the_official_ranks_batches(data_fmnist_like
 def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, dataset):
     """paper-small on one GPU takes the optimizer steps (and warm-up steps) of the official run, timm's train.py on
     8 GPUs x 64: Flowers-102's 1,020 images give 2 steps per epoch there (128 per rank), not 1,020 // 512."""
-    from pipeline.config import from_mapping, yaml_load
     from pipeline.data.registry import DATASETS
     from pipeline.profiles import merged_text
+    from pipeline.schema import from_mapping, yaml_load
     from pipeline.training.engine import create_schedule
 
     params = from_mapping(Params, yaml_load(merged_text("paper-small", (repo_root / "params.yaml").read_text())[0]))

@@ -13,7 +13,8 @@ import pytest
 from stock_image import ROOT, environment
 
 from pipeline.check import throughput
-from pipeline.config import ModelConfig, yaml_load
+from pipeline.config import ModelConfig
+from pipeline.schema import yaml_load
 
 
 def load_check():

@@ -31,9 +31,10 @@ from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports, source_digest
-from pipeline.config import load_params, yaml_load_pyyaml
+from pipeline.config import load_params
 from pipeline.experiments import stages as declared_stages
 from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
+from pipeline.schema import yaml_load_pyyaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"

@@ -136,5 +136,5 @@ def test_a_kernel_that_gives_the_heads_the_same_offsets_resolves_equal_and_check
     changed = {path for path, content in resolved(load_params(overrides=[*wide, "impulse.kernel_size=5"])).items()
                if content != narrow.get(path)}
     assert changed and all("-impulse-" in path or "/impulse" in path for path in changed), sorted(changed)[:3]
-    random = ["impulse.offsets=random"]
-    assert resolved(load_params(overrides=[*random, "impulse.kernel_size=5"])) != resolved(load_params(overrides=random))
+    drawn = ["impulse.offsets=random"]
+    assert resolved(load_params(overrides=[*drawn, "impulse.kernel_size=5"])) != resolved(load_params(overrides=drawn))

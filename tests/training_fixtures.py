@@ -9,7 +9,8 @@ from contextlib import contextmanager
 import torch
 
 from pipeline.cell import provenance
-from pipeline.config import Resources, TrainConfig, digest
+from pipeline.config import Resources, TrainConfig
+from pipeline.schema import digest
 from pipeline.training import engine, run
 
 

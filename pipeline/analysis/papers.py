@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipeline.analysis.document import Block, Bullets, Paragraph, TableBlock, block_markdown
 from pipeline.analysis.fidelity import REPOS
-from pipeline.config import yaml_load
+from pipeline.schema import yaml_load
 
 #: the CSVs of paper/, in reading order, with what they hold
 NUMBERS = {"vit_top1": "ViT top-1 on small datasets ([NeurIPS] Table 1, its summary's deltas, [SIA], a course"

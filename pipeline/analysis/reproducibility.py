@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.analysis.document import Block, Bullets, Heading, Paragraph
-from pipeline.config import yaml_load
+from pipeline.schema import yaml_load
 
 CROSS_CPU = Path("bench/cross_cpu.yaml")
 PATH_NAMES = {"native": "this CPU's own (AVX-512)", "avx2": "AVX2", "sse4.2": "SSE4.2"}
