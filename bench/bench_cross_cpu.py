@@ -77,7 +77,7 @@ def child_init(out: str, params_file: str, seeds: list[int], threads: int) -> No
     import torch
 
     from pipeline.data.meta import DatasetMeta
-    from pipeline.data.registry import DATASETS
+    from pipeline.datasets import DATASETS
     from pipeline.training import builders
 
     torch.set_num_threads(threads)
@@ -131,7 +131,7 @@ def child_speed(out: str, params_file: str, threads: int, steps: int) -> None:
     import torch
 
     from pipeline.data.meta import DatasetMeta
-    from pipeline.data.registry import DATASETS
+    from pipeline.datasets import DATASETS
     from pipeline.training import builders
 
     torch.set_num_threads(threads)

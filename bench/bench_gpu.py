@@ -49,8 +49,8 @@ from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.device import device_loaders
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
-from pipeline.data.registry import normalization_stats
 from pipeline.data.store import save_split, write_manifest
+from pipeline.datasets import normalization_stats
 from pipeline.schema import yaml_load
 from pipeline.training.engine import (
     Dist,

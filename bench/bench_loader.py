@@ -32,7 +32,7 @@ import torch
 from pipeline.data.fetch import fetch_dataset
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
-from pipeline.data.registry import normalization_stats
+from pipeline.datasets import normalization_stats
 
 LIGHT = Augment(scale=(0.8, 1.0), ratio=(0.75, 4 / 3), hflip=0.5, crop_pct=1.0)
 

@@ -97,7 +97,7 @@ def facts(check: Check) -> None:
     import timm
 
     from pipeline.data.load.device import MEMORY_SHARE, fits
-    from pipeline.data.registry import DATASETS
+    from pipeline.datasets import DATASETS
     from pipeline.training.engine import COMPILERS, compile_probe
     from pipeline.training.launch import cuda_unusable, driver_version
 

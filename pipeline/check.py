@@ -23,8 +23,8 @@ from pipeline.config import Params, TrainConfig
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import DATASETS
 from pipeline.data.store import MANIFEST
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import ci as ci_grids
 from pipeline.experiments import init_section, stages

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.method.names import (
     CI_ARMS,

@@ -32,8 +32,8 @@ from pipeline.data.load.transforms import (
     sample_crops,
 )
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import normalization_stats
 from pipeline.data.store import load_split, save_split, write_manifest
+from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
 
 FMNIST_MIRROR = Path("/usr/share/datasets/fashion-mnist")
@@ -71,7 +71,7 @@ def test_a_corrupt_mirror_is_refused(tmp_path):
 
 
 def test_registry_imports_without_torch():
-    code = "import sys, pipeline.config, pipeline.data.registry; sys.exit('torch' in sys.modules)"
+    code = "import sys, pipeline.config, pipeline.datasets; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
 
 
@@ -366,7 +366,7 @@ def test_emulated_ranks_step_through_the_official_ranks_batches(data_fmnist_like
 def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, dataset):
     """paper-small on one GPU takes the optimizer steps (and warm-up steps) of the official run, timm's train.py on
     8 GPUs x 64: Flowers-102's 1,020 images give 2 steps per epoch there (128 per rank), not 1,020 // 512."""
-    from pipeline.data.registry import DATASETS
+    from pipeline.datasets import DATASETS
     from pipeline.profiles import merged_text
     from pipeline.schema import from_mapping, yaml_load
     from pipeline.training.engine import create_schedule

@@ -24,8 +24,8 @@ from pipeline.data.fetch.userdata import evenly_spaced, is_grayscale
 from pipeline.data.load.loaders import build_loaders, open_split
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import DATASETS, normalization_stats
 from pipeline.data.store import load_split, read_manifest
+from pipeline.datasets import DATASETS, normalization_stats
 from pipeline.errors import PipelineError
 
 

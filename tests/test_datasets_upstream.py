@@ -47,8 +47,8 @@ from pipeline.data.fetch import fetch_dataset, source_meta, sources
 from pipeline.data.load.loaders import build_loaders, open_split
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
-from pipeline.data.registry import DATASETS, normalization_stats
 from pipeline.data.store import load_split, read_manifest
+from pipeline.datasets import DATASETS, normalization_stats
 from pipeline.errors import PipelineError
 
 DOWNLOADABLE = sorted(n for n, d in DATASETS.items() if d.source != "user-path" and not d.source.startswith("sklearn"))

@@ -27,7 +27,7 @@ from pipeline.data.load.device import (
 )
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment, ImageBatch, TensorBatchTransform, sample_crops
-from pipeline.data.registry import normalization_stats
+from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
 from pipeline.training.engine import Dist, reseed
 from pipeline.training.run import build_run_loaders

@@ -149,7 +149,7 @@ def test_every_stage_runs_the_module_its_cli_command_names():
 #: code no training cell may depend on: editing it must not re-train the grid (at paper scale, GPU-days)
 NOT_TRAINING = ("pipeline/__main__.py", "pipeline/check.py", "pipeline/profiles.py", "pipeline/data/fetch/",
                 "pipeline/analysis/", "pipeline/scale/", "pipeline/config.py", "pipeline/entry.py",
-                "pipeline/vocabulary.py", "pipeline/data/registry.py", "pipeline/closure.py", "pipeline/cell.py",
+                "pipeline/vocabulary.py", "pipeline/datasets.py", "pipeline/closure.py", "pipeline/cell.py",
                 "pipeline/training/launch.py", "pipeline/experiments/", "pipeline/resolve.py", "pipeline/stages.py")
 
 
@@ -177,7 +177,7 @@ def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path)
     shutil.copytree(PACKAGE, tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
     before = code_digest_of(tmp_path, "pipeline.training.train")
     for outside in ("data/fetch/sources.py", "__main__.py", "analysis/report.py", "scale/executors.py", "config.py",
-                    "vocabulary.py", "data/registry.py", "entry.py", "closure.py", "training/launch.py", "cell.py"):
+                    "vocabulary.py", "datasets.py", "entry.py", "closure.py", "training/launch.py", "cell.py"):
         with open(tmp_path / "pipeline" / outside, "a") as f:
             f.write("\n# an edit\n")
     assert code_digest_of(tmp_path, "pipeline.training.train") == before

@@ -45,7 +45,7 @@ from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import check_images, planned_cells, read_frames, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.config import Params
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import folder_aside, write_text
@@ -290,7 +290,7 @@ def _unique(frames: list[pd.DataFrame], key: str) -> list:
 
 
 def dataset_facts(names) -> list[dict]:
-    """Each dataset used, with its citation and licence (`pipeline.data.registry`), for the report to cite."""
+    """Each dataset used, with its citation and licence (`pipeline.datasets`), for the report to cite."""
     return [{"name": d, "citation": DATASETS[d].citation, "licence": DATASETS[d].licence,
              "homepage": DATASETS[d].homepage} for d in dict.fromkeys(names) if d in DATASETS]
 

@@ -26,7 +26,7 @@ from pipeline.config import ModelConfig, Params
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import dataset_meta
-from pipeline.data.registry import normalization_stats
+from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
 from pipeline.experiments import init_section
 from pipeline.method.inits import (

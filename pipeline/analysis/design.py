@@ -24,7 +24,7 @@ from pipeline.analysis.power import planned_from_rule
 from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.stats import WELCH
 from pipeline.config import Params, load_params
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.method.names import family_of
 
 #: the frames of a results tree, as `claims.Evidence` holds them

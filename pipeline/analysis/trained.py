@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from pipeline.analysis.analysis_plan import TrainingRule
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 
 #: the columns `annotate` adds to a frame
 COLUMNS = ("chance_loss", "loss_ratio", "trained", "plateau_gain", "plateaued", "status")

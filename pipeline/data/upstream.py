@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from torchvision import datasets as tvd
 
-from pipeline.data.registry import DatasetInfo
+from pipeline.datasets import DatasetInfo
 
 
 def torchvision_class(info: DatasetInfo, base_url: str | None = None, md5: Mapping[str, str] | None = None) -> type:

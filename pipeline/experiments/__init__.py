@@ -122,7 +122,7 @@ def by_name(name: str) -> CellStage:
 
 def data_section(params, dataset: str, train_subset: int | None = None) -> dict:
     """What a cell reads of params `data`: the subsets and the (mean, std) it normalises `dataset` with."""
-    from pipeline.data.registry import normalization_stats
+    from pipeline.datasets import normalization_stats
 
     mean, std = normalization_stats(dataset, params.data.normalization)
     subset = params.data.train_subset if train_subset is None else train_subset
@@ -133,7 +133,7 @@ def data_section(params, dataset: str, train_subset: int | None = None) -> dict:
 def train_section(recipe, dataset: str) -> dict:
     """A recipe as a cell on `dataset` reads it: without horizontal flips where a mirror changes the label (digits:
     a mirrored 2 or 5 is another class; `DatasetInfo.mirror_safe`), whatever `hflip` says."""
-    from pipeline.data.registry import DATASETS
+    from pipeline.datasets import DATASETS
 
     train = dataclasses.asdict(recipe)
     info = DATASETS.get(dataset)

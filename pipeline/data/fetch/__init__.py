@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.data.fetch.userdata import user_dataset
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.outputs import folder_aside
 
@@ -49,7 +49,7 @@ def fetch_dataset(name: str, root: str | Path, *, download: bool = True, mirror:
     """Fetch dataset `name` into `<root>/<name>/` atomically and return that directory.
 
     Args:
-        name: a key of `pipeline.data.registry.DATASETS`.
+        name: a key of `pipeline.datasets.DATASETS`.
         root: the data directory (params `data.root`).
         download: allow downloads (params `data.download`); with False only local copies are used.
         mirror: Fashion-MNIST's local mirror directory (params `data.fashion_mnist_mirror`); used when it exists.

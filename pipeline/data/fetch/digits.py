@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from pipeline.data.fetch.sources import Request, write_tensor_splits
-from pipeline.data.registry import DatasetInfo
+from pipeline.datasets import DatasetInfo
 from pipeline.errors import PipelineError
 
 #: SHA-256 of scikit-learn's `datasets/data/digits.csv.gz`, decompressed (1,797 rows: 64 pixels 0-16, label);

@@ -17,7 +17,7 @@ from pathlib import Path
 from pipeline import entry
 from pipeline.config import Params
 from pipeline.data.fetch.userdata import PARAMS, listing_digest
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.outputs import folder_aside
 
 SOURCES = Path("data/sources")

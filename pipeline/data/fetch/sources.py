@@ -33,7 +33,7 @@ from torchvision import datasets as tvd
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 from torchvision.transforms.v2 import functional as TF
 
-from pipeline.data.registry import DATASETS, DatasetInfo
+from pipeline.datasets import DATASETS, DatasetInfo
 from pipeline.data.store import save_split
 from pipeline.data.upstream import torchvision_class
 from pipeline.errors import PipelineError

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from pipeline.data.registry import DATASETS
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 
 IMAGENET_HOWTO = (
