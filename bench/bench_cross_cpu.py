@@ -68,7 +68,7 @@ def child(args: list[str], env: dict, threads: int, cwd: Path = ROOT) -> None:
 # ------------------------------------------------------------------------------------------------------ children
 
 def _params(params_file: str, overrides: list[str]):
-    from pipeline.config import load_params
+    from pipeline.params import load_params
     return load_params(params_file, overrides)
 
 

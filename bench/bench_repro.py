@@ -43,7 +43,7 @@ STARTUP = {
     "python": ["python", "-c", "pass"],
     "import torch": ["python", "-c", "import torch"],
     "import torch, timm": ["python", "-c", "import torch, timm"],
-    "pipeline CLI + params": ["python", "-c", "from pipeline.config import load_params; load_params()"],
+    "pipeline CLI + params": ["python", "-c", "from pipeline.params import load_params; load_params()"],
 }
 
 

@@ -399,7 +399,7 @@ def paper_small_hours(rate: float) -> float:
     """GPU-hours of paper-small's training grid (its `train` stage's cells) at `rate` images/s, as `python -m pipeline
     check` estimates them: the images trained under the 8 ranks' sampler, the evaluated ones at a third of the cost."""
     from pipeline.check import cost_groups, group_estimate
-    from pipeline.config import Params
+    from pipeline.params import Params
     from pipeline.profiles import merged_text
     from pipeline.schema import from_mapping, yaml_load
 

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import torch
 from timm.optim import create_optimizer_v2
 
-from pipeline.config import Params, TrainConfig
+from pipeline.config import TrainConfig
 from pipeline.data.fetch import source_meta
 from pipeline.data.load.transforms import Augment, pil_transform
 from pipeline.data.meta import DatasetMeta, dataset_meta
@@ -31,6 +31,7 @@ from pipeline.experiments import init_section, stages
 from pipeline.experiments.sia import sia_model
 from pipeline.method.inits.arch import VIT, family
 from pipeline.method.weight_selection import select_weights
+from pipeline.params import Params
 from pipeline.schema import yaml_load
 from pipeline.training import builders, filter_study, simple_vit
 from pipeline.training.engine import create_schedule

@@ -1,5 +1,5 @@
-"""The dataset registry: name -> where it comes from and what it is. Pure data, no torch (`config.py` validates
-names against `DATASETS`).
+"""The dataset registry: name -> where it comes from and what it is. Pure data, no torch (`pipeline.params`
+validates names against `DATASETS`).
 
 Every dataset the papers train on ([NeurIPS] Tables 1-2, [CI] Tables 3-8, [SIA]), the offline default
 Fashion-MNIST, `digits` (scikit-learn's bundled 8x8 digits, no download; `fetch` makes a fixed stratified split)

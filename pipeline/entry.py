@@ -39,7 +39,7 @@ def restore_hint(path: str) -> str:
 
 def run(main: Callable, args: argparse.Namespace) -> int:
     """Load and validate the params, then `main(params, args)`; a PipelineError becomes one line and exit 2."""
-    from pipeline.config import load_params
+    from pipeline.params import load_params
 
     try:
         params = load_params(args.params, args.overrides)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.params import Params
 from pipeline.schema import from_mapping, yaml_load
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"

@@ -23,8 +23,8 @@ from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggre
 from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import at_epoch, planned_cells, read_frames
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "paper"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 
 TINY = ["ci_alpha.datasets=[fashion_mnist]", "ci_alpha.model={image_size: 8, patch_size: 2, dim: 16, depth: 2,"
         " heads: 2, head_dim: 8, mlp_dim: 16, channels: null}", "ci_alpha.impulse_fit.steps=200",

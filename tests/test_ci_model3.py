@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from pipeline.__main__ import main
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import fit_quality, init_arm
 from pipeline.method.simple_vit import SimpleViT
+from pipeline.params import load_params
 
 #: a fit that reaches its impulses in about a second at 5x5 tokens, 2 heads of rank 16
 FIT = dict(steps=300, lr=1e-2, sigma=1.0, renorm_every=100, window=3)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import INIT_METHODS, Params, load_params
+from pipeline.config import INIT_METHODS
 from pipeline.errors import PipelineError
+from pipeline.params import Params, load_params
 from pipeline.profiles import apply_profile, available, merged_text
 from pipeline.schema import apply_overrides, digest, from_mapping, yaml_load, yaml_load_pyyaml, yaml_load_ruamel
 
@@ -150,7 +151,7 @@ def test_apply_overrides_refuses_to_descend_into_a_value():
 
 
 def test_loading_params_does_not_import_torch(repo_root):
-    code = ("import sys; from pipeline.config import load_params; load_params('params.yaml');"
+    code = ("import sys; from pipeline.params import load_params; load_params('params.yaml');"
             " print(sorted(m for m in ('torch', 'timm', 'torchvision') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, check=True)
     assert out.stdout.strip() == "[]"

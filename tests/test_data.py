@@ -18,7 +18,6 @@ from PIL import Image, ImageOps
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision.transforms.v2 import functional as TF
 
-from pipeline.config import Params
 from pipeline.data.fetch import fetch_dataset, source_meta, sources
 from pipeline.data.load.loaders import ShardSampler, build_loaders, stratified_order
 from pipeline.data.load.transforms import (
@@ -35,6 +34,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
+from pipeline.params import Params
 
 FMNIST_MIRROR = Path("/usr/share/datasets/fashion-mnist")
 LIGHT = Augment(scale=(0.8, 1.0), crop_pct=1.0)  # the CPU default's augmentation

@@ -17,7 +17,7 @@ from datasets_fixtures import make_image_folder, one_training_step
 from PIL import Image
 from workspace import copy_repo, sh
 
-from pipeline.config import DataConfig, Params
+from pipeline.config import DataConfig
 from pipeline.data import fetch as fetch_stage
 from pipeline.data.fetch import fetch_dataset, source_meta, sources, userdata
 from pipeline.data.fetch.userdata import evenly_spaced, is_grayscale
@@ -27,6 +27,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.store import load_split, read_manifest
 from pipeline.datasets import DATASETS, normalization_stats
 from pipeline.errors import PipelineError
+from pipeline.params import Params
 
 
 def quiet(_: str) -> None:

@@ -15,10 +15,10 @@ from pipeline.analysis import attention, ci_figures, figures, tables
 from pipeline.analysis.ci_figures import head_maps
 from pipeline.analysis.document import FigureBlock
 from pipeline.analysis.pdf import MIN_PPI, ReportPDF, _figure_size
-from pipeline.config import load_params
 from pipeline.data.meta import DatasetMeta
 from pipeline.errors import PipelineError
 from pipeline.method.simple_vit import SimpleViT
+from pipeline.params import load_params
 from pipeline.training.simple_vit import initialized
 
 META = DatasetMeta("fashion_mnist", 10, 1, 28)  #: the fetched dataset's facts, as the stages read them

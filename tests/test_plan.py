@@ -7,8 +7,8 @@ import pytest
 
 from pipeline.__main__ import main
 from pipeline.check import check_builds, decide_lines, estimate_lines
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 from pipeline.profiles import apply_profile
 
 #: the earlier CPU default's recipe (3,000 images, batch 128, 6 epochs, 5 seeds), whose arithmetic the estimate tests

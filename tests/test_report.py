@@ -27,8 +27,8 @@ from pipeline.analysis.coverage import load_coverage
 from pipeline.analysis.document import block_markdown, to_markdown
 from pipeline.analysis.fidelity import load_fidelity
 from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 
 TITLE = "Structured Initialization for Vision Transformers: reproduction report"
 FIGURES = {"forest": [("forest_1.png", "grey")],

@@ -26,8 +26,8 @@ import pytest
 from workspace import ROOT, sh, tool_env
 
 from pipeline.__main__ import main as cli
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 from pipeline.scale import repro, warm
 from pipeline.scale.executors import LocalExecutor, Request
 from pipeline.training import launch

@@ -9,9 +9,10 @@ import pytest
 from training_fixtures import execute, tiny_run
 from workspace import copy_built, set_params, sh
 
-from pipeline.config import Resources, load_params
+from pipeline.config import Resources
 from pipeline.errors import PipelineError
 from pipeline.experiments import by_name
+from pipeline.params import load_params
 
 CELL = "train@fashion_mnist-vit-impulse-0"
 

@@ -16,10 +16,10 @@ from timm.layers import build_sincos2d_pos_embed
 from pipeline.__main__ import main
 from pipeline.analysis.claims import Evidence, check_claims
 from pipeline.analysis.tables import sia_table
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
 from pipeline.method.ci_2401 import fit_quality
 from pipeline.method.sia import pseudo_input, sia_fit, use_sincos_pos_embed
+from pipeline.params import load_params
 from pipeline.resolve import resolved
 
 ROOT = Path(__file__).resolve().parent.parent

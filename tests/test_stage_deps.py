@@ -31,8 +31,8 @@ from dvc.repo import Repo
 
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports, source_digest
-from pipeline.config import load_params
 from pipeline.experiments import stages as declared_stages
+from pipeline.params import load_params
 from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
 from pipeline.schema import yaml_load_pyyaml
 

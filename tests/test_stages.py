@@ -14,8 +14,8 @@ import yaml
 from dvc.repo import Repo
 from workspace import copy_built, set_params, sh
 
-from pipeline.config import load_params
 from pipeline.experiments import stages
+from pipeline.params import load_params
 from pipeline.resolve import resolved
 from pipeline.stages import DVC_YAML, render
 

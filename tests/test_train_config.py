@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.config import load_params
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 from pipeline.resolve import resolved
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,11 +20,11 @@ from test_claims import ORDERED, evidence, judged
 
 from pipeline.__main__ import main
 from pipeline.analysis.aggregate import aggregate
-from pipeline.config import load_params
 from pipeline.data.meta import dataset_meta
 from pipeline.errors import PipelineError
 from pipeline.experiments import by_name
 from pipeline.method.weight_selection import select_weights
+from pipeline.params import load_params
 from pipeline.resolve import resolved
 from pipeline.training import builders
 from pipeline.training.select_finetune import build_run

@@ -44,11 +44,11 @@ from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import check_images, planned_cells, read_frames, read_metrics
 from pipeline.analysis.stats import mean_std
-from pipeline.config import Params
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import folder_aside, write_text
+from pipeline.params import Params
 from pipeline.schema import digest
 from pipeline.vocabulary import SENSITIVITY_ARM
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from pipeline import entry
-from pipeline.config import ModelConfig, Params
+from pipeline.config import ModelConfig
 from pipeline.data.load.loaders import build_loaders
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import dataset_meta
@@ -41,6 +41,7 @@ from pipeline.method.inits import (
 from pipeline.method.inits.arch import blocks, family
 from pipeline.method.names import INIT_METHODS
 from pipeline.outputs import folder_aside
+from pipeline.params import Params
 from pipeline.training import builders
 
 #: the two inputs a map is computed on, in the order the figures show them

@@ -23,10 +23,10 @@ from matplotlib.ticker import MaxNLocator
 
 from pipeline.analysis.coverage import load_coverage
 from pipeline.analysis.runs import planned_cells, read_frames
-from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.experiments import by_name
 from pipeline.method.simple_vit import SimpleViT
+from pipeline.params import Params
 from pipeline.training.simple_vit import initialized
 
 #: [CI]'s figures: α of Fig. 6 and the maps, the head (1-based) and layers (1-based) of Figs 7-9

@@ -18,8 +18,8 @@ import sys
 
 from pipeline import entry
 from pipeline.analysis.numbers import num
-from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.params import Params
 
 HEADLINE = "headline."
 

@@ -23,9 +23,9 @@ from pipeline.analysis.claims import CLAIMS, Check, Evidence, headline, judge
 from pipeline.analysis.power import planned_from_rule
 from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.stats import WELCH
-from pipeline.config import Params, load_params
 from pipeline.datasets import DATASETS
 from pipeline.method.names import family_of
+from pipeline.params import Params, load_params
 
 #: the frames of a results tree, as `claims.Evidence` holds them
 KINDS = ("vit", "filters", "ci", "m3", "configs", "sia", "weight_selection")

@@ -50,9 +50,9 @@ from pipeline import entry
 from pipeline.analysis import attention
 from pipeline.analysis.ci_figures import ci_figures
 from pipeline.analysis.runs import planned_cells, read_frames
-from pipeline.config import Params
 from pipeline.data.meta import dataset_meta
 from pipeline.outputs import folder_aside
+from pipeline.params import Params
 
 FIGURES_DIR, PAPER = Path("reports") / "figures", Path("paper")
 DPI = 170  #: the PDF prints a figure at >= 150 px per inch (pdf.MIN_PPI): a 4.4-inch figure is then >= 12 cm wide

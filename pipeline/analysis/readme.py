@@ -33,9 +33,9 @@ from pipeline.analysis.coverage import coverage_table, load_coverage, run_verdic
 from pipeline.analysis.document import block_markdown
 from pipeline.analysis.fidelity import fidelity_table, load_fidelity
 from pipeline.analysis.papers import papers_markdown
-from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import write_text
+from pipeline.params import Params
 
 README, HEADLINE, PAPER, TABLES = Path("README.md"), Path("reports/headline.md"), Path("paper"), Path("results/tables")
 CLAIMS = Path("reports/claims.md")

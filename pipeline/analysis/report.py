@@ -55,9 +55,9 @@ from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, load_fid
 from pipeline.analysis.numbers import NA, num
 from pipeline.analysis.pdf import render_pdf
 from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, load_cross_cpu
-from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside
+from pipeline.params import Params
 
 TABLES, FIGURES, OUT, PAPER = Path("results/tables"), Path("reports/figures"), Path("reports"), Path("paper")
 #: answers listed on page 1 before the rest are summarised (the claims table must stay on page 1)

@@ -6,9 +6,14 @@ columns, with PyTorch's default init and Model III's recipe and seeds)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
+from pipeline.errors import PipelineError
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, train_section
-from pipeline.vocabulary import SENSITIVITY_ARM
+from pipeline.method.names import CI_ARMS, check_kernel_size
+from pipeline.method.options import MODEL3_SIGMA, CiFitOptions
+from pipeline.schema import choice, positive
+from pipeline.vocabulary import CI_FORMS, CI_MODEL3_ARMS, CI_QK, CI_VALUE, SENSITIVITY_ARM
 
 #: Model III's form among [CI] Table 1's columns: its rows and the other forms' share one analysis frame
 MODEL3 = "model3"
@@ -80,3 +85,133 @@ STAGES = [
               records=RECORDS, keys=lambda c: {"form": c["form"], "dataset": c["dataset"], "arm": "random",
                                                "qk": "trained", "value": c["value"], "seed": int(c["seed"])}),
 ]
+
+
+# --- its params sections: `ci_alpha`, `ci_model3` ([CI] Tables 1-2, Figs. 6-9) ------------------------------------
+
+
+@dataclass
+class SimpleVitConfig:
+    """[CI]'s Simple ViT (`pipeline.method.simple_vit`); defaults are code-2401's (`vit.py`, `vit_pex.sh`)."""
+
+    image_size: int = 32  #: images are resized to it
+    patch_size: int = 2  #: 16 x 16 tokens at 32 px
+    dim: int = 512  #: a multiple of 4 (the 2-D sin-cos embedding)
+    depth: int = 6
+    heads: int = 8
+    head_dim: int = 64  #: also the rank of each head's Q/K factors (at most dim)
+    mlp_dim: int = 512
+    channels: int | None = None  #: null = the dataset's (1 or 3)
+
+    def validate(self, key: str) -> None:
+        for name in ("image_size", "patch_size", "dim", "depth", "heads", "head_dim", "mlp_dim"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise PipelineError(f"{key}.{name} = {value}: must be a positive integer")
+        if self.image_size % self.patch_size:
+            raise PipelineError(f"{key}.patch_size = {self.patch_size} does not divide {key}.image_size ="
+                                f" {self.image_size}; choose a divisor (the border pixels would be dropped)")
+        if self.dim % 4:
+            raise PipelineError(f"{key}.dim = {self.dim}: the 2-D sin-cos position embedding needs a multiple of 4")
+        if self.head_dim > self.dim:
+            raise PipelineError(f"{key}.head_dim = {self.head_dim} exceeds {key}.dim = {self.dim}: each head's Q/K"
+                                " factors have rank head_dim, at most dim; lower it")
+        if self.channels not in (None, 1, 3):
+            raise PipelineError(f"{key}.channels = {self.channels}: set 1, 3 or null (the dataset's own)")
+
+
+def check_fit_loop(fit, key: str) -> None:
+    """The Adam loop both impulse fits share (code-2401's and code-2404's `impulse_init`): positive integer steps and
+    renormalisation period, a positive lr."""
+    for name in ("steps", "renorm_every"):
+        if isinstance(getattr(fit, name), bool) or getattr(fit, name) < 1:
+            raise PipelineError(f"{key}.{name} = {getattr(fit, name)!r}: must be a positive integer")
+    positive(f"{key}.lr", fit.lr)
+
+
+@dataclass
+class ImpulseFitConfig(CiFitOptions):
+    """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.options.CiFitOptions`)."""
+
+    def validate(self, key: str, grid: int | None) -> None:
+        """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
+        check_fit_loop(self, key)
+        positive(f"{key}.sigma", self.sigma)
+        check_kernel_size(self.window, f"{key}.window")
+        if grid is not None and self.window > 2 * grid - 1:
+            raise PipelineError(f"{key}.window = {self.window}: wider than the {grid}x{grid} token grid allows (at"
+                                f" most {2 * grid - 1}); lower it or raise the model's image_size / patch_size ratio")
+
+
+@dataclass
+class Model3FitConfig(ImpulseFitConfig):
+    """code-2401's impulse fit for Model III: directly on Q, K (no PE), at the sigma [CI]'s text gives Model III."""
+
+    sigma: float = MODEL3_SIGMA  #: softmax scale of the fit, kept as the impulse layers' attention scale
+
+
+@dataclass
+class CiAlphaConfig:
+    """[CI] 2401.12511 Tables 3-8: code-2401's Simple ViT whose attention input mixes content and position,
+    Z = alpha LN(x) + (1 - alpha) PE (`pipeline.method.simple_vit`), with its impulse, mimetic and random arms
+    (`pipeline.method.ci_2401`), trained per alpha, arm and seed (stages ci_alpha@<dataset>-<alpha>-<arm>-<seed>).
+    """
+
+    datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
+    alphas: list = field(default_factory=lambda: [0.0, 0.1, 0.5])  #: [CI]'s grid is 0, 0.1, ..., 0.5
+    arms: list = field(default_factory=lambda: list(CI_ARMS))
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
+    impulse_fit: ImpulseFitConfig = field(default_factory=ImpulseFitConfig)
+    train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
+
+    def __post_init__(self):
+        for alpha in self.alphas:
+            if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
+                raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
+        for arm in self.arms:
+            choice("ci_alpha.arms", arm, CI_ARMS)
+        self.model.validate("ci_alpha.model")
+        grid = self.model.image_size // self.model.patch_size
+        self.impulse_fit.validate("ci_alpha.impulse_fit", grid if "impulse" in self.arms else None)
+
+
+@dataclass
+class CiModel3Config:
+    """[CI] 2401.12511 Tables 1-2 (Model III): code-2401's Simple ViT whose attention maps are learnable per-layer,
+    per-head factors softmax(scale Q K) that never read the input (`pipeline.method.simple_vit`), with its impulse,
+    mimetic and random arms (`pipeline.method.ci_2401`), Q/K trained or frozen and values LN(x) W_v or LN(x)
+    (stages ci_model3@<dataset>-<arm>-<qk>-<value>-<seed>); and Table 1's other columns (`forms`, PyTorch's default
+    init, trained: stages ci_table1@<dataset>-<form>-<value>-<seed>).
+    """
+
+    datasets: list = field(default_factory=list)  #: [] switches the grid off; each must be in `datasets`
+    arms: list = field(default_factory=lambda: list(CI_ARMS))
+    qk: list = field(default_factory=lambda: list(CI_QK))  #: trained (Table 2's T) / frozen (NT)
+    value: list = field(default_factory=lambda: list(CI_VALUE))  #: value (w/ V) / novalue (w/o V)
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    #: [CI] Table 1's other columns at the same model, recipe, values and seeds (stages ci_table1@...); [] = off
+    forms: list = field(default_factory=lambda: list(CI_FORMS))
+    model: SimpleVitConfig = field(default_factory=SimpleVitConfig)
+    impulse_fit: Model3FitConfig = field(default_factory=Model3FitConfig)
+    #: the fit of the arm `impulse_sens`, the other reading of sigma (claim 10's sensitivity line; plan.yaml says
+    #: which decides): code-2401's own steps and lr at sigma 100, one of the values [CI] Fig. 5 shows
+    sensitivity_fit: Model3FitConfig = field(default_factory=lambda: Model3FitConfig(sigma=100.0))
+    #: overrides of the `train` section for this grid: [CI] Tables 1-2 use no augmentation
+    train: dict = field(default_factory=lambda: {"aa": None, "mixup": 0.0, "cutmix": 0.0, "reprob": 0.0,
+                                                 "color_jitter": None, "scale": [1.0, 1.0], "ratio": [1.0, 1.0],
+                                                 "hflip": 0.0})
+
+    def __post_init__(self):
+        for key, values, allowed in (("arms", self.arms, CI_MODEL3_ARMS), ("qk", self.qk, CI_QK),
+                                     ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
+            for value in values:
+                choice(f"ci_model3.{key}", value, allowed)
+        self.model.validate("ci_model3.model")
+        grid = self.model.image_size // self.model.patch_size
+        self.impulse_fit.validate("ci_model3.impulse_fit", grid if "impulse" in self.arms else None)
+        self.sensitivity_fit.validate("ci_model3.sensitivity_fit", grid if SENSITIVITY_ARM in self.arms else None)
+        if "novalue" in self.value and self.model.heads * self.model.head_dim != self.model.dim:
+            raise PipelineError(f"ci_model3.value: 'novalue' reads LN(x) as the heads' values, so ci_model3.model's"
+                                f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"
+                                f" ({self.model.dim}); change them or drop 'novalue'")

@@ -5,8 +5,18 @@ grid over sigma and the number of distinct filters (`filter_gaussian@`)."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
+from pipeline.errors import PipelineError
 from pipeline.experiments import CellStage, data_section
+from pipeline.method.names import (
+    ConvMixerBlock,
+    check_convmixer_block,
+    check_kernel_size,
+    parse_filter,
+    parse_study_variant,
+)
+from pipeline.schema import positive
 
 DATA = ("data/${filter_study.dataset}",)
 #: what a ConvMixer cell records beyond every run's fields (pipeline.training.filter_study)
@@ -37,3 +47,63 @@ STAGES = [
               frame="filters", records=RECORDS,
               keys=lambda c: {"variant": f"gaussian-{c['sigma']}-h{c['heads']}", "seed": int(c["seed"])}),
 ]
+
+
+# --- its params section: `filter_study` ([CI] Sec. 3, Fig. 4, Table 6) --------------------------------------------
+
+
+@dataclass
+class ConvMixerConfig:
+    """ConvMixer of the filter study (code-2401's: dim 512, depth 6, kernel 5, patch 2; profile convmixer-2401)."""
+
+    dim: int = 128
+    depth: int = 4
+    kernel_size: int = 3
+    patch_size: int = 4
+    img_size: int | None = None  #: input side; null = the dataset's stored (typical) image side
+    #: spatial block: 'ci' = code-2401's ([CI] Fig. 4, Table 6: conv -> BatchNorm, no GELU), 'sia' = code-2404's
+    #: and timm's (conv -> GELU -> BatchNorm); see pipeline.vocabulary.ConvMixerBlock
+    block: ConvMixerBlock = "ci"
+
+    def __post_init__(self):
+        for name in ("dim", "depth", "patch_size"):
+            positive(f"filter_study.model.{name}", getattr(self, name))
+        positive("filter_study.model.img_size", self.img_size, allow_none=True)
+        check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
+        check_convmixer_block(self.block, "filter_study.model.block")
+
+
+@dataclass
+class FilterStudyConfig:
+    """ConvMixer with learned vs frozen spatial filters ([CI] Fig. 4 and Table 6)."""
+
+    dataset: str = "fashion_mnist"
+    filters: list = field(default_factory=list)
+    seeds: list = field(default_factory=lambda: [20, 21, 22])
+    gaussian_sigmas: list = field(default_factory=list)
+    gaussian_heads: list = field(default_factory=lambda: [64, 4])
+    model: ConvMixerConfig = field(default_factory=ConvMixerConfig)
+    #: overrides of the `train` section for this study: [CI]'s Adam 1e-3, no augmentation
+    train: dict = field(default_factory=lambda: {"epochs": 3, "opt": "adam", "lr": 0.001, "weight_decay": 0.0,
+                                                 "warmup_epochs": 0, "cooldown_epochs": 0, "smoothing": 0.0,
+                                                 "scale": [1.0, 1.0], "ratio": [1.0, 1.0], "hflip": 0.0})
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.filters or self.gaussian_sigmas)
+
+    def __post_init__(self):
+        for name in self.filters:
+            try:
+                parse_study_variant(name, self.model.kernel_size)
+            except PipelineError as exc:
+                raise PipelineError(f"filter_study.filters: {exc}") from None
+        for sigma in self.gaussian_sigmas:
+            try:
+                parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
+            except PipelineError as exc:
+                raise PipelineError(f"filter_study.gaussian_sigmas: {exc}") from None
+        for heads in self.gaussian_heads:
+            if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= self.model.dim:
+                raise PipelineError(f"filter_study.gaussian_heads: {heads!r} must be an integer between 1 and"
+                                    f" filter_study.model.dim = {self.model.dim}")

@@ -4,6 +4,8 @@ Fig. 5 / App. F; `train_config@`). The arms are `init` and the two `baselines`."
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, init_section, model_section, train_section
 
 ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
@@ -41,3 +43,15 @@ STAGES = [
               help="one training-configuration cell: <dataset> <variant> <config> <arm> <seed>", frame="configs",
               records=MODEL_RECORDS),
 ]
+
+
+# --- the part of the grid the named training configurations run on: params `train_config_cells` -------------------
+
+
+@dataclass
+class TrainConfigCells:
+    """Which grid cells the named training configurations run on (stages train_config@...): a part of the grid, so
+    a profile with many variants need not run every configuration on each."""
+
+    datasets: list = field(default_factory=lambda: ["fashion_mnist"])  #: each one of `datasets`
+    variants: list = field(default_factory=lambda: ["vit"])  #: each a key of `models`

@@ -5,8 +5,12 @@ PE) and `sia_fit@` (claim 13: [SIA]'s architecture and fit on the pseudo-inputs 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, model_section, train_section
+from pipeline.experiments.ci import check_fit_loop
+from pipeline.method.names import InitMethod, check_kernel_size
+from pipeline.method.options import SiaFitOptions
 from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
@@ -51,3 +55,45 @@ STAGES = [
               records=MODEL_RECORDS + FIT_RECORDS,
               keys=lambda c: {"dataset": c["dataset"], "cell": f"fit_{c['fit']}", "seed": int(c["seed"])}),
 ]
+
+
+# --- its params section: `sia` ([SIA]'s ablations) ------------------------------------------------------------------
+
+
+@dataclass
+class SiaFitConfig(SiaFitOptions):
+    """[SIA]'s impulse fit (code-2404's 'impulse3'; `pipeline.method.options.SiaFitOptions`)."""
+
+    def validate(self, key: str) -> None:
+        check_fit_loop(self, key)
+        check_kernel_size(self.kernel_size, f"{key}.kernel_size")
+
+
+@dataclass
+class SiaConfig:
+    """[SIA] 2404.01139's ablations on a grid ViT variant, its model and `train` recipe (its tables are labelled (a)-(f)
+    as in paper/coverage.yaml): the baseline change ((f): cls token + learned PE vs average pooling + fixed 2-D
+    sin-cos PE; stages sia_base@<dataset>-<arch>-<seed>) and the pseudo-inputs of its impulse fit ((c); stages
+    sia_fit@<dataset>-<fit>-<seed>, on [SIA]'s architecture). Both lists empty switch it off.
+    """
+
+    variant: str = "vit"  #: the key of `models` every cell builds (a timm ViT); [SIA]'s cells change its head only
+    datasets: list = field(default_factory=lambda: ["fashion_mnist"])  #: each one of `datasets`
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    bases: list = field(default_factory=list)  #: architectures of the baseline change: cls_learned, avg_sincos
+    baseline_arm: InitMethod = "timm"  #: the init of the base cells ([SIA]'s baselines are Trunc Normal, timm's)
+    #: pseudo-inputs of the fit cells, <layer 0><later layers> of P U G A B (e.g. PP, UU, GP), plus _layer for
+    #: a fit per layer instead of code-2404's shared one (init_once)
+    fits: list = field(default_factory=list)
+    fit: SiaFitConfig = field(default_factory=SiaFitConfig)
+
+    def __post_init__(self):
+        for arch in self.bases:
+            parse_sia_base(arch)
+        for name in self.fits:
+            parse_sia_fit(name)
+        self.fit.validate("sia.fit")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bases or self.fits)

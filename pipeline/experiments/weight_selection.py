@@ -6,8 +6,12 @@ sample fine-tuning only."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 
+from pipeline.config import ModelConfig
+from pipeline.errors import PipelineError
 from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section, train_section
+from pipeline.method.names import InitMethod
 
 TEACHER_SEED = 0  #: one teacher per name
 #: the `source` of a row trained from scratch in the weight-selection frame: SCRATCH + its arm ('scratch:default')
@@ -65,3 +69,45 @@ STAGES = [
               records=RECORDS,
               keys=lambda c: {"dataset": c["dataset"], "source": SCRATCH + c["arm"], "seed": int(c["seed"])}),
 ]
+
+
+# --- its params section: `weight_selection` ([NeurIPS] Table 4) ----------------------------------------------------
+
+
+@dataclass
+class TeacherConfig:
+    """One pretrained teacher of the weight-selection block: its init arm and pretraining-set size."""
+
+    arm: InitMethod = "impulse"  #: the init the teacher is pretrained from (its section, e.g. `impulse`, applies)
+    train_size: int = 0  #: the first n images of the pretraining set (a class-stratified shuffle); 0 = all
+
+    def validate(self, key: str) -> None:
+        if isinstance(self.train_size, bool) or self.train_size < 0:
+            raise PipelineError(f"{key}.train_size = {self.train_size!r}: give the images of the pretraining set"
+                                " (a positive integer; 0 = the whole split)")
+
+
+@dataclass
+class WeightSelectionConfig:
+    """[NeurIPS] Table 4 (Sec. 5.5): a larger ViT pretrained from an init (`teachers`), weight-selected
+    into the grid variant `student` (Xu et al., ICLR 2024; `pipeline.method.weight_selection`) and fine-tuned on
+    `datasets` (stages pretrain@<teacher>, select_finetune@<dataset>-<teacher>-<seed> and, for context,
+    ws_scratch@<dataset>-<arm>-<seed>). One teacher per name (seed 0): the fine-tune seeds sample fine-tuning only.
+    """
+
+    teachers: dict[str, TeacherConfig] = field(default_factory=dict)  #: name -> teacher; {} switches the block off
+    #: the teachers' model (one for all of them): 4 heads of dimension 24, the CPU student's depth
+    teacher: ModelConfig = field(default_factory=lambda: ModelConfig(img_size=28, patch_size=4, embed_dim=96, depth=6,
+                                                                     num_heads=4, drop_path_rate=0.0))
+    pretrain_dataset: str = "fashion_mnist"
+    pretrain: dict = field(default_factory=dict)  #: overrides of the `train` section for pretraining
+    student: str = "vit"  #: the grid variant (a key of `models`) the teachers are selected into
+    datasets: list = field(default_factory=list)  #: fine-tune datasets; [] switches the fine-tune cells off
+    fetch: list = field(default_factory=list)  #: datasets of this block that `datasets` lacks (stage fetch_ws@)
+    finetune: dict = field(default_factory=dict)  #: overrides of `train` for the fine-tune and scratch cells
+    seeds: list = field(default_factory=lambda: [0, 1, 2])  #: fine-tune seeds
+    scratch: list = field(default_factory=lambda: ["impulse", "default"])  #: student arms trained from scratch
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.teachers or self.datasets)

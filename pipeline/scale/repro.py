@@ -50,9 +50,9 @@ from pathlib import Path
 from dvc.repo import Repo, lock_repo
 from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
-from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.experiments import TRAINING
+from pipeline.params import Params
 from pipeline.scale import warm_server
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from pipeline import entry
-from pipeline.config import Params
+from pipeline.params import Params
 from pipeline.data.fetch.userdata import PARAMS, listing_digest
 from pipeline.datasets import DATASETS
 from pipeline.outputs import folder_aside
