@@ -11,10 +11,6 @@ against the mean stage time of the serial run.
     .venv/bin/python bench/bench_repro.py                            # the CPU default (params.yaml as it is)
     .venv/bin/python bench/bench_repro.py --profile smoke            # every stage, seconds each
     .venv/bin/python bench/bench_repro.py --set resources.threads=1  # written into both copies' params.yaml
-    .venv/bin/python bench/bench_repro.py --profile smoke --cold     # and `repro --cold` in a third copy
-
-`--cold` measures the warm start (`pipeline.scale.warm`): the runner's cells forked from one process that imported
-torch and timm, against the same runner with each cell its own process.
 
 The serial run goes first unless --runner-first. Wall times on a shared machine are noisy: the load average before
 and after is printed beside them.
@@ -88,14 +84,12 @@ def main() -> int:
     p.add_argument("--runner-first", action="store_true", help="run the runner before the serial dvc repro")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per start-up figure")
     p.add_argument("--workdir", default=None, help="where the copies go (default: a temporary folder, kept)")
-    p.add_argument("--cold", action="store_true", help="also `python -m pipeline repro --cold` in a third copy")
     args = p.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-repro-"))
     params = parse_sets(args.sets)
     serial = copy_repo(work / "serial", args.profile, params)
     runner = copy_repo(work / "runner", args.profile, params)
-    cold = copy_repo(work / "cold", args.profile, params) if args.cold else None
     threads = yaml_load((serial / "params.yaml").read_text())["resources"]["threads"]
     runner_cmd = [sys.executable, "-m", "pipeline", "repro", *(["-j", str(args.jobs)] if args.jobs else [])]
     print(f"bench_repro: profile {args.profile or '(params.yaml)'}, resources.threads {threads}, params set {params},"
@@ -104,9 +98,8 @@ def main() -> int:
 
     runs = {}
     order = ["runner", "serial"] if args.runner_first else ["serial", "runner"]
-    commands = {"serial": (serial, ["dvc", "repro"]), "runner": (runner, runner_cmd),
-                "cold": (cold, [*runner_cmd, "--cold"])}
-    for name in order + (["cold"] if cold else []):
+    commands = {"serial": (serial, ["dvc", "repro"]), "runner": (runner, runner_cmd)}
+    for name in order:
         repo, cmd = commands[name]
         runs[name] = timed(repo, *cmd)
         print(f"  {name}: {runs[name][0]:.1f} s (load average {os.getloadavg()[0]:.2f} after)", flush=True)
@@ -124,12 +117,6 @@ def main() -> int:
     print(f"`python -m pipeline repro`:  {runner_s:8.1f} s  ({summary[-1] if summary else '?'})")
     print(f"ratio runner / serial: {runner_s / serial_s:.3f} (target <= 0.75 on the CPU default)")
     print(f"metrics identical: {'yes' if a == b and a else 'NO'} ({len(a)} runs compared)")
-    if cold:
-        same = run_metrics(cold) == a
-        cold_s = runs["cold"][0]
-        print(f"`python -m pipeline repro --cold`: {cold_s:8.1f} s; warm / cold: {runner_s / cold_s:.3f}; metrics"
-              f" identical to the serial run's: {'yes' if same else 'NO'}")
-        a = a if same else {}
     print(f"runner's copy afterwards: dvc status clean: {'yes' if clean else 'NO'}; plain dvc repro executed nothing:"
           f" {'yes' if noop else 'NO'} (beside the always-changed {', '.join(sorted(always)) or 'none'})")
     training = next((s for s in ran if s.startswith("train@")), ran[0])

@@ -19,7 +19,6 @@ from types import SimpleNamespace
 
 from pipeline.closure import file_digests
 from pipeline.errors import PipelineError
-from pipeline.scale import warm
 from pipeline.schema import digest
 from pipeline.training import launch
 
@@ -86,9 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m pipeline.cell <runtime module> <config.json>", file=sys.stderr)
         return 2
-    rc = warm.delegate("pipeline.cell", argv)  # under the runner: in a child of its warm server
-    if rc is not None:
-        return rc
     module, path = argv
     try:
         if not Path(path).is_file():

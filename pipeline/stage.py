@@ -2,9 +2,8 @@
 attention, figures, aggregate, report), e.g. `python -m pipeline.stage pipeline.analysis.figures`, and how the runner
 starts each stage's DVC (`python -m pipeline.stage dvc repro --single-item <stage>`).
 
-It runs `python -m <module> [args]`: under the runner, in a child of its warm server (`pipeline.scale.warm`: torch and
-timm imported once); else in this process, as `python -m` would. Its import closure is this file and the warm
-server's client, so a stage's code deps stay its module's.
+It runs `python -m <module> [args]` in this process, as `python -m` would: one launcher for every stage, so that a
+stage's code deps are its module's closure and this file's.
 """
 
 from __future__ import annotations
@@ -12,17 +11,12 @@ from __future__ import annotations
 import runpy
 import sys
 
-from pipeline.scale import warm
-
 
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m pipeline.stage <module> [args]", file=sys.stderr)
         return 2
     module, *args = argv
-    rc = warm.delegate(module, args)
-    if rc is not None:
-        return rc
     sys.argv = [module, *args]  # run_module puts the module's file first
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

@@ -33,8 +33,8 @@ HEADER = """\
 """
 
 #: The stages that are not training cells: (name, their module, the rest of the stage with the module's "args"). Each
-#: runs as `python -m pipeline.stage <module> <args>` (forked from the runner's warm server where there is one), so
-#: its code deps are the closure of its module and of `pipeline.stage`.
+#: runs as `python -m pipeline.stage <module> <args>`, so its code deps are the closure of its module and of
+#: `pipeline.stage`.
 LAUNCHER = "pipeline.stage"
 STATIC: list[tuple[str, str, dict]] = [
     # what each dataset is read from, checked on every run (a user's folder changes outside DVC's view):

@@ -8,7 +8,6 @@ each test leaves it clean (`dvc status` up to date).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -28,7 +27,7 @@ from workspace import ROOT, sh, tool_env
 from pipeline.__main__ import main as cli
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
-from pipeline.scale import repro, warm
+from pipeline.scale import repro
 from pipeline.scale.executors import LocalExecutor, Request
 from pipeline.training import launch
 
@@ -274,14 +273,6 @@ def commands(project: Path) -> list[psutil.Process]:
             and proc.info["status"] != psutil.STATUS_ZOMBIE]
 
 
-def forked_from_the_warm_server(proc: psutil.Process) -> bool:
-    """Whether `proc` descends from the runner's warm server (its DVC was forked there) rather than from the stage's
-    own process."""
-    with contextlib.suppress(psutil.Error):
-        return any("pipeline.scale.warm_server" in parent.cmdline() for parent in proc.parents())
-    return False
-
-
 @pytest.mark.timeout(480)
 def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
     if not is_clean(inside):  # run alone, the project is fresh: only the two edited cells may be stale below
@@ -305,13 +296,12 @@ def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
             time.sleep(0.2)
         running = commands(inside)
         assert len(running) == 2, f"the stages' commands never started: {[p.info['cmdline'] for p in running]}"
-        assert all(forked_from_the_warm_server(p) for p in running)  # DVC, then its command, under the server
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
         assert proc.returncode == 130, rest
         assert "cancelled cell@0" in rest and "cancelled cell@1" in rest
         assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        assert not commands(inside)  # DVC and its command were forked from the warm server: they are gone too
+        assert not commands(inside)  # DVC's command is cancelled with its stage: it is gone too
     finally:
         if proc.poll() is None:  # a failed assertion must not leave the runner and its stages behind
             with contextlib.suppress(psutil.Error):
@@ -331,25 +321,6 @@ def test_a_training_cell_asks_for_the_resources_section(params_file):
     cell = repro.request_for(True, params)
     assert cell.training and cell.nproc == 2 and cell.threads == 3 and cell.gpu
     assert repro.is_training("training cell: one cell of the model grid") and not repro.is_training(None)
-
-
-def test_light_stages_and_cpu_cells_start_warm_gpu_cells_and_slurm_jobs_do_not(params_file):
-    """The warm server (`pipeline.scale.warm_server`) starts for a local CPU cell or three light stages; each local
-    stage without GPUs gets it, a cell on GPUs or in a SLURM job never."""
-    params = load_params(params_file)
-    light = [repro.Cell(f"figures{i}", [], repro.request_for(False, params), True) for i in range(3)]
-    cell = repro.Cell("train@x", [], repro.request_for(True, params), True)
-    args = argparse.Namespace(executor="local", cold=False)
-    assert repro.starts_warm([cell], args, []) and repro.starts_warm(light, args, [])
-    assert not repro.starts_warm(light[:2], args, []) and not repro.starts_warm([cell, *light], args, ["0"])
-    assert not repro.starts_warm([cell], argparse.Namespace(executor="slurm", cold=False), [])
-    assert not repro.starts_warm([cell], argparse.Namespace(executor="local", cold=True), [])
-    server = {warm.ENV: "/tmp/warm.sock"}
-    local = repro.Scheduler({"local": None}, {"local": 1}, repro.DevicePool([]), warm=server)
-    assert local.env_for(light[0], None)[warm.ENV] == local.env_for(cell, None)[warm.ENV] == "/tmp/warm.sock"
-    assert warm.ENV not in local.env_for(cell, ["0"])
-    slurm = repro.Scheduler({"local": None, "slurm": None}, {"local": 1, "slurm": 1}, repro.DevicePool([]), warm=server)
-    assert warm.ENV not in slurm.env_for(cell, None) and warm.ENV in slurm.env_for(light[0], None)
 
 
 def test_device_pool_and_default_layout(params_file):

@@ -28,8 +28,7 @@ started. A failed stage is reported with its log; the stages that need it are sk
 Progress: each finished stage prints k of N, the stages running and an overall ETA (`Progress`), and so does a
 heartbeat line every `Scheduler.heartbeat_s` while nothing finishes. Stages marked `always_changed` (`sources`:
 outside state such as a user's folder) run first, one at a time, and only then is the stale set planned.
-On a machine without GPUs the local stages start warm: forked from one process that imported torch and timm once
-(`pipeline.scale.warm`; `--cold`: each its own process, as plain `dvc repro` runs them).
+Every stage starts as its own process, as under plain `dvc repro` (docs/scale-out.md, "One way to start a stage").
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +51,6 @@ from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 from pipeline.errors import PipelineError
 from pipeline.experiments import TRAINING
 from pipeline.params import Params
-from pipeline.scale import warm_server
 from pipeline.scale.executors import LocalExecutor, Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
 
@@ -240,8 +237,7 @@ def check_fits(cells: list[Cell], executor: str, devices: list[str], params: Par
 
 
 def stage_command(name: str) -> list[str]:
-    """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring); started by
-    the stage launcher, so that with the warm server's address DVC too is forked from it (`pipeline.scale.warm`)."""
+    """One stage through DVC, waiting for DVC's lock rather than failing on it (see the module docstring)."""
     return [sys.executable, "-m", "pipeline.stage", "dvc", "--wait-for-lock", "repro", "--single-item", name]
 
 
@@ -273,17 +269,14 @@ class Scheduler:
     echo: object = field(default=lambda line: print(line, flush=True))
     outcomes: dict = field(default_factory=dict)
     heartbeat_s: float = 120.0  #: a progress line this often while no stage finishes
-    warm: dict = field(default_factory=dict)  #: local CPU stages' environment: the warm server (`warm_server.Server`)
 
     def route(self, cell: Cell) -> str:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
 
     def env_for(self, cell: Cell, gpus: list[str] | None) -> dict:
         """What the runner adds to the environment a cell runs in (this machine's, or its SLURM job's: never
-        replaced): unbuffered output, locally the GPUs it was given or else the warm server."""
+        replaced): unbuffered output and, locally, the GPUs it was given."""
         overrides = {"PYTHONUNBUFFERED": "1"}
-        if gpus is None and self.route(cell) == "local":
-            overrides |= self.warm
         if gpus is not None:
             overrides["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
             if os.environ.get("PIPELINE_DEVICES"):  # a fake or reserved device list: the cell sees only its share
@@ -392,8 +385,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--executor", choices=("local", "slurm"), default="local",
                         help="local processes (default) or one SLURM job per training cell")
     parser.add_argument("--dry", action="store_true", help="print what would run, and where, then stop")
-    parser.add_argument("--cold", action="store_true", help="start each CPU cell as its own Python process, not"
-                        " forked from the runner's warm server (pipeline/scale/warm.py)")
 
 
 def _raise_interrupt(signum, frame):
@@ -415,21 +406,10 @@ def main(params: Params, args) -> int:
         return dry_run(cells, params, args, devices, local_jobs)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # a killed runner cancels its stages and jobs too
     try:
-        with tempfile.TemporaryDirectory(prefix="warm-") as folder, (
-                warm_server.Server(folder) if starts_warm(cells, args, devices) else contextlib.nullcontext({})) as env:
-            return run(cells, params, args, devices, local_jobs, env)
+        return run(cells, params, args, devices, local_jobs)
     except KeyboardInterrupt:
         print("repro: interrupted; cancelled what was running (DVC recorded nothing for it)", file=sys.stderr)
         return 130
-
-
-def starts_warm(cells: list[Cell], args, devices: list[str]) -> bool:
-    """Whether the local stages start forked from a warm server: on a machine without GPUs, for a local training
-    cell or three light stages (the server's imports cost about what one cell's or two light stages' do)."""
-    if devices or args.cold:
-        return False
-    light = sum(not c.request.training for c in cells)
-    return light >= 3 or args.executor == "local" and any(c.request.training for c in cells)
 
 
 def dry_run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int) -> int:
@@ -447,15 +427,14 @@ def dry_run(cells: list[Cell], params: Params, args, devices: list[str], local_j
     return 0
 
 
-def scheduler_for(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int,
-                  env: dict | None = None) -> Scheduler:
+def scheduler_for(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int) -> Scheduler:
     check_fits(cells, args.executor, devices, params)
     executors = {"local": LocalExecutor(Path.cwd(), LOG_DIR)}
     capacity = {"local": args.jobs or local_jobs}
     if args.executor == "slurm":
         capacity = {"local": local_jobs, "slurm": args.jobs or len(cells) or 1}
         executors["slurm"] = SlurmExecutor(Path.cwd(), SLURM_DIR.resolve(), params.slurm)
-    scheduler = Scheduler(executors, capacity, DevicePool(devices), warm=env or {})
+    scheduler = Scheduler(executors, capacity, DevicePool(devices))
     stale = sum(c.stale for c in cells)
     print(f"repro: {stale} stale stage(s), {len(cells) - stale} downstream to check; executor {args.executor},"
           f" {' + '.join(f'{k} {v} at once' for k, v in capacity.items())}"
@@ -463,16 +442,16 @@ def scheduler_for(cells: list[Cell], params: Params, args, devices: list[str], l
     return scheduler
 
 
-def run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int, env: dict) -> int:
+def run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs: int) -> int:
     """Run `configs` first when it is stale (the cells whose configuration it leaves equal are then up to date, never
     started), then the rest."""
     if any(c.name == CONFIGS_STAGE and c.stale for c in cells):
         configs = [c for c in cells if c.name == CONFIGS_STAGE]
-        scheduler = Scheduler({"local": LocalExecutor(Path.cwd(), LOG_DIR)}, {"local": 1}, DevicePool([]), warm=env)
+        scheduler = Scheduler({"local": LocalExecutor(Path.cwd(), LOG_DIR)}, {"local": 1}, DevicePool([]))
         if scheduler.run(configs)[CONFIGS_STAGE].status == "failed":
             return 1
         cells = plan(args.targets, params)
-    scheduler = scheduler_for(cells, params, args, devices, local_jobs, env)
+    scheduler = scheduler_for(cells, params, args, devices, local_jobs)
     t0 = time.monotonic()
     outcomes = scheduler.run(cells)
     for line in summary_lines(outcomes, time.monotonic() - t0):
