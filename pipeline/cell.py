@@ -4,7 +4,8 @@
 
 dvc.yaml's training stages run this. It only starts the run (torchrun, the CUDA preflight, the checkpoint's
 attempt key) and reads configs/runtime.json, so it is no dep of a cell. The attempt key digests the
-configuration, the runtime's import closure, the library versions and the run's other inputs.
+configuration, the runtime's import closure, the library versions and the run's other inputs. A cell of an init of
+your own (params `inits`) starts only on the code its configuration records (`same_plugin`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipeline.closure import file_digests
+from pipeline.closure import file_digests, local_closure
 from pipeline.errors import PipelineError
 from pipeline.schema import digest
 from pipeline.training import launch
@@ -50,8 +51,24 @@ def provenance(config: dict) -> dict:
     return {"config_digest": digest(config), "slurm": launch.slurm_job()}
 
 
+def same_plugin(config: dict) -> None:
+    """Stop before a cell of your own init trains on code other than its configuration records: the plug-in's file
+    edited since the `configs` stage ran (`dvc repro <cell>` with --single-item, or by hand) would otherwise leave a
+    result under a configuration that did not make it."""
+    plugin = config.get("plugin")
+    if not plugin:
+        return
+    now = local_closure(plugin["function"].split(":")[0], Path.cwd())
+    changed = sorted(f for f in {*now, *plugin["files"]} if now.get(f) != plugin["files"].get(f))
+    if changed:
+        raise PipelineError(f"inits.{config['arm']}: {', '.join(changed)} changed since the configs stage recorded"
+                            f" {config['cell']}'s configuration; run `dvc repro` (or `python -m pipeline repro`),"
+                            " which records it again and re-runs the cells of this arm")
+
+
 def start(module: str, config: dict, resources, root: str, relaunch: list[str]) -> int:
     """Run the cell of `config` with runtime module `module` here, or re-run `python <relaunch>` under torchrun."""
+    same_plugin(config)
     if launch.needs_launch(resources):
         return launch.launch(resources, relaunch)
     preflight(resources)

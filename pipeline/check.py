@@ -2,8 +2,9 @@
 `dvc repro` would train, roughly what it costs, and what the design can decide.
 
 What only the libraries can judge (a timm name or keyword, a patch size, an optimizer, a RandAugment string) is
-checked in seconds by building each model with its recipe on PyTorch's meta device. Costs come from
-bench/throughput.yaml (each entry names its source); the power of each claim from `pipeline.analysis.design`.
+checked in seconds by building each model with its recipe on PyTorch's meta device; an init of your own (params
+`inits`) is imported and its options bound to its function. Costs come from bench/throughput.yaml (each entry names
+its source); the power of each claim from `pipeline.analysis.design`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from pipeline.data.store import MANIFEST
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import ci as ci_grids
-from pipeline.experiments import init_section, stages
+from pipeline.experiments import init_section, plugin_section, stages
 from pipeline.experiments.sia import sia_model
 from pipeline.method.inits.arch import VIT, family
+from pipeline.method.plugins import check_call, load
 from pipeline.method.weight_selection import select_weights
 from pipeline.params import Params
 from pipeline.schema import yaml_load
@@ -448,10 +450,34 @@ def add_arguments(parser) -> None:
                         " bench/throughput.yaml, e.g. V100) instead of this machine's, and skip the GPU check")
 
 
+def check_own_inits(params: Params) -> None:
+    """Import each init of your own (params `inits`) and bind the options each variant gives it: a module that does
+    not import, a name that is not a function, or an option it does not take stops here, before any stage runs."""
+    for arm, own in params.own_inits.items():
+        fn = load(own.function, own.key)
+        for variant, model in params.models.items():
+            options = params.method_options(arm, variant)
+            key = f"inits.{arm}.options" if options else own.key
+            check_call(fn, options, key + (f" (with models.{variant}.init_options.{arm})"
+                                           if arm in model.init_options else ""))
+
+
+def own_init_lines(params: Params) -> list[str]:
+    """Each init of your own: its function, and the files whose behaviour its cells' configurations record."""
+    lines = []
+    for arm, own in params.own_inits.items():
+        files = plugin_section(params, arm)["plugin"]["files"]
+        role = "method under study" if arm == params.init else "baseline" if arm in params.baselines else "not run"
+        lines.append(f"your own init {arm} ({role}): {own.function}, options {own.options or 'none'}; its cells"
+                     f" re-run when {', '.join(files)} change(s) what they compute (not for comments or docstrings)")
+    return lines
+
+
 def validate(params: Params, devices: bool = True) -> int:
     """Everything `check` checks before any stage runs; returns how many models were built."""
     if devices:
         check_devices(params)
+    check_own_inits(params)
     return check_builds(params)
 
 
@@ -487,6 +513,8 @@ def main(params: Params, args) -> int:
     built = validate(params, devices=args.device is None)
     print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
+    for line in own_init_lines(params):
+        print(line)
     counts = cell_counts(params)
     print(f"training cells: {sum(int(line.split(': ')[1].split()[0]) for line in counts)}, per stage:")
     for line in counts:

@@ -1,6 +1,8 @@
 """The files of `pipeline/` a module loads: its static import closure, read from the source (every `import`,
 inside functions too). One fact for three users: a stage's code deps in dvc.yaml, a training cell's code stamp
-(configs/code/<module>.json, which the cell depends on) and the code part of a checkpoint's key.
+(configs/code/<module>.json, which the cell depends on) and the code part of a checkpoint's key. The same walk,
+rooted at the working directory, gives a plug-in init's files (`local_closure`), which its cells' configurations
+record.
 
 A file's digest in a stamp is of its behaviour, not its text (`source_digest`): the source parsed, its docstrings
 dropped and written back by `ast.unparse`, so a comment, a docstring or a reformatting re-runs no cell while any
@@ -17,21 +19,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def module_file(name: str) -> Path | None:
-    path = ROOT.joinpath(*name.split("."))
+def module_file(name: str, root: Path = ROOT) -> Path | None:
+    path = root.joinpath(*name.split("."))
     if (path / "__init__.py").is_file():
         return path / "__init__.py"
     return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_names(path: Path) -> set[str]:
+def imported_names(path: Path, root: Path = ROOT) -> set[str]:
     """Every module name an import statement of `path` names (absolute; `from a import b` gives a and a.b)."""
-    names, here = set(), module_name(path)
+    names, here = set(), module_name(path, root)
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
@@ -45,9 +47,9 @@ def imported_names(path: Path) -> set[str]:
     return names
 
 
-def _with_packages(name: str) -> set[Path]:
+def _with_packages(name: str, root: Path = ROOT) -> set[Path]:
     parts = name.split(".")
-    return {f for i in range(1, len(parts) + 1) if (f := module_file(".".join(parts[:i])))}
+    return {f for i in range(1, len(parts) + 1) if (f := module_file(".".join(parts[:i]), root))}
 
 
 def pipeline_imports(path: Path) -> set[Path]:
@@ -90,3 +92,18 @@ def file_digests(module: str) -> dict[str, str]:
     """{path from the repository root: `source_digest` of it} for every file of `module`'s closure, sorted by path."""
     files = {f.relative_to(ROOT).as_posix(): f for f in closure(module)}
     return {name: _file_digest(files[name]) for name in sorted(files)}
+
+
+def local_closure(module: str, root: Path) -> dict[str, str]:
+    """{path from `root`: `source_digest`} of module `module`'s file under `root` and of every module under `root` it
+    imports, transitively (its packages' __init__.py too): the code of a plug-in init (params `inits`) that each of
+    its cells' configurations records, so that those cells re-run when it changes behaviour and only then. Modules
+    found elsewhere (installed libraries) are the run's software, which metrics.json records."""
+    root = Path(root).resolve()
+    todo, seen = list(_with_packages(module, root)), set()
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo += [f for name in imported_names(path, root) for f in _with_packages(name, root)]
+    return {f.relative_to(root).as_posix(): source_digest(f.read_text()) for f in sorted(seen)}

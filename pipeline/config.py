@@ -1,5 +1,6 @@
 """The shared core of params.yaml as typed, validated dataclasses: a model (`models.<variant>`), a training recipe
-(`train`), where runs go (`resources`), the data (`data`), each init arm's section, the report and SLURM.
+(`train`), where runs go (`resources`), the data (`data`), each init arm's section, your own inits (`inits`), the
+report and SLURM.
 
 Each section checks its own keys, types, choices and ranges when built (`pipeline.schema.from_mapping`; choices
 are `Literal` types, ranges are checked in `__post_init__`) and stops with one `PipelineError` naming the key,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pipeline.errors import PipelineError
@@ -29,6 +31,7 @@ from pipeline.method.options import (
     ImpulseOptions,
     MimeticOptions,
 )
+from pipeline.method.plugins import locate
 from pipeline.schema import choice, positive, within
 
 __all__ = ["INIT_METHODS", "TrainConfig", "Resources", "ModelConfig", "DataConfig"]
@@ -123,6 +126,46 @@ class ImpulseConfig(ImpulseOptions):
         within("impulse.noise_std", self.noise_std, 0, float("inf"))
         for name in ("norm_p", "norm_q", "norm_v", "scale"):
             positive(f"impulse.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class OwnInit:
+    """An init of your own, an arm beside the built-in ones (params `inits.<arm>`; docs/own-init.md): the function
+    `pipeline.method.plugins` describes, and the keyword options it is called with."""
+
+    arm: str
+    function: str  #: '<module>:<function>', a file of the repository
+    options: dict = field(default_factory=dict)
+    key: str = ""  #: the params key that names the function: inits.<arm>, or inits.<arm>.function
+
+    @property
+    def module(self) -> str:
+        return self.function.split(":")[0]
+
+
+def own_init(arm: object, value: object, root: Path) -> OwnInit:
+    """params `inits.<arm>`: '<module>:<function>' or {function: '<module>:<function>', options: {...}}, the module a
+    file under `root`, read but not run (params load without torch; `check` imports it)."""
+    key = f"inits.{arm}"
+    if not isinstance(arm, str) or not VARIANT_NAME.match(arm):
+        raise PipelineError(f"inits: arm name {arm!r} may use only letters, digits, '_' and '.' (it appears in stage"
+                            " names, where '-' separates the fields, and in results folders)")
+    if arm in INIT_METHODS:
+        raise PipelineError(f"{key}: {arm!r} is a built-in arm ({', '.join(INIT_METHODS)}); give your init a name of"
+                            f" its own, e.g. my_{arm}")
+    function, options, where = value, {}, key
+    if isinstance(value, dict):
+        unknown = sorted(map(str, set(value) - {"function", "options"}))
+        if unknown or "function" not in value:
+            raise PipelineError(f"{key}: {'unknown key(s) ' + ', '.join(unknown) if unknown else 'no function'};"
+                                " write {function: '<module>:<function>', options: {...}}, or only"
+                                " '<module>:<function>'")
+        function, options, where = value["function"], value.get("options") or {}, f"{key}.function"
+        if not isinstance(options, dict):
+            raise PipelineError(f"{key}.options = {options!r}: expected a mapping of the function's keyword arguments,"
+                                " e.g. {taps: 3}")
+    locate(function, where, root)
+    return OwnInit(arm, function, dict(options), where)
 
 
 @dataclass

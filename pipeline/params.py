@@ -19,12 +19,14 @@ from pipeline.config import (
     ImpulseConfig,
     MimeticConfig,
     ModelConfig,
+    OwnInit,
     RandomInitConfig,
     ReportConfig,
     Resources,
     SlurmConfig,
     TimmInitConfig,
     TrainConfig,
+    own_init,
 )
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
@@ -33,7 +35,7 @@ from pipeline.experiments.filter_study import FilterStudyConfig
 from pipeline.experiments.grid import TrainConfigCells
 from pipeline.experiments.sia import SiaConfig
 from pipeline.experiments.weight_selection import WeightSelectionConfig
-from pipeline.method.names import INIT_METHODS, InitMethod
+from pipeline.method.names import INIT_METHODS
 from pipeline.schema import apply_overrides, choice, from_mapping, yaml_errors, yaml_load
 
 __all__ = ["Params", "load_params"]
@@ -48,7 +50,7 @@ def _default_models() -> dict:
 class Params:
     """The whole of params.yaml."""
 
-    init: InitMethod = "impulse"  #: the method under study
+    init: str = "impulse"  #: the method under study: a built-in arm or one of `inits`
     baselines: list = field(default_factory=lambda: ["default", "mimetic"])
     seeds: list = field(default_factory=lambda: [20, 21, 22])
     datasets: list = field(default_factory=lambda: ["fashion_mnist"])
@@ -59,6 +61,8 @@ class Params:
     mimetic: MimeticConfig = field(default_factory=MimeticConfig)
     impulse: ImpulseConfig = field(default_factory=ImpulseConfig)
     random: RandomInitConfig = field(default_factory=RandomInitConfig)
+    #: your own inits as arms: name -> '<module>:<function>' or {function: ..., options: {...}} (docs/own-init.md)
+    inits: dict = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
     resources: Resources = field(default_factory=Resources)
     data: DataConfig = field(default_factory=DataConfig)
@@ -86,10 +90,16 @@ class Params:
     ws_pretrain_recipe: TrainConfig = field(init=False, repr=False)
     #: the fine-tune and scratch cells' recipe: `train` updated by `weight_selection.finetune` (not a YAML key)
     ws_finetune_recipe: TrainConfig = field(init=False, repr=False)
+    #: `inits` validated: arm -> OwnInit, its module found under the working directory (not a YAML key)
+    own_inits: dict[str, OwnInit] = field(init=False, repr=False)
 
     def __post_init__(self):
-        for value in self.baselines:
-            choice("baselines", value, INIT_METHODS)
+        self.own_inits = {arm: own_init(arm, value, Path.cwd()) for arm, value in self.inits.items()}
+        for key, value in (("init", self.init), *(("baselines", b) for b in self.baselines)):
+            if value not in self.arm_names:
+                raise PipelineError(f"{key} = {value!r}: unknown arm; expected one of"
+                                    f" {', '.join(map(repr, self.arm_names))}, or an init of your own declared in"
+                                    " `inits` (docs/own-init.md)")
         if len(self.baselines) != 2:
             raise PipelineError(
                 f"baselines = {self.baselines}: give exactly two (repeat one to train a single baseline, e.g."
@@ -210,6 +220,11 @@ class Params:
         return recipe
 
     @property
+    def arm_names(self) -> list[str]:
+        """Every arm `init` and `baselines` may name: the built-in ones, then your own (`inits`)."""
+        return [*INIT_METHODS, *self.own_inits]
+
+    @property
     def arms(self) -> list[str]:
         """The method under study followed by the baselines, without repeats."""
         return list(dict.fromkeys([self.init, *self.baselines]))
@@ -221,16 +236,20 @@ class Params:
 
     def method_options(self, method: str, variant: str | None = None) -> dict:
         """The keyword options `apply_init` takes for `method`, from its params section updated by
-        `models.<variant>.init_options.<method>` (validated here, like the section itself)."""
+        `models.<variant>.init_options.<method>` (validated here, like the section itself; your own init's options
+        are checked against its function by `check`)."""
+        own = self.own_inits.get(method)
         if variant is None:
-            return dataclasses.asdict(getattr(self, method))
+            return dict(own.options) if own else dataclasses.asdict(getattr(self, method))
         key = f"models.{variant}.init_options"
         overrides = self.models[variant].init_options
         for arm, value in overrides.items():
-            choice(key, arm, INIT_METHODS)
+            choice(key, arm, self.arm_names)
             if not isinstance(value, dict):
                 raise PipelineError(f"{key}.{arm} = {value!r}: expected a mapping of {arm} options, e.g."
                                     " {impulse: {mixer: shift}}")
+        if own:
+            return dict(own.options) | overrides.get(method, {})
         section = getattr(self, method)
         merged = dataclasses.asdict(section) | overrides.get(method, {})
         return dataclasses.asdict(from_mapping(type(section), merged, f"{key}.{method}"))

@@ -162,11 +162,13 @@ def yaml_load(text: str) -> Any:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """`train.lr=0.002` -> (['train', 'lr'], 0.002); the value is parsed as YAML, as `dvc exp run -S` does."""
+    """`train.lr=0.002` -> (['train', 'lr'], 0.002); the value is parsed as YAML, as `dvc exp run -S` does. A leading
+    '+' (DVC's spelling of a key params.yaml lacks, e.g. `+inits.local_box=my_inits:local_box`) is accepted, so one
+    override works in both."""
     if "=" not in text:
         raise PipelineError(f"override {text!r}: write it as key.subkey=value (e.g. train.epochs=2)")
     key, value = text.split("=", 1)
-    return key.strip().split("."), yaml_load(value)
+    return key.strip().removeprefix("+").split("."), yaml_load(value)
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:

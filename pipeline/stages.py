@@ -56,14 +56,17 @@ STATIC: list[tuple[str, str, dict]] = [
     ("plan_history", "pipeline.analysis.plan_history", {
         "always_changed": True,
         "outs": [{"results/plan_history.json": {"cache": False}}]}),
+    # every cell's configuration; data/sources/inits carries the code of your own inits (params `inits`), which is
+    # outside pipeline/ and so in no code deps (`pipeline.experiments.plugin_section`)
     ("configs", "pipeline.resolve", {
-        "params": [{"params.yaml": None}], "outs": ["configs"]}),
+        "deps": ["data/sources/inits"], "params": [{"params.yaml": None}], "outs": ["configs"]}),
 ]
 ANALYSIS: list[tuple[str, str, dict]] = [
     ("attention", "pipeline.analysis.attention", {
         "matrix": {"variant": "${models}", "arm": ARMS},
-        "args": "${item.variant} ${item.arm}", "deps": ["data/${datasets[0]}"],
-        "params": ["models.${item.variant}", "${item.arm}", "datasets", "impulse.kernel_size", "impulse.offsets",
+        # the arm's params section through data/sources/inits/<arm>.json: your own arm has no section of its name
+        "args": "${item.variant} ${item.arm}", "deps": ["data/${datasets[0]}", "data/sources/inits/${item.arm}.json"],
+        "params": ["models.${item.variant}", "datasets", "impulse.kernel_size", "impulse.offsets",
                    "report.attention_layers", "train", "data.val_subset", "data.normalization"],
         "outs": ["results/attention/${item.variant}/${item.arm}"]}),
     ("figures", "pipeline.analysis.figures", {

@@ -28,7 +28,7 @@ from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import dataset_meta
 from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
-from pipeline.experiments import init_section
+from pipeline.experiments import init_section, plugin_section
 from pipeline.method.inits import (
     attention_maps,
     init_diagnostics,
@@ -39,10 +39,9 @@ from pipeline.method.inits import (
     uniform_locality_mass,
 )
 from pipeline.method.inits.arch import blocks, family
-from pipeline.method.names import INIT_METHODS
 from pipeline.outputs import folder_aside
 from pipeline.params import Params
-from pipeline.training import builders
+from pipeline.training import train
 
 #: the two inputs a map is computed on, in the order the figures show them
 INPUTS = ("pseudo", "real")
@@ -134,7 +133,8 @@ def val_batch(params: Params, dataset: str, img_size: int, in_chans: int, n: int
 
 
 def grid_model(params: Params, variant: str, arm: str, meta, seed: int) -> torch.nn.Module:
-    return builders.initialized(params.models[variant], arm, init_section(params, arm, variant), meta, seed)
+    return train.initialized(params.models[variant], arm, init_section(params, arm, variant), meta, seed,
+                             plugin_section(params, arm).get("plugin"))
 
 
 def model_batch(params: Params, dataset: str, model: torch.nn.Module, n: int = BATCH_IMAGES) -> torch.Tensor:
@@ -159,13 +159,16 @@ def read_attention(directory: Path) -> tuple[dict[str, np.ndarray], dict] | None
 
 def add_arguments(parser) -> None:
     parser.add_argument("variant", help="a model variant: a key of params `models`")
-    parser.add_argument("arm", choices=INIT_METHODS, help="the init method")
+    parser.add_argument("arm", help="the init method: a built-in arm or one of params `inits`")
     parser.add_argument("--images", type=int, default=BATCH_IMAGES, help="validation images to average over")
 
 
 def main(params: Params, args) -> int:
     if args.variant not in params.models:
         raise PipelineError(f"variant {args.variant!r}: not a key of params `models` ({', '.join(params.models)})")
+    if args.arm not in params.arm_names:
+        raise PipelineError(f"arm {args.arm!r}: not an init method ({', '.join(params.arm_names)}); declare your own"
+                            " in params `inits`")
     if args.images <= 0:
         raise PipelineError(f"--images {args.images}: give a positive number of validation images")
     torch.set_num_threads(params.resources.threads)
@@ -174,7 +177,7 @@ def main(params: Params, args) -> int:
     maps, record = model_record(params, model, 0, model_batch(params, dataset, model, args.images))
     record = {"variant": args.variant, "arm": args.arm, "state": "init", "dataset": dataset,
               "model": model_label(params.models[args.variant]), "seed": 0,
-              "init": init_section(params, args.arm, args.variant)} | record
+              "init": init_section(params, args.arm, args.variant), **plugin_section(params, args.arm)} | record
     write_attention(ATTENTION_DIR / args.variant / args.arm, maps, record)
     for name, per_layer in record["measures"].items():
         for layer, m in per_layer.items():

@@ -12,6 +12,7 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
@@ -157,6 +158,25 @@ def init_section(params, arm: str, variant: str) -> dict:
         if grid and kernel <= grid:
             options = options | {"kernel_size": smallest_kernel(model.num_heads, kernel)}
     return options
+
+
+def plugin_section(params, arm: str) -> dict:
+    """What a cell of your own init (params `inits`) records of its code: {"plugin": {function, files}}, `files` the
+    `source_digest` of its module and of the modules under the working directory that it imports
+    (`pipeline.closure.local_closure`); {} for a built-in arm, whose code is its runtime's stamp, so the built-in
+    cells' configurations stay as they were.
+
+    Why here: a cell re-runs exactly when its configuration file changes, so a change in the plug-in's behaviour
+    (not a comment or docstring) re-runs its cells and nothing else. The `configs` stage that writes these files
+    learns of a change outside the repository's code through the `sources` stage (`pipeline.data.fetch.fingerprint`,
+    DVC's pattern for external inputs): it runs on every `dvc repro`, writes data/sources/inits/<arm>.json with the
+    same digests, and `configs` depends on that folder."""
+    from pipeline.closure import local_closure
+
+    own = params.own_inits.get(arm)
+    if own is None:
+        return {}
+    return {"plugin": {"function": own.function, "files": local_closure(own.module, Path.cwd())}}
 
 
 def model_section(model) -> dict:

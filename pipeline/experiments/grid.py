@@ -1,12 +1,21 @@
 """The model grid ([NeurIPS] Tables 1-3, Figs. 2-5), runtime `pipeline.training.train`: dataset x model variant x
 arm x seed (`train@`), and the same under named training configurations (params `train_configs`; [NeurIPS]
-Fig. 5 / App. F; `train_config@`). The arms are `init` and the two `baselines`."""
+Fig. 5 / App. F; `train_config@`). The arms are `init` and the two `baselines`, built-in arms or your own (params
+`inits`), whose cells also record their code (`plugin_section`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, init_section, model_section, train_section
+from pipeline.experiments import (
+    MODEL_RECORDS,
+    CellStage,
+    data_section,
+    init_section,
+    model_section,
+    plugin_section,
+    train_section,
+)
 
 ARMS = ["${init}", "${baselines[0]}", "${baselines[1]}"]
 
@@ -15,8 +24,8 @@ def cell_config(params, cell: dict, recipe, labels: dict) -> dict:
     variant, arm = cell["variant"], cell["arm"]
     return {"dataset": cell["dataset"], "seed": int(cell["seed"]), "variant": variant, "arm": arm,
             "model": model_section(params.models[variant]), "init": init_section(params, arm, variant),
-            "train": train_section(recipe, cell["dataset"]), "data": data_section(params, cell["dataset"]),
-            "labels": {"arm": arm} | labels}
+            **plugin_section(params, arm), "train": train_section(recipe, cell["dataset"]),
+            "data": data_section(params, cell["dataset"]), "labels": {"arm": arm} | labels}
 
 
 def train_config(params, cell: dict) -> dict:

@@ -6,6 +6,13 @@ fetch@), `imagenet` its path, and `folder` its path and `listing_digest` (`pipel
 fetch@<dataset> depends on its own file. The stage is `always_changed` in dvc.yaml, since a user's folder changes
 outside DVC's view; it takes a second, and fetch@folder re-runs only when the folder's file changed (DVC's
 documented pattern for external data: an always-changed stage whose output the next stage depends on).
+
+Your own inits (params `inits`) are code outside pipeline/, which no stage's code deps list, so the same pattern
+carries them: data/sources/inits/<arm>.json for every arm of the grid and every init of your own, a built-in arm's
+params section, and for yours its function, options and the `source_digest` of its files (`plugin_section`). The
+`configs` stage depends on the folder, so editing what your init computes writes its cells' configurations anew
+(they re-run), while a comment or docstring changes no file. attention@<variant>-<arm> depends on its arm's file
+instead of the params section `<arm>`, which your arm has none of (DVC stops at a params key params.yaml lacks).
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from pipeline import entry
 from pipeline.params import Params
 from pipeline.data.fetch.userdata import PARAMS, listing_digest
 from pipeline.datasets import DATASETS
+from pipeline.experiments import plugin_section
 from pipeline.outputs import folder_aside
 
 SOURCES = Path("data/sources")
+INITS = "inits"  #: data/sources/inits/<arm>.json (no dataset is named so)
 
 
 def fingerprint(name: str, imagenet_path: str, folder_path: str) -> dict:
@@ -36,13 +45,25 @@ def fingerprint(name: str, imagenet_path: str, folder_path: str) -> dict:
     return out
 
 
+def init_fingerprint(params: Params, arm: str) -> dict:
+    """What arm `arm` runs, as data/sources/inits/<arm>.json holds it: its options, and for an init of your own its
+    function and the digests of its code."""
+    own = params.own_inits.get(arm)
+    source = {"source": own.key, **plugin_section(params, arm)["plugin"]} if own else {"source": "built-in"}
+    return {"arm": arm, **source, "options": params.method_options(arm)}
+
+
 def write_sources(params: Params, out: Path = SOURCES) -> list[str]:
-    """data/sources/<dataset>.json for every fetched dataset, all or nothing; returns the datasets."""
+    """data/sources/<dataset>.json for every fetched dataset and data/sources/inits/<arm>.json for every arm of the
+    grid and of `inits`, all or nothing; returns the datasets."""
     names = list(dict.fromkeys([*params.datasets, *params.weight_selection.fetch]))
     with folder_aside(out) as tmp:
         for name in names:
             (tmp / f"{name}.json").write_text(json.dumps(
                 fingerprint(name, params.data.imagenet_path, params.data.folder_path), indent=2) + "\n")
+        (tmp / INITS).mkdir()
+        for arm in dict.fromkeys([*params.arms, *params.own_inits]):
+            (tmp / INITS / f"{arm}.json").write_text(json.dumps(init_fingerprint(params, arm), indent=2) + "\n")
     return names
 
 
@@ -52,7 +73,8 @@ def add_arguments(parser) -> None:
 
 def main(params: Params, args) -> int:
     names = write_sources(params, Path(args.out))
-    print(f"sources: {', '.join(names)} in {args.out}")
+    arms = ", ".join(dict.fromkeys([*params.arms, *params.own_inits]))
+    print(f"sources: {', '.join(names)} in {args.out}; arms {arms} in {Path(args.out) / INITS}")
     return 0
 
 

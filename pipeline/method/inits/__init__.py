@@ -6,7 +6,7 @@
 Each method's module has its sources and deliberate differences (docs/fidelity.md): `default.py`, `mimetic.py`,
 `ci_random.py`, `impulse.py` (with our Swin and Mixer equivalents, `swin.py`, `mixer.py`). `apply_init` sets every value
 the method depends on, whatever the constructor did; it is pure, and one seed gives one model bit for bit per thread
-count (`rng`).
+count (`rng`). An init of your own (params `inits`) is applied by `own.apply_own_init`.
 """
 
 from __future__ import annotations
