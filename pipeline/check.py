@@ -9,11 +9,11 @@ its source); the power of each claim from `pipeline.analysis.design`.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,18 +27,12 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.store import MANIFEST
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
-from pipeline.experiments import ci as ci_grids
-from pipeline.experiments import init_section, plugin_section, stages
-from pipeline.experiments.sia import sia_model
-from pipeline.method.inits.arch import VIT, family
+from pipeline.experiments import experiment_modules, init_section, plugin_section, stages
 from pipeline.method.plugins import check_call, load
-from pipeline.method.weight_selection import select_weights
 from pipeline.params import Params
 from pipeline.schema import yaml_load
-from pipeline.training import builders, filter_study, simple_vit
 from pipeline.training.engine import create_schedule
 from pipeline.training.launch import require_devices, visible_devices
-from pipeline.vocabulary import parse_sia_fit
 
 THROUGHPUT = Path(__file__).resolve().parent.parent / "bench" / "throughput.yaml"
 PAPER = Path(__file__).resolve().parent.parent / "paper"
@@ -310,103 +304,37 @@ def data_lines(params: Params) -> list[str]:
     return lines
 
 
+class Builds:
+    """What an experiment's `check_builds(params, check)` (its module under pipeline/experiments/) is handed: the
+    planned data's facts, the recipe check, the error's key, the training images, and its runtime's modules
+    (`module`), so that it builds its models with its runtime's own builders, on the meta device `check_builds`
+    sets. The experiment modules import no training code: params load without torch, and the stages that read
+    only the declarations (sources, aggregate, report) do not depend on it. The configs stage, which runs this,
+    depends on every runtime's code (`pipeline.stages`)."""
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    @staticmethod
+    def module(name: str):
+        """A module of a runtime, e.g. 'pipeline.training.builders'."""
+        return importlib.import_module(name)
+
+    def meta(self, dataset: str) -> DatasetMeta:
+        return planned_meta(self.params, dataset)
+
+    def train_images(self, dataset: str) -> int | None:
+        return train_images(dataset, self.params.data.train_subset)
+
+    keyed = staticmethod(keyed)
+    recipe = staticmethod(check_recipe)
+
+
 def check_builds(params: Params) -> int:
-    """Build every planned model once on the meta device, with its recipe; returns how many were built."""
-    built = 0
+    """Build every planned model once on the meta device with its recipe, each experiment through its module's
+    `check_builds`; returns how many were built."""
     with torch.device("meta"):
-        for dataset in dict.fromkeys(params.datasets):
-            meta = planned_meta(params, dataset)
-            n = train_images(dataset, params.data.train_subset)
-            for variant, cfg in params.models.items():
-                with keyed(f"models.{variant}"):
-                    model = builders.timm_model(cfg, meta)
-                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta), n)
-                for name, recipe in params.config_recipes.items():
-                    check_recipe(f"train_configs.{name}", recipe, model, dataset, *builders.input_size(cfg, meta), n)
-                built += 1
-            if dataset in params.ci_alpha.datasets and params.ci_alpha.alphas:
-                cfg = params.ci_alpha.model
-                with keyed("ci_alpha.model"):
-                    model = simple_vit.simple_vit(asdict(cfg), meta, alpha=params.ci_alpha.alphas[0])
-                check_recipe("ci_alpha.train", params.ci_recipe, model, dataset,
-                             *simple_vit.input_size(asdict(cfg), meta), n)
-                built += 1
-            m3 = params.ci_model3
-            if dataset in m3.datasets and m3.qk and m3.value:
-                with keyed("ci_model3.model"):
-                    model = simple_vit.simple_vit(asdict(m3.model), meta,
-                                                  **ci_grids.model3_attention(m3.qk[0], m3.value[0]))
-                check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
-                             *simple_vit.input_size(asdict(m3.model), meta), n)
-                built += 1
-            if dataset in m3.datasets and m3.forms and m3.value:
-                with keyed("ci_model3.model"):
-                    model = simple_vit.simple_vit(asdict(m3.model), meta,
-                                                  **ci_grids.table1_attention(m3.forms[0], m3.value[0]))
-                check_recipe("ci_model3.train", params.ci_model3_recipe, model, dataset,
-                             *simple_vit.input_size(asdict(m3.model), meta), n)
-                built += 1
-            study = params.filter_study
-            if study.enabled and dataset == study.dataset:
-                with keyed("filter_study.model"):
-                    model = filter_study.build_model(asdict(study.model), "learned", None, meta, seed=0)
-                check_recipe("filter_study.train", params.filter_recipe, model, dataset,
-                             *filter_study.model_input(asdict(study.model), meta), n)
-                built += 1
-    return built + check_weight_selection(params) + check_sia(params)
-
-
-def check_sia(params: Params) -> int:
-    """Build each architecture of [SIA]'s cells on the meta device with the `train` recipe, per dataset; returns how
-    many were built."""
-    sia, built = params.sia, 0
-    if not sia.enabled:
-        return 0
-    archs = dict.fromkeys([*sia.bases, *(parse_sia_fit(f).arch for f in sia.fits)])
-    with torch.device("meta"):
-        for dataset in sia.datasets:
-            meta = planned_meta(params, dataset)
-            for arch in archs:
-                cfg = SimpleNamespace(**sia_model(params.models[sia.variant], arch))
-                with keyed(f"sia.variant = {sia.variant!r} (models.{sia.variant}, {arch})"):
-                    model = builders.timm_model(cfg, meta)
-                    if family(model) != VIT:
-                        raise PipelineError(f"a {family(model)} model; [SIA]'s cells change a ViT's cls token,"
-                                            " pooling and position embedding: name a timm ViT/DeiT variant")
-                check_recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta),
-                             train_images(dataset, params.data.train_subset))
-                built += 1
-    return built
-
-
-def check_weight_selection(params: Params) -> int:
-    """Build each teacher and the student on the meta device with their recipes and select each teacher into the
-    student (a teacher too small or of another patch size stops here); returns how many models were built."""
-    ws, built = params.weight_selection, 0
-    if not ws.teachers and not ws.datasets:
-        return 0
-    with torch.device("meta"):
-        teacher = None
-        if ws.teachers:
-            meta = planned_meta(params, ws.pretrain_dataset)
-            with keyed("weight_selection.teacher"):
-                teacher = builders.timm_model(ws.teacher, meta)
-            smallest = min(t.train_size or DATASETS[ws.pretrain_dataset].train_size for t in ws.teachers.values())
-            check_recipe("weight_selection.pretrain", params.ws_pretrain_recipe, teacher, ws.pretrain_dataset,
-                         *builders.input_size(ws.teacher, meta), smallest or None)
-            built += 1
-        cfg = params.models[ws.student]
-        for dataset in ws.datasets:
-            meta = planned_meta(params, dataset)
-            with keyed(f"models.{ws.student}"):
-                student = builders.timm_model(cfg, meta)
-            check_recipe("weight_selection.finetune", params.ws_finetune_recipe, student, dataset,
-                         *builders.input_size(cfg, meta), train_images(dataset, params.data.train_subset))
-            if teacher is not None:
-                with keyed(f"weight_selection.teacher -> models.{ws.student} on {dataset}"):
-                    select_weights(teacher.state_dict(), student.state_dict())
-            built += 1
-    return built
+        return sum(module.check_builds(params, Builds(params)) for module in experiment_modules())
 
 
 def weight_selection_lines(params: Params) -> list[str]:

@@ -31,10 +31,26 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+#: a package's module-level tuple of the submodules it imports by name (`importlib`): pipeline.experiments' registry
+REGISTRY = "MODULES"
+
+
+def registered(tree: ast.Module, package: str) -> set[str]:
+    """The submodules a package's `REGISTRY` tuple names (its __init__.py's `MODULES = ("a", "b")` gives
+    package.a and package.b): imports no import statement shows, so the walk reads them here."""
+    return {f"{package}.{element.value}" for node in tree.body if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == REGISTRY for t in node.targets)
+            and isinstance(node.value, ast.Tuple | ast.List)
+            for element in node.value.elts if isinstance(element, ast.Constant) and isinstance(element.value, str)}
+
+
 def imported_names(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module name an import statement of `path` names (absolute; `from a import b` gives a and a.b)."""
-    names, here = set(), module_name(path, root)
-    for node in ast.walk(ast.parse(path.read_text())):
+    """Every module name an import statement of `path` names (absolute; `from a import b` gives a and a.b), and for
+    a package's __init__.py the submodules its registry names (`registered`)."""
+    names, here, tree = set(), module_name(path, root), ast.parse(path.read_text())
+    if path.name == "__init__.py":
+        names |= registered(tree, here)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

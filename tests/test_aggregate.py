@@ -19,7 +19,7 @@ import pytest
 import yaml
 from scipy import stats as sps
 
-from pipeline.analysis.aggregate import Experiment, aggregate, main, write_aggregate
+from pipeline.analysis.aggregate import Experiment, aggregate, main, seed_lists, write_aggregate
 from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import at_epoch, planned_cells, read_frames
@@ -81,14 +81,16 @@ def make_filters(results: Path, seeds=(0, 1)) -> None:
 
 
 def experiment(**overrides) -> Experiment:
-    """An Experiment of these fields, reading the cells the declared stages (`pipeline.experiments`) plan for them."""
+    """An Experiment of these fields, reading the cells (and seed lists) the declared stages (`pipeline.experiments`)
+    plan for them."""
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
                 filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
                 filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
                 models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g",
                 config_datasets=("fashion_mnist",), config_variants=("vit",), sia_datasets=("fashion_mnist",))
     exp = Experiment(**(base | overrides))
-    return dataclasses.replace(exp, cells=tuple(planned_cells(planning(exp))))
+    params = planning(exp)
+    return dataclasses.replace(exp, cells=tuple(planned_cells(params)), seed_keys=seed_lists(params))
 
 
 def planning(exp: Experiment):

@@ -32,9 +32,10 @@ from dvc.repo import Repo
 from pipeline.__main__ import COMMANDS
 from pipeline.closure import closure, imported_names, module_file, module_name, pipeline_imports, source_digest
 from pipeline.experiments import stages as declared_stages
+from pipeline.experiments import switch_on
 from pipeline.params import load_params
 from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
-from pipeline.schema import yaml_load_pyyaml
+from pipeline.schema import apply_overrides, yaml_load_pyyaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pipeline"
@@ -46,14 +47,7 @@ def stages() -> list[tuple[str, str, list[Path]]]:
     switched on (the [CI] grids and the filter study are off in the default params), as DVC resolves them."""
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(ROOT / "dvc.yaml", tmp)
-        params = yaml.safe_load((ROOT / "params.yaml").read_text())
-        params["ci_alpha"]["datasets"] = params["datasets"][:1]
-        params["ci_model3"]["datasets"] = params["datasets"][:1]
-        params["filter_study"] |= {"gaussian_sigmas": [1.0], "filters": ["learned"]}
-        params["train_configs"] = {"lr_half": {"lr": 0.0005}}
-        params["weight_selection"] |= {"teachers": {"small": {"arm": "impulse", "train_size": 500}},
-                                       "datasets": ["digits"], "fetch": ["digits"]}
-        params["sia"] |= {"bases": ["avg_sincos"], "fits": ["PP"]}
+        params = apply_overrides(yaml.safe_load((ROOT / "params.yaml").read_text()), switch_on())
         (Path(tmp) / "params.yaml").write_text(yaml.safe_dump(params))
         out = []
         with Repo.init(tmp, no_scm=True) as repo:

@@ -46,6 +46,7 @@ from pipeline.analysis.runs import check_images, planned_cells, read_frames, rea
 from pipeline.analysis.stats import mean_std
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
+from pipeline.experiments import attribute, seed_keys, stages
 from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import folder_aside, write_text
 from pipeline.params import Params
@@ -102,24 +103,17 @@ class Experiment:
     m3_fits: tuple = ()  #: (Model III impulse arm, its fit's settings) for the arms of the grid
     #: (declared stage, cell) of every cell whose results are read (`runs.planned_cells`: the declarations decide)
     cells: tuple = ()
+    #: (params key, its seeds, whether a planned cell runs them) of every experiment's seed lists (`seed_lists`)
+    seed_keys: tuple = ()
 
     def seed_lists(self) -> dict[str, tuple]:
         """Every seed list this experiment runs, by params key (the planned n's keys); () for a block that is off
         (its list runs nothing, so it is no part of the confirmatory design)."""
-        on = {"seeds": bool(self.datasets), "filter_study.seeds": bool(self.filters or self.sigmas),
-              "ci_alpha.seeds": bool(self.ci_datasets), "ci_model3.seeds": bool(self.m3_datasets),
-              "sia.seeds": bool(self.sia_datasets and self.sia_cells),
-              "weight_selection.seeds": bool(self.ws_datasets and self.ws_teachers)}
-        lists = {"seeds": self.seeds, "filter_study.seeds": self.filter_seeds, "ci_alpha.seeds": self.ci_seeds,
-                 "ci_model3.seeds": self.m3_seeds, "sia.seeds": self.sia_seeds,
-                 "weight_selection.seeds": self.ws_seeds}
-        return {key: seeds if on[key] else () for key, seeds in lists.items()}
+        return {key: seeds if on else () for key, seeds, on in self.seed_keys}
 
     def sizes(self) -> dict[str, int]:
         """The params keys a planned n in paper/plan.yaml may name, with the length of their seed lists."""
-        return {"seeds": len(self.seeds), "filter_study.seeds": len(self.filter_seeds),
-                "ci_alpha.seeds": len(self.ci_seeds), "ci_model3.seeds": len(self.m3_seeds),
-                "sia.seeds": len(self.sia_seeds), "weight_selection.seeds": len(self.ws_seeds)}
+        return {key: len(seeds) for key, seeds, _ in self.seed_keys}
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
@@ -146,7 +140,15 @@ class Experiment:
                     ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)),
                    tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
                                                                          (SENSITIVITY_ARM, m3.sensitivity_fit))
-                         if arm in m3.arms), tuple(planned_cells(params)))
+                         if arm in m3.arms), tuple(planned_cells(params)), seed_lists(params))
+
+
+def seed_lists(params: Params) -> tuple:
+    """(key, seeds, on) for every seed list of the registered experiments (`pipeline.experiments.seed_keys`): on when a
+    declared stage that runs over the list (an axis `${key}`) plans a cell."""
+    return tuple((key, tuple(attribute(params, key)),
+                  any(stage.cells(params) for stage in stages() if f"${{{key}}}" in stage.axes.values()))
+                 for key in seed_keys())
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from pipeline import entry
+from pipeline.experiments import seed_keys
 from pipeline.outputs import write_text
 
 PLAN_FILE, README = "paper/plan.yaml", "README.md"
@@ -33,8 +34,8 @@ PLAN_FILE, README = "paper/plan.yaml", "README.md"
 FINGERPRINT = Path("results/plan_history.json")
 #: where seed lists live: params.yaml and the profiles
 SEED_FILES = ("params.yaml", "profiles")
-#: the seed lists of params.yaml (and of a profile) a planned n may read
-SEED_KEYS = ("seeds", "filter_study.seeds", "ci_alpha.seeds", "ci_model3.seeds", "sia.seeds", "weight_selection.seeds")
+#: the seed lists of params.yaml (and of a profile) a planned n may read: each experiment's (its module's `SEED_KEYS`)
+SEED_KEYS = seed_keys()
 VERDICT = re.compile(r"\b(supported|contradicted|inconclusive)\b")
 #: the claims the README's first tables (the CPU default's impulse against both baselines) were results of
 GRID_CLAIMS = ("headline", "1")

@@ -8,6 +8,7 @@ and `check`'s listing all derive from these declarations. A new experiment is a 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import re
 from collections.abc import Callable
@@ -108,10 +109,39 @@ def axis_values(data: dict, spec: Any) -> list[str]:
     return [scalar(v) for v in (value.keys() if isinstance(value, dict) else value)]
 
 
-def stages() -> list[CellStage]:
-    from pipeline.experiments import ci, filter_study, grid, sia, weight_selection
+#: the registry: each experiment's module under pipeline/experiments/, in dvc.yaml's order. A module declares its
+#: params fields (`FIELDS`: (name, type, dataclasses.field), which `pipeline.params.Params` is assembled from), its
+#: seed lists (`SEED_KEYS`), its checks across sections (`validate(params)`), its stages of training cells
+#: (`STAGES`), the builds `check` makes (`check_builds(params, check)`) and the overrides that switch it on in the
+#: default params (`SWITCH_ON`); adding one is a module, a line here and its section in params.yaml.
+MODULES = ("filter_study", "grid", "weight_selection", "ci", "sia")
 
-    return [*filter_study.STAGES, *grid.STAGES, *weight_selection.STAGES, *ci.STAGES, *sia.STAGES]
+
+def experiment_modules() -> list:
+    """The registered experiments' modules, in `MODULES`' order."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
+
+
+def seed_keys() -> tuple[str, ...]:
+    """Every params key that lists seeds ('seeds', 'filter_study.seeds', ...), from each experiment's `SEED_KEYS`."""
+    return tuple(key for module in experiment_modules() for key in module.SEED_KEYS)
+
+
+def switch_on() -> tuple[str, ...]:
+    """Overrides that switch every experiment's stages on in the default params (each module's `SWITCH_ON`)."""
+    return tuple(override for module in experiment_modules() for override in module.SWITCH_ON)
+
+
+def attribute(params, path: str) -> Any:
+    """`params`' value at a dotted params key ('filter_study.seeds')."""
+    node = params
+    for part in path.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def stages() -> list[CellStage]:
+    return [stage for module in experiment_modules() for stage in module.STAGES]
 
 
 def by_name(name: str) -> CellStage:

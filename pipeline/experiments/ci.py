@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from pipeline.config import TrainConfig
 from pipeline.errors import PipelineError
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, train_section
 from pipeline.method.names import CI_ARMS, check_kernel_size
@@ -215,3 +216,52 @@ class CiModel3Config:
             raise PipelineError(f"ci_model3.value: 'novalue' reads LN(x) as the heads' values, so ci_model3.model's"
                                 f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"
                                 f" ({self.model.dim}); change them or drop 'novalue'")
+
+
+# --- how `Params` holds them (`pipeline.experiments.MODULES`) -------------------------------------------------------
+
+FIELDS = [
+    ("ci_alpha", CiAlphaConfig, field(default_factory=CiAlphaConfig)),
+    ("ci_model3", CiModel3Config, field(default_factory=CiModel3Config)),
+    #: the α grid's recipe: `train` updated by `ci_alpha.train`, validated at load (not a YAML key)
+    ("ci_recipe", TrainConfig, field(init=False, repr=False)),
+    #: Model III's recipe: `train` updated by `ci_model3.train` (not a YAML key)
+    ("ci_model3_recipe", TrainConfig, field(init=False, repr=False)),
+]
+SEED_KEYS = ("ci_alpha.seeds", "ci_model3.seeds")
+#: overrides of the default params.yaml that switch every stage of it on (the tests' all-stages setting)
+SWITCH_ON = ("ci_alpha.datasets=[fashion_mnist]", "ci_model3.datasets=[fashion_mnist]")
+
+
+def validate(params) -> None:
+    """Both grids' recipes, and their datasets fetched (each one of `datasets`)."""
+    params.ci_recipe = params.recipe("ci_alpha.train", params.ci_alpha.train)
+    params.ci_model3_recipe = params.recipe("ci_model3.train", params.ci_model3.train)
+    for grid, names in (("ci_alpha", params.ci_alpha.datasets), ("ci_model3", params.ci_model3.datasets)):
+        for name in names:
+            if name not in params.datasets:
+                raise PipelineError(f"{grid}.datasets: {name!r} is not in datasets {params.datasets}: the fetch@"
+                                    " stages fetch only `datasets`; add it there (or switch the grid off with"
+                                    f" {grid}.datasets: [])")
+
+
+def check_builds(params, check) -> int:
+    """`python -m pipeline check`: each grid's Simple ViT (its first α; Model III's first Q/K and value setting,
+    Table 1's first form) built with the grid's recipe by the runtime's own builder."""
+    simple_vit = check.module(STAGES[0].runtime)
+    built, alpha, m3 = 0, params.ci_alpha, params.ci_model3
+    builds = [("ci_alpha", alpha, params.ci_recipe, alpha.datasets if alpha.alphas else [],
+               lambda: {"alpha": alpha.alphas[0]}),
+              ("ci_model3", m3, params.ci_model3_recipe, m3.datasets if m3.qk and m3.value else [],
+               lambda: model3_attention(m3.qk[0], m3.value[0])),
+              ("ci_model3", m3, params.ci_model3_recipe, m3.datasets if m3.forms and m3.value else [],
+               lambda: table1_attention(m3.forms[0], m3.value[0]))]
+    for key, grid, recipe, datasets, attention in builds:
+        for dataset in datasets:
+            meta, model_cfg = check.meta(dataset), dataclasses.asdict(grid.model)
+            with check.keyed(f"{key}.model"):
+                model = simple_vit.simple_vit(model_cfg, meta, **attention())
+            check.recipe(f"{key}.train", recipe, model, dataset, *simple_vit.input_size(model_cfg, meta),
+                         check.train_images(dataset))
+            built += 1
+    return built

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from pipeline.config import TrainConfig
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import CellStage, data_section
 from pipeline.method.names import (
@@ -16,7 +18,7 @@ from pipeline.method.names import (
     parse_filter,
     parse_study_variant,
 )
-from pipeline.schema import positive
+from pipeline.schema import choice, positive
 
 DATA = ("data/${filter_study.dataset}",)
 #: what a ConvMixer cell records beyond every run's fields (pipeline.training.filter_study)
@@ -107,3 +109,42 @@ class FilterStudyConfig:
             if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= self.model.dim:
                 raise PipelineError(f"filter_study.gaussian_heads: {heads!r} must be an integer between 1 and"
                                     f" filter_study.model.dim = {self.model.dim}")
+
+
+# --- how `Params` holds it (`pipeline.experiments.MODULES`) ---------------------------------------------------------
+
+FIELDS = [
+    ("filter_study", FilterStudyConfig, field(default_factory=FilterStudyConfig)),
+    #: the study's recipe: `train` updated by `filter_study.train`, validated at load (not a YAML key)
+    ("filter_recipe", TrainConfig, field(init=False, repr=False)),
+]
+SEED_KEYS = ("filter_study.seeds",)
+#: overrides of the default params.yaml that switch every stage of it on (the tests' all-stages setting)
+SWITCH_ON = ("filter_study.gaussian_sigmas=[1.0]", "filter_study.filters=[learned]")
+
+
+def validate(params) -> None:
+    """Checks across sections: the study's dataset is fetched (one of `datasets`); its recipe."""
+    study = params.filter_study
+    choice("filter_study.dataset", study.dataset, sorted(DATASETS))
+    params.filter_recipe = params.recipe("filter_study.train", study.train)
+    if study.enabled and study.dataset not in params.datasets:
+        raise PipelineError(
+            f"filter_study.dataset = {study.dataset!r} is not in datasets {params.datasets}: the fetch@ stages fetch"
+            " only `datasets`; add it there, or switch the study off with filter_study.filters: [] and"
+            " filter_study.gaussian_sigmas: []"
+        )
+
+
+def check_builds(params, check) -> int:
+    """`python -m pipeline check`: the study's ConvMixer built with its recipe by the runtime's own builder."""
+    study = params.filter_study
+    if not study.enabled:
+        return 0
+    runtime = check.module(STAGES[0].runtime)
+    meta, model_cfg = check.meta(study.dataset), dataclasses.asdict(study.model)
+    with check.keyed("filter_study.model"):
+        model = runtime.build_model(model_cfg, "learned", None, meta, seed=0)
+    check.recipe("filter_study.train", params.filter_recipe, model, study.dataset,
+                 *runtime.model_input(model_cfg, meta), check.train_images(study.dataset))
+    return 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.config import VARIANT_NAME
+from pipeline.errors import PipelineError
 from pipeline.experiments import (
     MODEL_RECORDS,
     CellStage,
@@ -64,3 +66,55 @@ class TrainConfigCells:
 
     datasets: list = field(default_factory=lambda: ["fashion_mnist"])  #: each one of `datasets`
     variants: list = field(default_factory=lambda: ["vit"])  #: each a key of `models`
+
+
+# --- how `Params` holds it (`pipeline.experiments.MODULES`): the grid's seeds are the core's `seeds` ----------------
+
+FIELDS = [
+    #: named training configurations: `train` overrides per name (stages train_config@...); {} switches them off
+    ("train_configs", dict, field(default_factory=dict)),
+    #: the grid cells the configurations run on: datasets and variants (subsets of `datasets` and `models`)
+    ("train_config_cells", TrainConfigCells, field(default_factory=TrainConfigCells)),
+    #: each training configuration's recipe: `train` updated by `train_configs.<name>` (not a YAML key)
+    ("config_recipes", dict, field(init=False, repr=False)),
+]
+SEED_KEYS = ("seeds",)
+#: overrides of the default params.yaml that switch every stage of it on (the tests' all-stages setting)
+SWITCH_ON = ("train_configs={lr_half: {lr: 0.0005}}",)
+
+
+def validate(params) -> None:
+    """The training configurations' names and recipes, and the grid cells they run on."""
+    params.config_recipes = {}
+    for name, overrides in params.train_configs.items():
+        if not isinstance(name, str) or not VARIANT_NAME.match(name):
+            raise PipelineError(f"train_configs: name {name!r} may use only letters, digits, '_' and '.' (it appears"
+                                " in stage names, where '-' separates the fields)")
+        if not isinstance(overrides, dict) or not overrides:
+            raise PipelineError(f"train_configs.{name}: give the `train` keys it changes, e.g. {{lr: 0.002}} (the"
+                                " grid's own `train` is the train@ cells already)")
+        params.config_recipes[name] = params.recipe(f"train_configs.{name}", overrides)
+    cells = params.train_config_cells
+    for key, names, known in (("train_config_cells.datasets", cells.datasets, params.datasets),
+                              ("train_config_cells.variants", cells.variants, list(params.models))):
+        for name in names if params.train_configs else []:
+            if name not in known:
+                raise PipelineError(f"{key}: {name!r} is not one of {known}; the cells run on the grid's own"
+                                    " datasets and variants, so name one of those")
+
+
+def check_builds(params, check) -> int:
+    """`python -m pipeline check`: each variant built on each dataset with `train` and every training
+    configuration's recipe, through the runtime's builders (on the meta device `check` sets)."""
+    builders, built = check.module("pipeline.training.builders"), 0
+    for dataset in dict.fromkeys(params.datasets):
+        meta = check.meta(dataset)
+        for variant, cfg in params.models.items():
+            with check.keyed(f"models.{variant}"):
+                model = builders.timm_model(cfg, meta)
+            size = builders.input_size(cfg, meta)
+            check.recipe("train", params.train, model, dataset, *size, check.train_images(dataset))
+            for name, recipe in params.config_recipes.items():
+                check.recipe(f"train_configs.{name}", recipe, model, dataset, *size, check.train_images(dataset))
+            built += 1
+    return built

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
+from pipeline.errors import PipelineError
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, model_section, train_section
 from pipeline.experiments.ci import check_fit_loop
 from pipeline.method.names import InitMethod, check_kernel_size
@@ -97,3 +99,48 @@ class SiaConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.bases or self.fits)
+
+
+# --- how `Params` holds it (`pipeline.experiments.MODULES`) ---------------------------------------------------------
+
+FIELDS = [("sia", SiaConfig, field(default_factory=SiaConfig))]
+SEED_KEYS = ("sia.seeds",)
+#: overrides of the default params.yaml that switch every stage of it on (the tests' all-stages setting)
+SWITCH_ON = ("sia.bases=[avg_sincos]", "sia.fits=[PP]")
+
+
+def validate(params) -> None:
+    """The variant [SIA]'s cells build is one of `models`, its datasets of `datasets`."""
+    sia = params.sia
+    if not sia.enabled:
+        return
+    if sia.variant not in params.models:
+        raise PipelineError(f"sia.variant = {sia.variant!r}: not a key of `models` ({', '.join(params.models)}); name"
+                            " the ViT variant [SIA]'s cells build")
+    for name in sia.datasets:
+        if name not in params.datasets:
+            raise PipelineError(f"sia.datasets: {name!r} is not one of {params.datasets}; the cells run on the grid's"
+                                " own datasets and variants, so name one of those")
+
+
+def check_builds(params, check) -> int:
+    """`python -m pipeline check`: each architecture of [SIA]'s cells built with the `train` recipe, per dataset,
+    by the runtime's builders; a variant that is not a ViT stops here."""
+    builders, arch_of = check.module("pipeline.training.builders"), check.module("pipeline.method.inits.arch")
+    sia, built = params.sia, 0
+    if not sia.enabled:
+        return 0
+    archs = dict.fromkeys([*sia.bases, *(parse_sia_fit(f).arch for f in sia.fits)])
+    for dataset in sia.datasets:
+        meta = check.meta(dataset)
+        for arch in archs:
+            cfg = SimpleNamespace(**sia_model(params.models[sia.variant], arch))
+            with check.keyed(f"sia.variant = {sia.variant!r} (models.{sia.variant}, {arch})"):
+                model = builders.timm_model(cfg, meta)
+                if arch_of.family(model) != arch_of.VIT:
+                    raise PipelineError(f"a {arch_of.family(model)} model; [SIA]'s cells change a ViT's cls token,"
+                                        " pooling and position embedding: name a timm ViT/DeiT variant")
+            check.recipe("train", params.train, model, dataset, *builders.input_size(cfg, meta),
+                         check.train_images(dataset))
+            built += 1
+    return built

@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from pipeline.config import ModelConfig
+from pipeline.config import VARIANT_NAME, ModelConfig, TrainConfig
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import MODEL_RECORDS, CellStage, data_section, model_section, train_section
-from pipeline.method.names import InitMethod
+from pipeline.method.names import INIT_METHODS, InitMethod
+from pipeline.schema import choice
 
 TEACHER_SEED = 0  #: one teacher per name
 #: the `source` of a row trained from scratch in the weight-selection frame: SCRATCH + its arm ('scratch:default')
@@ -111,3 +113,89 @@ class WeightSelectionConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.teachers or self.datasets)
+
+
+# --- how `Params` holds it (`pipeline.experiments.MODULES`) ---------------------------------------------------------
+
+FIELDS = [
+    #: [NeurIPS] Table 4: pretrain, weight-select, fine-tune (stages pretrain@, select_finetune@, ws_scratch@)
+    ("weight_selection", WeightSelectionConfig, field(default_factory=WeightSelectionConfig)),
+    #: the teachers' recipe: `train` updated by `weight_selection.pretrain` (not a YAML key)
+    ("ws_pretrain_recipe", TrainConfig, field(init=False, repr=False)),
+    #: the fine-tune and scratch cells' recipe: `train` updated by `weight_selection.finetune` (not a YAML key)
+    ("ws_finetune_recipe", TrainConfig, field(init=False, repr=False)),
+]
+SEED_KEYS = ("weight_selection.seeds",)
+#: overrides of the default params.yaml that switch every stage of it on (the tests' all-stages setting)
+SWITCH_ON = ("weight_selection.teachers={small: {arm: impulse, train_size: 500}}",
+             "weight_selection.datasets=[digits]", "weight_selection.fetch=[digits]")
+
+
+def validate(params) -> None:
+    """params `weight_selection`: names, datasets, the student variant and both recipes."""
+    ws, key = params.weight_selection, "weight_selection"
+    params.ws_pretrain_recipe = params.recipe(f"{key}.pretrain", ws.pretrain)
+    params.ws_finetune_recipe = params.recipe(f"{key}.finetune", ws.finetune)
+    ws.teacher.validate(f"{key}.teacher")
+    if ws.teacher.init_options:
+        raise PipelineError(f"{key}.teacher.init_options: not read for teachers; set the arm's own section (e.g."
+                            " `impulse`) or leave it {}")
+    for arm in ws.scratch:
+        choice(f"{key}.scratch", arm, INIT_METHODS)
+    for name in ws.fetch:
+        choice(f"{key}.fetch", name, sorted(DATASETS))
+        if name in params.datasets:
+            raise PipelineError(f"{key}.fetch: {name!r} is in datasets already (its fetch@ stage fetches it);"
+                                " drop it from weight_selection.fetch")
+    fetched = [*params.datasets, *ws.fetch]
+    for name, teacher in ws.teachers.items():
+        if not isinstance(name, str) or not VARIANT_NAME.match(name) or name == "scratch":
+            raise PipelineError(f"{key}.teachers: name {name!r} may use only letters, digits, '_' and '.' and"
+                                " may not be 'scratch' (it appears in stage names and results folders)")
+        teacher.validate(f"{key}.teachers.{name}")
+        split = DATASETS[ws.pretrain_dataset].train_size if ws.pretrain_dataset in DATASETS else None
+        if split and teacher.train_size > split:
+            raise PipelineError(f"{key}.teachers.{name}.train_size = {teacher.train_size} exceeds the {split}"
+                                f" training images of {ws.pretrain_dataset}; lower it (0 = all)")
+    if not ws.enabled:
+        return
+    if ws.student not in params.models:
+        raise PipelineError(f"{key}.student = {ws.student!r}: not a key of `models` ({', '.join(params.models)});"
+                            " name the grid variant the teachers are selected into")
+    for name in ([ws.pretrain_dataset] if ws.teachers else []) + list(ws.datasets):
+        choice(f"{key}.datasets / pretrain_dataset", name, sorted(DATASETS))
+        if name not in fetched:
+            raise PipelineError(f"{key}: dataset {name!r} is neither in datasets nor in weight_selection.fetch:"
+                                " no stage fetches it; add it to weight_selection.fetch (only this block uses"
+                                " it) or to datasets (the grid trains on it too)")
+
+
+def check_builds(params, check) -> int:
+    """`python -m pipeline check`: each teacher and the student built with their recipes by the runtime's builders,
+    and each teacher selected into the student (a teacher too small or of another patch size stops here)."""
+    builders = check.module("pipeline.training.builders")
+    select_weights = check.module("pipeline.method.weight_selection").select_weights
+    ws, built = params.weight_selection, 0
+    if not ws.teachers and not ws.datasets:
+        return 0
+    teacher = None
+    if ws.teachers:
+        meta = check.meta(ws.pretrain_dataset)
+        with check.keyed("weight_selection.teacher"):
+            teacher = builders.timm_model(ws.teacher, meta)
+        smallest = min(t.train_size or DATASETS[ws.pretrain_dataset].train_size for t in ws.teachers.values())
+        check.recipe("weight_selection.pretrain", params.ws_pretrain_recipe, teacher, ws.pretrain_dataset,
+                     *builders.input_size(ws.teacher, meta), smallest or None)
+        built += 1
+    cfg = params.models[ws.student]
+    for dataset in ws.datasets:
+        meta = check.meta(dataset)
+        with check.keyed(f"models.{ws.student}"):
+            student = builders.timm_model(cfg, meta)
+        check.recipe("weight_selection.finetune", params.ws_finetune_recipe, student, dataset,
+                     *builders.input_size(cfg, meta), check.train_images(dataset))
+        if teacher is not None:
+            with check.keyed(f"weight_selection.teacher -> models.{ws.student} on {dataset}"):
+                select_weights(teacher.state_dict(), student.state_dict())
+        built += 1
+    return built
