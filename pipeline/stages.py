@@ -69,6 +69,10 @@ ANALYSIS: list[tuple[str, str, dict]] = [
         "params": ["models.${item.variant}", "datasets", "impulse.kernel_size", "impulse.offsets",
                    "report.attention_layers", "train", "data.val_subset", "data.normalization"],
         "outs": ["results/attention/${item.variant}/${item.arm}"]}),
+    # a logistic regression on each seed's training images: the floor printed beside the grid's tables
+    ("floor", "pipeline.analysis.floor", {
+        "matrix": {"dataset": "${datasets}"}, "args": "${item.dataset}", "deps": ["data/${item.dataset}"],
+        "params": ["seeds", "data.train_subset"], "outs": ["results/floor/${item.dataset}"]}),
     ("figures", "pipeline.analysis.figures", {
         "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study",
                  "results/ci_alpha", "paper/coverage.yaml", "results/tables"],
@@ -78,7 +82,7 @@ ANALYSIS: list[tuple[str, str, dict]] = [
     ("aggregate", "pipeline.analysis.aggregate", {
         "deps": ["paper", "bench/ci_fit.yaml", "results/plan_history.json", "results/train", "results/ci_alpha",
                  "results/ci_model3", "results/ci_table1", "results/train_config", "results/sia",
-                 "results/weight_selection", "results/filter_study", "results/attention"],
+                 "results/weight_selection", "results/filter_study", "results/attention", "results/floor"],
         "params": [{"params.yaml": None}], "outs": ["results/tables"],
         "metrics": [{"results/summary.json": {"cache": False}}]}),
     ("report", "pipeline.analysis.report", {

@@ -42,7 +42,7 @@ from pipeline.analysis import plan_history, tables, trained
 from pipeline.analysis.analysis_plan import load_confirmatory, load_plan, load_training_rule
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
-from pipeline.analysis.runs import check_images, planned_cells, read_frames, read_metrics
+from pipeline.analysis.runs import check_images, planned_cells, read_floors, read_frames, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
@@ -199,10 +199,11 @@ def load_fit_reference(path: str | Path) -> list[dict]:
 
 def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, published: pd.DataFrame,
                  exp: Experiment, headline: list[dict], fit_reference: Sequence[dict] = (),
-                 m3: pd.DataFrame | None = None) -> list[tables.Table]:
-    """Every table, in reading order; a table whose inputs do not exist is left out, not faked."""
+                 m3: pd.DataFrame | None = None, floors: dict | None = None) -> list[tables.Table]:
+    """Every table, in reading order; a table whose inputs do not exist is left out, not faked. `floors`: each
+    dataset's logistic-regression floor (`pipeline.analysis.floor`), printed beside the grid's tables."""
     small = [d for d in exp.datasets if d != "imagenet"]
-    out = [tables.headline_table(headline) if headline else None, tables.vit_table(runs, exp.arms),
+    out = [tables.headline_table(headline, floors) if headline else None, tables.vit_table(runs, exp.arms, floors),
            tables.published_table(runs, published, small, exp.arms, file="vit_top1", name="vit_vs_published",
                                   title="ViT top-1 beside the published numbers"),
            tables.published_table(runs, published, ["imagenet"], exp.arms, file="imagenet", name="imagenet",
@@ -421,7 +422,8 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
                                frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings))
     head = headline_rows(ev)
-    built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3)
+    floors = read_floors(results / "floor")
+    built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3, floors)
     built += [t for t in [tables.training_table(frames, rule), tables.init_diagnostics_table(ev.attention),
                           tables.train_config_table(runs, configs, exp.arms),
                           tables.weight_selection_table(ws),
@@ -429,6 +431,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
               if t is not None]
     ran = what_was_run(runs, filters, ci, missing, exp, m3)
     ran["runs"]["weight_selection"] = len(ws)
+    ran["floor"] = floors
     ran["weight_selection"] = {"datasets": list(exp.ws_datasets), "teachers": list(exp.ws_teachers),
                                "scratch": list(exp.ws_scratch), "seeds": list(exp.ws_seeds),
                                "dataset_facts": dataset_facts(exp.ws_datasets),

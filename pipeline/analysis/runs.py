@@ -26,6 +26,8 @@ from pipeline.outputs import TEST_CORRECT
 
 #: the stages' results folder, as their declarations name it
 RESULTS = Path("results")
+#: the floor@ stages' outputs: results/floor/<dataset>/floor.json (`pipeline.analysis.floor`)
+FLOORS = RESULTS / "floor"
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
@@ -84,6 +86,11 @@ def check_images(runs: Iterable[tuple[str, np.ndarray | None]]) -> None:
 
 def key_columns(stage: CellStage) -> list[str]:
     return list(stage.row_keys({axis: "0" for axis in stage.axes}))
+
+
+def read_floors(directory: str | Path = FLOORS) -> dict[str, dict]:
+    """dataset -> the floor.json of each floor@ stage (`pipeline.analysis.floor`) under `directory`."""
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(directory).glob("*/floor.json"))}
 
 
 def read_frames(results: str | Path, cells: Iterable[tuple[CellStage, dict]]) -> tuple[dict[str, pd.DataFrame],

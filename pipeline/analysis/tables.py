@@ -108,9 +108,42 @@ def final_top1(frame: pd.DataFrame) -> str:
         "final validation top-1"
 
 
-def vit_table(runs: pd.DataFrame, arms: Sequence[str]) -> Table | None:
+def floor_text(floor: dict) -> str:
+    """A floor's mean ± std over its seeds (std null with one seed)."""
+    std = floor["std"] if floor["std"] is not None else math.nan
+    return mean_pm(floor["mean"], std, len(floor["seeds"]))
+
+
+def floor_note(floors: dict, datasets: Sequence[str]) -> str:
+    """The floor beside a table (`pipeline.analysis.floor`): a logistic regression on the same training images."""
+    shown = [f"{d} {floor_text(f)} ({f['train_images']:,} images)" for d, f in floors.items()
+             if f.get("computed") and d in datasets]
+    return (" Floor: a logistic regression on the pixels of each seed's training images, scored on the same test"
+            f" images, reaches {'; '.join(shown)} (results/floor); an arm below it has learnt no more than a linear"
+            " read of the pixels." if shown else "")
+
+
+def below_floor(comparisons: list[dict], floors: dict) -> str:
+    """' Below the floor: ...' naming each headline arm whose mean is below its dataset's floor, or ''."""
+    below = {}
+    for c in comparisons:
+        floor = floors.get(c["dataset"], {})
+        for arm, mean in ((c["a"], c["a_mean"]), (c["b"], c["b_mean"])):
+            if floor.get("computed") and mean is not None and mean < floor["mean"]:
+                below.setdefault(cell_label(c["dataset"], c["variant"], True), {})[arm] = None
+    return (" Below the floor: " + "; ".join(f"{', '.join(arms)} on {where}" for where, arms in below.items()) + "."
+            if below else "")
+
+
+def floor_row(floors: dict, groups: Sequence[tuple[str, str]]) -> list[str] | None:
+    """A table row of each column's dataset floor, or None when no column has one."""
+    cells = [floor_text(f) if (f := floors.get(d, {})).get("computed") else NA for d, _ in groups]
+    return ["logistic regression (floor)", *cells] if any(c != NA for c in cells) else None
+
+
+def vit_table(runs: pd.DataFrame, arms: Sequence[str], floors: dict | None = None) -> Table | None:
     """[NeurIPS] Table 1 layout: arms × (dataset, variant), final val top-1 mean ± std over seeds, best in bold,
-    Δ vs default."""
+    Δ vs default, and the floor a reader knows (`floor_row`)."""
     groups = cells(runs)
     if not groups:
         return None
@@ -125,13 +158,17 @@ def vit_table(runs: pd.DataFrame, arms: Sequence[str]) -> Table | None:
     deltas = [a for a in order if a != "default"] if "default" in arms else []
     rows += [[f"Δ {a} - default (pts)", *(num(found[g][order.index(a)]["mean"] - base[g], True) for g in groups)]
              for a in deltas]
+    floors = floors or {}
+    if (row := floor_row(floors, groups)) is not None:
+        rows.append(row)
     data = stats.assign(delta_vs_default=[m - base.get((d, v), math.nan)
                                           for d, v, m in zip(stats["dataset"], stats["variant"], stats["mean"])])
     caption = (f"{final_top1(runs).capitalize()} (%), mean ± sample std over seeds, n = seeds run; best per column in"
                " bold."
                + (" Δ rows: difference of means to the default arm, in points." if deltas else
                   " No `default` arm in this experiment, so no Δ rows.")
-               + (" Columns: dataset, model variant (params `models`)." if several else ""))
+               + (" Columns: dataset, model variant (params `models`)." if several else "")
+               + floor_note(floors, [d for d, _ in groups]))
     return Table("vit_top1", "ViT top-1 by arm and dataset ([NeurIPS] Table 1 layout)", caption,
                  ["Arm", *(cell_label(d, v, several) for d, v in groups)], rows, data)
 
@@ -427,9 +464,9 @@ def runs_table(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame | Non
                   "Wall time", "Images/s", "Hardware"], rows, pd.DataFrame(data), section="appendix")
 
 
-def headline_table(comparisons: list[dict]) -> Table:
+def headline_table(comparisons: list[dict], floors: dict | None = None) -> Table:
     """The method against each baseline per (dataset, variant): both arms' mean ± std, the paired Δ, its interval
-    and verdict (`aggregate.headline_rows`)."""
+    and verdict (`aggregate.headline_rows`), and the floor a reader knows (`floor_note`)."""
     several = len({c["variant"] for c in comparisons}) > 1
     rows = [[cell_label(c["dataset"], c["variant"], several), f"{c['a']} > {c['b']}",
              mean_pm(c["a_mean"], c["a_std"], c["a_n"]), mean_pm(c["b_mean"], c["b_std"], c["b_n"]), str(c["n"]),
@@ -441,7 +478,9 @@ def headline_table(comparisons: list[dict]) -> Table:
             "seeds only (these runs record no per-image correctness)")
     what = "Final top-1 (%) on the whole test split" if images else "Final validation top-1 (%)"
     caption = (f"{what}, mean ± std over seeds; Δ = the paired difference over the seeds both ran (same training"
-               f" subset, data order and augmentation) with its {level} interval over {over}.")
+               f" subset, data order and augmentation) with its {level} interval over {over}."
+               + floor_note(floors or {}, list(dict.fromkeys(c["dataset"] for c in comparisons)))
+               + below_floor(comparisons, floors or {}))
     data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",
