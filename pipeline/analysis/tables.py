@@ -116,7 +116,7 @@ def floor_text(floor: dict) -> str:
 
 def floor_note(floors: dict, datasets: Sequence[str]) -> str:
     """The floor beside a table (`pipeline.analysis.floor`): a logistic regression on the same training images."""
-    shown = [f"{d} {floor_text(f)} ({f['train_images']:,} images)" for d, f in floors.items()
+    shown = [f"{floor_text(f)} on {d} ({f['train_images']:,} training images)" for d, f in floors.items()
              if f.get("computed") and d in datasets]
     return (" Floor: a logistic regression on the pixels of each seed's training images, scored on the same test"
             f" images, reaches {'; '.join(shown)} (results/floor); an arm below it has learnt no more than a linear"
