@@ -16,14 +16,14 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
+from pipeline.method import plugins
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
-    path = root.joinpath(*name.split("."))
-    if (path / "__init__.py").is_file():
-        return path / "__init__.py"
-    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+    """The file `import name` loads from `root` (`plugins.module_file`: Python's path finder order)."""
+    return plugins.module_file(name, root)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:

@@ -51,8 +51,7 @@ def parse_spec(spec: object, key: str) -> tuple[str, str]:
 
 def module_file(module: str, root: Path) -> Path | None:
     """The file `import module` loads from `root`: a package's __init__.py before a module of the same name, as
-    Python's path finder orders them. (`pipeline.closure.module_file` is the same rule for pipeline/, which the init
-    library may not import.)"""
+    Python's path finder orders them (`pipeline.closure` walks pipeline/ by the same rule)."""
     path = root.joinpath(*module.split("."))
     if (path / "__init__.py").is_file():
         return path / "__init__.py"
