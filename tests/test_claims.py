@@ -402,6 +402,29 @@ def test_claim_10_judges_the_frozen_columns_of_table_2():
         "inconclusive"
 
 
+def test_claim_10_says_when_its_two_baselines_are_one():
+    """Frozen random and mimetic attention are both near-uniform: where their per-image scores agree on all but a
+    few images, the evidence says its comparisons with each are the same comparison twice; where not, only counts."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(3):
+        base = rng.random(1000) < 0.6
+        impulse = rng.random(1000) < 0.8
+        for value, differ in (("value", 2), ("novalue", 150)):
+            other = base.copy()
+            other[:differ] = ~other[:differ]
+            for arm, correct in (("random", base), ("mimetic", other), ("impulse", impulse)):
+                rows.append({"dataset": "cifar10", "arm": arm, "qk": "frozen", "value": value, "seed": s,
+                             "top1": correct.mean(), "correct": correct, "images": np.arange(1000)})
+    c = judged(evidence({("cifar10", "vit"): ORDERED}, m3=pd.DataFrame(rows)), "10")
+    notes = [e for e in c["evidence"] if "score differently" in e]
+    assert notes == ["cifar10, NT w/ V: random and mimetic score differently on 2, 2, 2 of 1,000 test images (seeds"
+                     " 0, 1, 2): one baseline, not two, so the comparisons with random and with mimetic are the same"
+                     " comparison twice",
+                     "cifar10, NT w/o V: random and mimetic score differently on 150, 150, 150 of 1,000 test images"
+                     " (seeds 0, 1, 2)"]
+
+
 def test_claim_10_is_not_tested_without_the_frozen_grid():
     assert judged(evidence({("cifar10", "vit"): ORDERED}), "10")["verdict"] == "not tested"
     trained_only = {k: v for k, v in TABLE2.items() if k[0] == "trained"}

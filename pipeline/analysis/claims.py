@@ -59,6 +59,10 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_TESTED)
 #: the paper's six small datasets ([NeurIPS] Table 1)
 SMALL_SIX = ("food101", "cifar10", "cifar100", "stl10", "flowers102", "pets")
 THREE = ("impulse", "mimetic", "default")
+#: two baselines that score differently on fewer than this fraction of the test images are one baseline: the claim's
+#: comparisons with each are then the same comparison twice (claim 10's frozen random and mimetic arms, whose
+#: attention is near-uniform either way)
+SAME_ARMS = 0.01
 
 
 def _p(value: float) -> str:
@@ -654,6 +658,12 @@ def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
     sigma = ev.settings.get("ci_model3.impulse_fit.sigma")
     notes = [f"the impulse fit at σ {sigma:g}, as the plan requires" if sigma is not None else "",
              "the trained (T) columns are in the Table 2 table, not judged"]
+    for d in dict.fromkeys(frozen["dataset"]):
+        for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
+            cell = {"dataset": d, "value": value}
+            notes.append(same_arms_note(per_seed_scores(frozen, arm=rules[0].b, **cell),
+                                        per_seed_scores(frozen, arm=rules[1].b, **cell), (rules[0].b, rules[1].b),
+                                        f"{d}, NT {'w/' if value == 'value' else 'w/o'} V"))
     if SENSITIVITY_ARM in set(frozen["arm"]):
         sens = checks_of(SENSITIVITY_ARM, "sigma sensitivity")
         judge(sens)
@@ -662,6 +672,24 @@ def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
                      f" {SENSITIVITY_ARM} at σ {other:g}: {claim_verdict(sens)}; "
                      + "; ".join(c.short() for c in sens))
     return Finding(checks, [n for n in notes if n])
+
+
+def same_arms_note(a: Mapping[int, Scores], b: Mapping[int, Scores], names: tuple[str, str], where: str) -> str:
+    """How many test images two arms score differently on, per seed pair (their per-image correctness), and, where
+    that is under `SAME_ARMS` of the images in every pair, that a claim's comparisons with each are one comparison
+    twice; "" without per-image scores."""
+    seeds = sorted(s for s in a.keys() & b.keys() if not isinstance(a[s], float) and not isinstance(b[s], float)
+                   and len(a[s]) == len(b[s]))
+    if not seeds:
+        return ""
+    differ = [int((a[s] != b[s]).sum()) for s in seeds]
+    images = len(a[seeds[0]])
+    said = (f"{where}: {names[0]} and {names[1]} score differently on {', '.join(map(str, differ))} of {images:,}"
+            f" test images (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})")
+    if max(differ) < SAME_ARMS * images:
+        return (f"{said}: one baseline, not two, so the comparisons with {names[0]} and with {names[1]} are the same"
+                " comparison twice")
+    return said
 
 
 def claim_11(ev: Evidence, plan: ClaimPlan) -> Finding:
