@@ -18,7 +18,7 @@ STAMP  := $(VENV)/.installed
 OTHER  := $(VENV)/.installed-cu126
 endif
 
-.PHONY: repro test lint env system-deps clean-venv bench-gpu
+.PHONY: repro test test-all lint env system-deps clean-venv bench-gpu
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
@@ -29,9 +29,14 @@ repro: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline check
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro
 
-# The suite on every core (pytest-xdist; tests/conftest.py says how the tests are shared out).
+# The suite on every core (pytest-xdist; tests/conftest.py says how the tests are shared out). `make test` skips the
+# tests marked slow, each saying why; `make test-all` runs them too (run it before a change to the stages, the
+# runner, SLURM or the GPU check lands).
 test: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n logical
+
+test-all: env system-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n logical --slow
 
 # The GPU check (README, "GPUs"; bench/gpu_check.py): a real paper-small cell, eager and compiled; throughput, MFU,
 # GPU idle and memory of both data paths at 512 and 64 images per GPU; host syncs per step; the CUDA-only tests. It

@@ -53,6 +53,8 @@ def pytest_pycollect_makemodule(module_path, parent):
 def pytest_addoption(parser, pluginmanager):
     if not pluginmanager.hasplugin("timeout"):  # pyproject's `timeout` setting, where pytest-timeout is absent
         parser.addini("timeout", "pytest-timeout's limit per test (not installed here: no limit)")
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (`make test-all`); `make test` skips them, saying why")
 
 
 def pytest_configure(config):
@@ -157,14 +159,36 @@ BUILDS = {"smoke_built": build_smoke, "laptop_set_built": build_laptop_set, "fol
 RESULT = "result.pickle"
 
 
+def skip_slow(config, items) -> None:
+    """Without --slow, a test marked `slow("why")` is skipped with its reason: `make test` stays within minutes on
+    two cores, `make test-all` runs everything. A slow mark without its reason stops the run."""
+    for item in items:
+        mark = item.get_closest_marker("slow")
+        if mark is None:
+            continue
+        if not mark.args or not str(mark.args[0]).strip():
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs its reason, e.g. "
+                                    "@pytest.mark.slow('trains the smoke profile through DVC twice')")
+        if not config.getoption("--slow"):
+            item.add_marker(pytest.mark.skip(reason=f"slow: {mark.args[0]} (`make test-all` runs it)"))
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The modules whose tests use a background build come last (by then it is built), each in its own order; of
-    those, the ones that go whole to one worker (`shares_state`: the SLURM cluster's, which mostly waits on its jobs)
-    first, so that the run does not end on one worker alone."""
-    late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames)}
+    """The tests marked slow are skipped without --slow (`skip_slow`). The modules whose tests use a background
+    build come last (by then it is built), each in its own order; of those, the ones that go whole to one worker
+    (`shares_state`: the SLURM cluster's, which mostly waits on its jobs) first, so that the run does not end on one
+    worker alone."""
+    skip_slow(config, items)
+    late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames) and not skipped(item)}
     whole = {m for m in late if shares_state(Path(m.__file__))}
     items[:] = ([i for i in items if i.module not in late] + [i for i in items if i.module in whole]
                 + [i for i in items if i.module in late - whole])
+
+
+def skipped(item) -> bool:
+    """Whether a collected test is skipped before it runs (a plain skip mark: `skip_slow`'s, say), so that nothing is
+    built for it."""
+    return item.get_closest_marker("skip") is not None
 
 
 #: a test module defining a module- or class-scoped fixture: its tests share state, in their order
@@ -215,7 +239,8 @@ def builds(request, tmp_path_factory) -> dict[str, Path]:
     """The background builds the selected tests use, claimed and started before the first test: fixture name -> the
     folder its result appears in. Their environment is taken now, so that a test's monkeypatched variables never
     reach them."""
-    wanted = sorted({name for item in request.session.items for name in item.fixturenames if name in BUILDS})
+    wanted = sorted({name for item in request.session.items if not skipped(item) for name in item.fixturenames
+                     if name in BUILDS})
     folders = {name: shared_folder(tmp_path_factory) / f"build-{name}" for name in wanted}
     pool = ThreadPoolExecutor(max_workers=max(len(wanted), 1), thread_name_prefix="build")
     for name, folder in folders.items():

@@ -31,6 +31,7 @@ def rows_of(out: list[str], profile: str) -> dict:
     return {line.split()[1]: line.split() for line in out if line.split()[:1] == [profile]}
 
 
+@pytest.mark.slow("simulates the claims thousands of times against their calibration bounds")
 def test_the_verdicts_pass_their_calibration_bounds(capsys):
     bench = load_bench()
     assert bench.main(["--simulations", "100", "--profiles", "cpu", "--claims", "1"]) == 0
@@ -46,7 +47,7 @@ def test_the_verdicts_pass_their_calibration_bounds(capsys):
     assert "BOUND FAILED" not in "\n".join(out)
 
 
-@pytest.mark.slow
+@pytest.mark.slow("simulates claims 10-15 thousands of times (the calibration bench)")
 def test_claims_10_to_15_are_simulated_and_calibrated(capsys):
     """The laptop set's claims of [CI] Tables 1-2, the training configurations, weight selection and [SIA]."""
     bench = load_bench()
@@ -56,6 +57,7 @@ def test_claims_10_to_15_are_simulated_and_calibrated(capsys):
     assert set(rows_of(out, "cpu-all")) == set(claims) and LAST.match(out[-1])
 
 
+@pytest.mark.slow("runs the calibration bench on a deliberately wrong rule")
 def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
     """p-values four times too small: 'supported' and 'contradicted' come far too often, and the bench says so."""
     bench = load_bench()
@@ -68,6 +70,7 @@ def test_the_bench_fails_an_anti_conservative_rule(capsys, monkeypatch):
     assert "BOUND FAILED: cpu-claims 1 " in out and LAST.match(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow("runs the calibration bench on a deliberately wrong power")
 def test_the_bench_fails_a_stated_power_that_is_off(capsys, monkeypatch):
     bench = load_bench()
     real = bench.stated_power

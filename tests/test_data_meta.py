@@ -237,6 +237,7 @@ def test_fashion_mnist_and_digits_are_a_valid_dataset_list():
     assert Params(datasets=["fashion_mnist", "digits"]).datasets == ["fashion_mnist", "digits"]
 
 
+@pytest.mark.slow("runs `dvc repro` three times in a copy of the repository")
 def test_fetch_at_folder_depends_on_the_folders_content(tmp_path):
     """dvc.yaml's `sources` stage (always run) records the folder's listing; fetch@folder depends on it, so added
     images are fetched again by the next `dvc repro` and an unchanged folder is not."""

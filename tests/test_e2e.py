@@ -23,7 +23,8 @@ import pytest
 import yaml
 from workspace import copy_built, metrics, ran, sh, tool_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow("builds the smoke profile (`python -m pipeline repro`) and re-runs dvc in copies"),
+              pytest.mark.timeout(900)]
 
 RUN = "train@fashion_mnist-vit-impulse-0"
 RUN_DIR = Path("results/train/fashion_mnist/vit/impulse/seed0")

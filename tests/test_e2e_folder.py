@@ -16,7 +16,8 @@ import pytest
 from datasets_fixtures import make_image_folder
 from workspace import ran, set_params, sh
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow("builds the smoke profile on a user's image folder, every stage through dvc"),
+              pytest.mark.timeout(900)]
 
 
 def run_metrics(repo: Path, *parts: str) -> dict:

@@ -11,7 +11,8 @@ import re
 import pytest
 from workspace import sh
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow("builds profile smoke-all (the laptop set's every block, tiny) through dvc"),
+              pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.loaders import ShardSampler
 from pipeline.training import engine
 
+pytestmark = pytest.mark.slow("spawns two gloo ranks that train, are killed and resume, eager and compiled")
+
 WORLD = 2
 TIMINGS = {"images_per_s", "epoch_time_s", "wall_time_s"}
 

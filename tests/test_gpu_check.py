@@ -24,7 +24,7 @@ def load_check():
     return module
 
 
-@pytest.mark.slow
+@pytest.mark.slow("rehearses the GPU check on the CPU in a stock-image emulation: a cell and the throughput matrix")
 def test_the_cpu_rehearsal_runs_a_cell_and_the_matrix_on_a_stock_image(tmp_path):
     table = tmp_path / "throughput.yaml"
     shutil.copy(ROOT / "bench" / "throughput.yaml", table)
@@ -68,7 +68,7 @@ def test_the_summary_judges_the_issues_targets():
     assert check.throughput_rows(matrix + [dict(matrix[1], row={"device": "H100"})]) == [{"device": "H100"}]
 
 
-@pytest.mark.slow
+@pytest.mark.slow("profiles training steps in a stock-image emulation")
 def test_the_step_profile_splits_a_step_on_a_stock_image(tmp_path):
     """bench/gpu_profile.py at its CPU size: the step's parts are timed and its heaviest ops named."""
     out = tmp_path / "out"

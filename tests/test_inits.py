@@ -447,6 +447,7 @@ def test_bad_generator_raises():
 LIBRARY = ["torch", "torchvision", "timm", "numpy", "scipy", "threadpoolctl"]
 
 
+@pytest.mark.slow("installs the init library alone into a fresh site folder and runs the snippet")
 def test_the_readmes_init_library_snippet_runs_as_shown_with_the_library_alone(tmp_path):
     """The snippet after <!-- init-library-snippet --> in README.md (or docs/), run as a user's script from another
     folder in an environment holding only the library's dependencies (no DVC, pandas, report or SLURM packages)."""

@@ -146,7 +146,7 @@ CELLS = ("train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-default-0
 
 
 @pytest.mark.slurm
-@pytest.mark.slow
+@pytest.mark.slow("runs the smoke cells as jobs on a one-node SLURM cluster")
 @pytest.mark.timeout(900)
 def test_smoke_cells_run_as_slurm_jobs_and_match_a_serial_repro(cluster, smoke_built, tmp_path):
     """Two smoke cells through the runner's SLURM executor; their metrics equal those of the serial `dvc repro` that
@@ -209,6 +209,7 @@ def minutes(runtime: str) -> int:
     return (int(days or 0) * 24 + h) * 60 + m
 
 
+@pytest.mark.slow("trains a cell to its SLURM time limit and resumes it after the requeue")
 @pytest.mark.slurm
 @pytest.mark.timeout(900)
 def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_environment(cluster, tmp_path):

@@ -166,6 +166,7 @@ def code_digest_of(package_copy: Path, module: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.slow("imports every training stage in a subprocess per edit")
 def test_the_checkpoint_key_digests_the_stage_closure_and_nothing_else(tmp_path):
     """Edit code outside a train cell's closure: same key (its checkpoint resumes); a comment inside: the same; code
     inside: a new key."""

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from stock_image import ABSENT, PYTEST_ABSENT, ROOT, environment
 
 
@@ -39,6 +40,7 @@ def test_the_gpu_path_imports_without_them(tmp_path):
                  " pipeline.method.inits; import bench.bench_gpu, bench.gpu_check")
 
 
+@pytest.mark.slow("trains a cell in a stock-image emulation")
 def test_a_training_cell_runs_end_to_end_without_them(tmp_path, workdir):
     """One cell of the grid (impulse ViT, the device data path with RandAugment, erasing, mixup and cutmix) from its
     command (`python -m pipeline train ...`): the run's outs without dvclive's live/ (it says so) and metrics.json
@@ -57,6 +59,7 @@ def test_a_training_cell_runs_end_to_end_without_them(tmp_path, workdir):
     assert (result / "model.pt").exists() and metrics["test_size"] == 32
 
 
+@pytest.mark.slow("collects the whole suite in a stock-image emulation")
 def test_pytest_collects_the_gpu_tests_without_them(tmp_path):
     out = stock_python(tmp_path, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider",
                        *PYTEST_ABSENT, "tests")
