@@ -183,7 +183,6 @@ def plain_model(seed=0):
     return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 3))
 
 
-@pytest.mark.slow("compiles the model with torch.compile (inductor) on the CPU")
 def test_compiled_training_matches_eager_and_its_checkpoints_resume_either_way(tmp_path, monkeypatch):
     """resources.compile on CPU (inductor): the same losses as eager; checkpoints cross between the two."""
     def train(name, compiled, model=None, **kw):

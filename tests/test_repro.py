@@ -144,7 +144,6 @@ def test_plan_of_a_fresh_project_is_every_stage_dependencies_first(inside):
     assert by_name["cell@0"].request.training and not by_name["source"].request.training
 
 
-@pytest.mark.slow("runs the stage runner over dvc in a temporary repository")
 def test_runner_keeps_the_order_runs_cells_in_parallel_and_leaves_nothing_stale(inside, monkeypatch):
     monkeypatch.setenv("STEP_SLEEP", "3")  # longer than DVC's own checks, which take the lock one at a time
     outcomes = run_plan(inside, jobs=3)
@@ -190,7 +189,6 @@ def test_a_failed_cell_is_reported_the_others_finish_and_it_reruns_next_time(ins
     assert is_clean(inside)
 
 
-@pytest.mark.slow("runs the stage runner over dvc in a temporary repository")
 def test_the_runner_shows_k_of_n_the_running_stages_and_an_eta(inside):
     edit(inside, "source", text="v4\n")  # every stage is stale or downstream: 8 stages, the cells 2 at a time
     lines: list[str] = []
@@ -235,7 +233,6 @@ def test_always_changed_stages_run_first_and_then_only_what_they_changed_is_stal
     assert run() == ["use"] and (project / "used.txt").read_text() == "2\n"
 
 
-@pytest.mark.slow("runs the stage runner over dvc in a temporary repository")
 def test_parallel_dvc_repro_single_item_waits_for_the_lock_and_loses_no_result(inside):
     """6 independent stages as 6 `dvc repro --single-item` at once: they contend for DVC's lock when they start and
     when they record their result; each waits its turn and dvc.lock ends up with all six."""
@@ -250,7 +247,6 @@ def test_parallel_dvc_repro_single_item_waits_for_the_lock_and_loses_no_result(i
     assert is_clean(inside)
 
 
-@pytest.mark.slow("runs the stage runner over dvc in a temporary repository")
 def test_gpu_cells_get_their_own_gpus(inside, monkeypatch):
     """Four fake GPUs, 2 per cell, 4 stale cells: two at a time, each on two GPUs no other running cell has."""
     monkeypatch.setenv("STEP_SLEEP", "3")  # longer than DVC's own checks, so two cells surely overlap
@@ -277,7 +273,6 @@ def commands(project: Path) -> list[psutil.Process]:
             and proc.info["status"] != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.slow("runs the stage runner over dvc in a temporary repository")
 @pytest.mark.timeout(480)
 def test_ctrl_c_cancels_the_running_stages(inside, monkeypatch):
     if not is_clean(inside):  # run alone, the project is fresh: only the two edited cells may be stale below

@@ -45,7 +45,6 @@ def test_a_run_records_the_resources_it_ran_with(workdir):
     assert metrics["slurm"] is None or metrics["slurm"]["job_id"]
 
 
-@pytest.mark.slow("re-runs a copy of the built smoke profile through dvc")
 def test_a_resources_change_leaves_a_finished_cell_up_to_date_and_a_train_change_does_not(smoke_built, tmp_path):
     """On a copy of the built smoke project: `dvc status` of a finished cell after each kind of change."""
     repo = copy_built(smoke_built[0], tmp_path / "repo")

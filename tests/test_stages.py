@@ -77,7 +77,6 @@ def built(smoke_built, tmp_path) -> Path:
     return copy_built(smoke_built[0], tmp_path / "repo")
 
 
-@pytest.mark.slow("re-runs dvc in a copy of the built smoke profile")
 def test_comments_and_messages_outside_a_cells_code_leave_every_cell_up_to_date(built):
     for module in ("config.py", "__main__.py", "entry.py", "vocabulary.py", "datasets.py", "closure.py",
                    "training/launch.py", "cell.py", "experiments/grid.py", "resolve.py"):
@@ -86,13 +85,11 @@ def test_comments_and_messages_outside_a_cells_code_leave_every_cell_up_to_date(
     assert stale_cells(built) == set()
 
 
-@pytest.mark.slow("re-runs dvc in a copy of the built smoke profile")
 def test_a_value_some_cells_read_re_runs_exactly_those(built):
     set_params(built / "params.yaml", {"mimetic.alpha_qk": 0.5})
     assert stale_cells(built) == {"train@fashion_mnist-vit-mimetic-0"}
 
 
-@pytest.mark.slow("re-runs dvc in a copy of the built smoke profile")
 def test_a_new_experiments_section_adds_cells_and_leaves_the_others_up_to_date(built):
     set_params(built / "params.yaml", {"sia.bases": ["avg_sincos"], "sia.seeds": [0]})
     sh(built, "dvc", "repro", "--single-item", "configs")
@@ -100,7 +97,6 @@ def test_a_new_experiments_section_adds_cells_and_leaves_the_others_up_to_date(b
     assert {n for n in status if n.startswith(CELLS)} == set() and "sia_base@fashion_mnist-avg_sincos-0" in status
 
 
-@pytest.mark.slow("re-runs dvc in a copy of the built smoke profile")
 def test_a_comment_or_docstring_in_the_engine_re_runs_nothing_and_a_changed_constant_every_cell(built):
     """The code stamp digests behaviour (`closure.source_digest`), not text: the engine's comments and docstrings
     can change without re-training the grid; any change of what it runs re-trains every cell it runs in."""

@@ -40,7 +40,6 @@ def test_the_gpu_path_imports_without_them(tmp_path):
                  " pipeline.method.inits; import bench.bench_gpu, bench.gpu_check")
 
 
-@pytest.mark.slow("trains a cell in a stock-image emulation")
 def test_a_training_cell_runs_end_to_end_without_them(tmp_path, workdir):
     """One cell of the grid (impulse ViT, the device data path with RandAugment, erasing, mixup and cutmix) from its
     command (`python -m pipeline train ...`): the run's outs without dvclive's live/ (it says so) and metrics.json
