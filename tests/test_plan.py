@@ -59,14 +59,14 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
     monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
     params = load_params(params_file, [*SIX_EPOCHS, "ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
     lines = estimate_lines(params)
-    assert lines[0].startswith("compute estimate of train cells, variant vit on fashion_mnist at 277 images/s")
+    assert lines[0].startswith("compute estimate of train cells, variant vit on fashion_mnist at 440 images/s")
     # 3,000 images in batches of 128 (23 steps) x 6 epochs; the val subset every epoch and the test split once, at a
     # third of a training image each
-    assert lines[0].endswith(": 15 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each")
+    assert lines[0].endswith(": 15 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.01 h each")
     ci = next(line for line in lines if line.startswith("compute estimate of ci_alpha cells"))
     assert ci.startswith("compute estimate of ci_alpha cells on fashion_mnist at 54 images/s")
     assert ": 18 runs x 17,664 images" in ci  # 3 alphas x 3 arms x 2 seeds
-    assert lines[-2] == "  total: 2.5 hours on a cpu-2core CPU"  # 15 x 0.02 h + 18 x 0.12 h
+    assert lines[-2] == "  total: 2.3 hours on a cpu-2core CPU"  # 15 x 0.015 h + 18 x 0.12 h
     assert lines[-1].startswith("slurm: the longest cell (ci_alpha cells on fashion_mnist, ~0.1 h on 1 x"
                                 " cpu-2core) fits")
     lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
@@ -104,7 +104,7 @@ def test_check_builds_and_costs_sias_cells(params_file):
         "compute estimate of sia_base cells, arch cls_learned", "compute estimate of sia_base cells, arch avg_sincos"]
     fit = next(line for line in lines if line.startswith(
         "compute estimate of sia_fit cells (the fit's Adam steps (sia.fit.steps) not included) on fashion_mnist"))
-    assert fit.endswith(": 6 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.02 h each")  # PP, UU
+    assert fit.endswith(": 6 runs x 17,664 images + 16,000 evaluated (23% of the cost) = 0.01 h each")  # PP, UU
     bad = load_params(params_file, ["sia={bases: [avg_sincos]}", "models.vit.extra={foo: 1}"])
     with pytest.raises(PipelineError, match="keyword 'foo'"):
         check_builds(bad)
@@ -138,7 +138,7 @@ def test_a_declared_experiment_is_costed_without_touching_check(params_file, mon
     ours = [line for line in lines if line.startswith("compute estimate of toy cells, variant vit (a note) on")]
     theirs = [line for line in lines if line.startswith("compute estimate of train cells, variant vit on")]
     assert len(ours) == 1 and ours[0].split(" at ")[1] == theirs[0].split(" at ")[1]
-    assert lines[-2] == "  total: 0.7 hours on a cpu-2core CPU"  # twice the train grid's 0.33 h
+    assert lines[-2] == "  total: 0.4 hours on a cpu-2core CPU"  # twice the train grid's 0.21 h
 
 
 def test_check_warns_when_a_subset_is_the_whole_split(params_file):
