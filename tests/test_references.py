@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".csv"}
 #: documents the project's code once cited and the repository does not ship
-UNSHIPPED = ("paper.md", "DESIGN.md", "CONTRACT.md", "STYLE.md")
+UNSHIPPED = tuple(f"{stem}.md" for stem in ("paper", "DESIGN", "CONTRACT", "STYLE"))
 _NAMES = "|".join(re.escape(n[: -len(".md")]) for n in UNSHIPPED)
 #: one of UNSHIPPED, with whatever path is written before it
 NAMED = re.compile(rf"(?<![\w.-])((?:[\w.-]+/)*(?:{_NAMES})\.md)(?![\w-])", re.IGNORECASE)
