@@ -641,29 +641,25 @@ def claim_10(ev: Evidence, plan: ClaimPlan) -> Finding:
         return Finding([], [f"not judged: this run has {'; '.join(wrong)}; paper/plan.yaml fixed that value before"
                             " the cells ran, so a run at another value is not evidence for the claim"])
     rules = (plan.rule("impulse_random"), plan.rule("impulse_mimetic"))
+    #: (label, match) of each frozen cell: a dataset with or without value
+    cells = [(f"{d}, NT {'w/' if value == 'value' else 'w/o'} V", {"dataset": d, "value": value})
+             for d in dict.fromkeys(frozen["dataset"])
+             for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"])]
 
     def checks_of(arm: str, family: str | None = None) -> list[Check]:
-        out = []
-        for d in dict.fromkeys(frozen["dataset"]):
-            for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
-                cell = {"dataset": d, "value": value}
-                out += [Check(f"{d}, NT {'w/' if value == 'value' else 'w/o'} V" + (f", {arm}" if family else ""),
-                              ev.estimate(r, per_seed_scores(frozen, arm=arm, **cell),
-                                          per_seed_scores(frozen, arm=r.b, **cell), (arm, r.b)),
-                              replace(r, family=family) if family else r)
-                        for r in rules]
-        return out
+        return [Check(label + (f", {arm}" if family else ""),
+                      ev.estimate(r, per_seed_scores(frozen, arm=arm, **cell),
+                                  per_seed_scores(frozen, arm=r.b, **cell), (arm, r.b)),
+                      replace(r, family=family) if family else r)
+                for label, cell in cells for r in rules]
 
     checks = checks_of("impulse")
     sigma = ev.settings.get("ci_model3.impulse_fit.sigma")
     notes = [f"the impulse fit at σ {sigma:g}, as the plan requires" if sigma is not None else "",
              "the trained (T) columns are in the Table 2 table, not judged"]
-    for d in dict.fromkeys(frozen["dataset"]):
-        for value in dict.fromkeys(frozen.loc[frozen["dataset"] == d, "value"]):
-            cell = {"dataset": d, "value": value}
-            notes.append(same_arms_note(per_seed_scores(frozen, arm=rules[0].b, **cell),
-                                        per_seed_scores(frozen, arm=rules[1].b, **cell), (rules[0].b, rules[1].b),
-                                        f"{d}, NT {'w/' if value == 'value' else 'w/o'} V"))
+    notes += [same_arms_note(per_seed_scores(frozen, arm=rules[0].b, **cell),
+                             per_seed_scores(frozen, arm=rules[1].b, **cell), (rules[0].b, rules[1].b), label)
+              for label, cell in cells]
     if SENSITIVITY_ARM in set(frozen["arm"]):
         sens = checks_of(SENSITIVITY_ARM, "sigma sensitivity")
         judge(sens)
