@@ -57,13 +57,15 @@ def on_device(row: dict, device: str) -> bool:
 
 def throughput_key(model) -> tuple[str, int, int | None] | None:
     """(model name, image size, width) as bench/throughput.yaml names a model section (a params section or a resolved
-    configuration's): a timm model, or [CI]'s Simple ViT ('simple_vit'); None for a model it has no entry for (the
-    filter study's ConvMixer)."""
+    configuration's): a timm model, [CI]'s Simple ViT ('simple_vit'), or the filter study's ConvMixer ('convmixer';
+    its image size null where the section leaves it to the dataset's stored side); None for any other."""
     m = model if isinstance(model, dict) else vars(model)
     if "name" in m:
         return m["name"], m.get("img_size") or 224, m.get("embed_dim")
     if "image_size" in m:
         return "simple_vit", m["image_size"], m["dim"]
+    if "kernel_size" in m and "dim" in m:
+        return "convmixer", m.get("img_size"), m["dim"]
     return None
 
 

@@ -74,6 +74,28 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
     assert any("no throughput figure for simple_vit at this size on cpu" in line for line in lines)
 
 
+def test_the_estimate_costs_the_filter_study_by_its_convmixers_width(params_file, tmp_path, monkeypatch):
+    """The ConvMixer is found by (convmixer, its image size or null, width): the study's cells and the Gaussian grid's
+    are costed (they were left out of the total before), and a width with no row says so."""
+    import pipeline.check
+
+    table = tmp_path / "throughput.yaml"
+    table.write_text("- {model: convmixer, img_size: null, embed_dim: 256, device: cpu-2core, images_per_s: 100,"
+                     " source: test}\n")
+    monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
+    on = ["filter_study.filters=[learned, impulse]", "filter_study.seeds=[0, 1]", "filter_study.model.dim=256",
+          "filter_study.gaussian_sigmas=[0.1]", "filter_study.gaussian_heads=[4]", "filter_study.train.epochs=2"]
+    lines = estimate_lines(load_params(params_file, on))
+    study = [line for line in lines if line.startswith(("compute estimate of filter_study cells",
+                                                        "compute estimate of filter_gaussian cells"))]
+    assert len(study) == 2 and all(" at 100 images/s per cpu-2core (test)" in line for line in study)
+    assert ": 4 runs x " in study[0] and ": 2 runs x " in study[1]  # 2 filters x 2 seeds; 1 sigma x 1 head x 2 seeds
+    assert lines[-2].startswith("  total: ")
+    lines = estimate_lines(load_params(params_file, [*on[:2], "filter_study.model.dim=64"]))
+    assert any(line.startswith("compute estimate of filter_study cells") and "no throughput figure for convmixer"
+               in line for line in lines)
+
+
 def test_the_profiles_every_planned_model_builds(params_file):
     for name in ("cpu-claims", "ci-alpha-2401", "cpu-all"):
         assert check_builds(apply_profile(name, params_file)) >= 5
