@@ -70,7 +70,7 @@ SCENARIOS = ("boundary", "one open", "power")
 POWER_SCALES = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)
 #: what runs by default: each profile with the claims it tests (imagenet-vit-b: claim 2's structure and n)
 DEFAULT_RUNS = {"cpu": list(CLAIM_FRAMES), "cpu-claims": list(CLAIM_FRAMES), "cpu-ablations": list(CLAIM_FRAMES),
-                "cpu-all": list(CLAIM_FRAMES), "imagenet-vit-b": ["headline", "2"]}
+                "cpu-all": list(CLAIM_FRAMES), "cpu-rest": list(CLAIM_FRAMES), "imagenet-vit-b": ["headline", "2"]}
 
 
 @dataclass(frozen=True)
