@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.analysis.plan_history import POWER_KIND, VERDICT_KIND, confirmatory_status, history
+from pipeline.analysis.plan_history import POWER_KIND, VERDICT_KIND, concerns, confirmatory_status, history
 
 PLAN = """defaults:
   alpha: 0.025
@@ -73,6 +73,19 @@ def test_changes_after_the_runs_revision_are_marked(repo):
     assert h["run"]["revision"] == rev
     late = [c for c in h["changes"] if c["after_run"]]
     assert [c["date"][:10] for c in late] == ["2026-01-05", "2026-01-06", "2026-01-07"]
+
+
+def test_another_profiles_seed_lists_never_make_a_run_post_hoc(repo):
+    """Re-seeding profile `set` after its results were read is post hoc for a run of `set`, not for the CPU
+    default's (params.yaml), whose cells it never reaches; the plan and params.yaml bear on every run."""
+    commit(repo, 8, "the set re-seeded", {"profiles/set.yaml": "seeds: [12, 13]\n"})
+    by_what = {c["what"]: c for c in history(repo, ["1"], {"seeds": ("1",)})["changes"]}
+    reseed = by_what["set: seeds [10, 11] -> [12, 13]"]
+    assert reseed["kind"] == VERDICT_KIND and reseed["post_hoc"]
+    assert concerns(reseed, "set") and not concerns(reseed, "cpu")
+    params = by_what["cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4]"]
+    margin = by_what["a_b: margin 0 -> 1"]
+    assert all(concerns(c, p) for c in (params, margin) for p in ("cpu", "set"))
 
 
 def test_confirmatory_seeds_must_be_new_and_the_whole_run(repo):

@@ -395,7 +395,8 @@ def plan_record(plans: dict, paper: str | Path, exp: Experiment, claims: list[di
                                                                   exp.profile, exp.seed_lists())
     holds = record.get("confirmatory", {}).get("holds", False)
     for c in claims:
-        touching = [h for h in record.get("changes", []) if c["id"] in h["claims"]]
+        touching = [h for h in record.get("changes", [])
+                    if c["id"] in h["claims"] and plan_history.concerns(h, exp.profile)]
         after = [h for h in touching if h.get("after_run") and h["kind"] == plan_history.VERDICT_KIND]
         c["plan"] = {"post_hoc": [h for h in touching if h["post_hoc"]], "after_run": after,
                      "confirmatory": holds and not after}

@@ -298,6 +298,13 @@ def history(root: str | Path, claims: list[str], readers: Mapping[str, tuple], r
             "first_results": {k: {"date": d, "commit": c} for k, (d, c) in first.items()}}
 
 
+def concerns(change: Mapping, profile: str) -> bool:
+    """Whether a change can bear on a run of `profile`: every change to the plan, and one to a seed list of
+    params.yaml (each profile is merged onto it) or of profiles/<profile>.yaml; another profile's seed lists never
+    reach this run's cells, so changing them makes none of its verdicts post hoc."""
+    return change["file"] in (PLAN_FILE, "params.yaml") or change["file"] == f"profiles/{profile}.yaml"
+
+
 def names(plan: Mapping, profile: str, seeds: list[int]) -> bool:
     """Whether a version of plan.yaml names `seeds` as `profile`'s confirmatory seeds (one entry or a list)."""
     raw = plan.get("confirmatory") or []
