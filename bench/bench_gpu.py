@@ -45,6 +45,7 @@ import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from pipeline.check import row_key as model_key
 from pipeline.config import Resources, TrainConfig
 from pipeline.data.load.device import device_loaders
 from pipeline.data.load.loaders import build_loaders
@@ -238,13 +239,13 @@ def throughput_row(result: dict, img: int, script: str = "bench/bench_gpu.py") -
 
 
 def row_key(row: dict) -> tuple:
-    """What `python -m pipeline check` matches a throughput row by."""
-    return row["model"], row["img_size"], row["embed_dim"], row["device"]
+    """What `python -m pipeline check` matches a throughput row by: its model key and device."""
+    return *model_key(row), row["device"]
 
 
 def append_rows(path: Path, rows: list[dict]) -> None:
     """Add rows to a throughput table (a YAML list), keeping its comments and earlier entries except those of the
-    same (model, image size, width, device), which the new rows replace (`check` reads the first match)."""
+    same (model, image size, patch size, width, device), which the new rows replace (`check` reads the first match)."""
     text = path.read_text() if path.exists() else ""
     head, *entries = ("\n" + text).split("\n- model: ")
     new = {row_key(r) for r in rows}

@@ -55,24 +55,31 @@ def on_device(row: dict, device: str) -> bool:
     return row["device"].startswith("cpu") if device == "cpu" else row["device"].lower() in device.lower()
 
 
-def throughput_key(model) -> tuple[str, int, int | None] | None:
-    """(model name, image size, width) as bench/throughput.yaml names a model section (a params section or a resolved
-    configuration's): a timm model, [CI]'s Simple ViT ('simple_vit'), or the filter study's ConvMixer ('convmixer';
-    its image size null where the section leaves it to the dataset's stored side); None for any other."""
+def throughput_key(model) -> tuple[str, int | None, int | None, int | None] | None:
+    """(model name, image size, patch size, width) as bench/throughput.yaml names a model section (a params section or
+    a resolved configuration's): a timm model, [CI]'s Simple ViT ('simple_vit'), or the filter study's ConvMixer
+    ('convmixer'; its image size null where the section leaves it to the dataset's stored side); None for any other.
+    The patch size is null where the timm name sets it; it is in the key because the token count, and with it a
+    step's cost, follows it (a Simple ViT at 28 px costs about 9 times as much at patch 2 as at patch 4)."""
     m = model if isinstance(model, dict) else vars(model)
     if "name" in m:
-        return m["name"], m.get("img_size") or 224, m.get("embed_dim")
+        return m["name"], m.get("img_size") or 224, m.get("patch_size"), m.get("embed_dim")
     if "image_size" in m:
-        return "simple_vit", m["image_size"], m["dim"]
+        return "simple_vit", m["image_size"], m["patch_size"], m["dim"]
     if "kernel_size" in m and "dim" in m:
-        return "convmixer", m.get("img_size"), m["dim"]
+        return "convmixer", m.get("img_size"), m.get("patch_size"), m["dim"]
     return None
+
+
+def row_key(row: dict) -> tuple:
+    """A throughput row's model key, `throughput_key`'s form (a row without a patch size has the timm name's)."""
+    return row["model"], row["img_size"], row.get("patch_size"), row["embed_dim"]
 
 
 def throughput(model, table: list[dict], device: str) -> dict | None:
     key = throughput_key(model)
     for row in table:
-        if key and (row["model"], row["img_size"], row["embed_dim"]) == key and on_device(row, device):
+        if key and row_key(row) == key and on_device(row, device):
             return row
     return None
 
@@ -132,7 +139,7 @@ def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cel
     row = throughput(model, table, device)
     name = throughput_key(model)[0]
     if row is None:
-        others = sorted({r["device"] for r in table if (r["model"], r["img_size"]) == throughput_key(model)[:2]})
+        others = sorted({r["device"] for r in table if row_key(r)[:3] == throughput_key(model)[:3]})
         return (f"compute estimate of {label} on {dataset}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
                 + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py", 0.0, "")

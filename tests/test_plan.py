@@ -50,11 +50,14 @@ def test_check_exits_2_with_one_line(params_file, capsys):
 
 
 def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_path, monkeypatch):
-    """The [CI] grid's Simple ViT is found by (simple_vit, image size, width); the row here is test data."""
+    """The [CI] grid's Simple ViT is found by (simple_vit, image size, patch size, width); the row here is test
+    data. A row of another patch size is not its figure: the token count, and a step's cost, follow the patch."""
     import pipeline.check
 
     table = tmp_path / "throughput.yaml"
-    table.write_text(pipeline.check.THROUGHPUT.read_text() + "- {model: simple_vit, img_size: 32, embed_dim: 512,"
+    table.write_text(pipeline.check.THROUGHPUT.read_text() + "- {model: simple_vit, img_size: 32, patch_size: 4,"
+                     " embed_dim: 512, device: cpu-2core, images_per_s: 9999, source: test}\n"
+                     "- {model: simple_vit, img_size: 32, patch_size: 2, embed_dim: 512,"
                      " device: cpu-2core, images_per_s: 54, source: test}\n")
     monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
     params = load_params(params_file, [*SIX_EPOCHS, "ci_alpha.datasets=[fashion_mnist]", "ci_alpha.seeds=[0, 1]"])
@@ -72,6 +75,9 @@ def test_the_estimate_covers_every_variant_and_the_alpha_grid(params_file, tmp_p
     lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
                                                      "ci_alpha.model.dim=256"]))
     assert any("no throughput figure for simple_vit at this size on cpu" in line for line in lines)
+    lines = estimate_lines(load_params(params_file, ["ci_alpha.datasets=[fashion_mnist]",
+                                                     "ci_alpha.model.patch_size=8"]))
+    assert any("no throughput figure for simple_vit at this size on cpu; measure it" in line for line in lines)
 
 
 def test_the_estimate_costs_the_filter_study_by_its_convmixers_width(params_file, tmp_path, monkeypatch):
@@ -80,8 +86,8 @@ def test_the_estimate_costs_the_filter_study_by_its_convmixers_width(params_file
     import pipeline.check
 
     table = tmp_path / "throughput.yaml"
-    table.write_text("- {model: convmixer, img_size: null, embed_dim: 256, device: cpu-2core, images_per_s: 100,"
-                     " source: test}\n")
+    table.write_text("- {model: convmixer, img_size: null, patch_size: 4, embed_dim: 256, device: cpu-2core,"
+                     " images_per_s: 100, source: test}\n")
     monkeypatch.setattr(pipeline.check, "THROUGHPUT", table)
     on = ["filter_study.filters=[learned, impulse]", "filter_study.seeds=[0, 1]", "filter_study.model.dim=256",
           "filter_study.gaussian_sigmas=[0.1]", "filter_study.gaussian_heads=[4]", "filter_study.train.epochs=2"]
