@@ -60,7 +60,7 @@ def throughput_key(model) -> tuple[str, int | None, int | None, int | None] | No
     a resolved configuration's): a timm model, [CI]'s Simple ViT ('simple_vit'), or the filter study's ConvMixer
     ('convmixer'; its image size null where the section leaves it to the dataset's stored side); None for any other.
     The patch size is null where the timm name sets it; it is in the key because the token count, and with it a
-    step's cost, follows it (a Simple ViT at 28 px costs about 9 times as much at patch 2 as at patch 4)."""
+    step's cost, follows it (at 28 px, 196 tokens at patch 2 against 49 at patch 4)."""
     m = model if isinstance(model, dict) else vars(model)
     if "name" in m:
         return m["name"], m.get("img_size") or 224, m.get("patch_size"), m.get("embed_dim")
