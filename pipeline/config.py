@@ -185,6 +185,10 @@ class TrainConfig:
     momentum: float = 0.9
     layer_decay: float | None = None
     sched: str = "cosine"  #: any timm scheduler name
+    #: step the schedule after every optimizer update (timm train.py's `--sched-on-updates`); false steps it once per
+    #: epoch, as the official runs (timm's train.py without that flag; code-2401's CosineAnnealingLR) do: with a
+    #: warm-up, the first epoch then runs at warmup_lr throughout
+    sched_on_updates: bool = False
     warmup_epochs: int = 2
     warmup_lr: float = 1e-6
     min_lr: float = 1e-5
@@ -198,6 +202,9 @@ class TrainConfig:
     aa: str | None = None  #: RandAugment policy, e.g. 'rand-m9-mstd0.5-inc1'
     reprob: float = 0.0
     remode: Literal["pixel", "rand", "const"] = "pixel"
+    #: with mixup or cutmix on, erase the mixed batch, as timm's PrefetchLoader does after FastCollateMixup (the
+    #: official GPU runs); false: each image before the mix, as timm's train.py with --no-prefetcher does
+    erase_after_mix: bool = True
     color_jitter: float | None = None
     scale: list = field(default_factory=lambda: [0.8, 1.0])  #: RandomResizedCrop scale
     ratio: list = field(default_factory=lambda: [3 / 4, 4 / 3])

@@ -293,3 +293,51 @@ def test_the_device_path_runs_under_cudas_sync_debug_mode():
             aug(images)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def seen_by_the_model(loaders, recipe, seed: int) -> torch.Tensor:
+    """The first training batch as the model sees it in the engine's step: loaded, mixed, then `loaders.erase`."""
+    from pipeline.training import engine
+
+    model, seen = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3)), []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
+    parts = engine.build_parts(model, recipe, 3, 1, Dist(), Resources())
+    loaders.train.sampler.set_epoch(0)
+    batch = next(iter(loaders.train))
+    reseed(seed, 0)
+    engine.train_one_epoch(parts, [batch], recipe, 0, Dist(), lambda n: None, Resources(), loaders.erase)
+    return seen[0]
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_random_erasing_runs_on_the_mixed_batch_as_timms_prefetcher(workdir, on_device):
+    """timm's train.py on a GPU mixes in FastCollateMixup, then its PrefetchLoader normalises and erases the mixed
+    batch: what the model sees is RandomErasing(Mixup(batch)). The engine does the same on both data paths (in 'const'
+    mode the device path's boxes and values are timm's exactly); train.erase_after_mix: false erases each image first."""
+    from timm.data import Mixup
+    from timm.data.random_erasing import RandomErasing
+
+    recipe = TrainConfig(batch_size=16, mixup=0.8, cutmix=0.0, smoothing=0.1, reprob=1.0, remode="const",
+                         scale=[1.0, 1.0], ratio=[1.0, 1.0], hflip=0.0)
+    data, resources = tiny_run().config["data"], Resources(data_on_device=on_device)
+    loaders = build_run_loaders(data, "data", "fashion_mnist", 8, 1, 0, recipe, Dist(), resources)
+    assert loaders.erase is not None and loaders.backend == ("device" if on_device else "tensor")
+    plain = build_run_loaders(data, "data", "fashion_mnist", 8, 1, 0, TrainConfig(**{**vars(recipe), "reprob": 0.0}),
+                              Dist(), resources)
+    for epoch_loaders in (loaders, plain):
+        epoch_loaders.train.sampler.set_epoch(0)
+    batch, unerased = next(iter(loaders.train)), next(iter(plain.train))
+    assert torch.equal(batch[0], unerased[0])  # the loader no longer erases
+    ours = seen_by_the_model(loaders, recipe, seed=3)
+
+    images, labels = batch[0].clone(), batch[1]
+    reseed(3, 0)
+    Mixup(mixup_alpha=0.8, cutmix_alpha=0.0, label_smoothing=0.1, num_classes=3)(images, labels)
+    timms = RandomErasing(1.0, mode="const", device="cpu")(images)
+    assert torch.equal(ours, timms)
+    assert (ours == 0).any(dim=(1, 2, 3)).all()  # every image has its erased box, unmixed
+
+    before = TrainConfig(**{**vars(recipe), "erase_after_mix": False})
+    other = build_run_loaders(data, "data", "fashion_mnist", 8, 1, 0, before, Dist(), Resources())
+    assert other.erase is None
+    assert not torch.equal(seen_by_the_model(other, before, seed=3), timms)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -510,3 +512,52 @@ def test_the_epoch_line_names_the_hosts_batch_time_for_the_data_path(workdir, ca
         execute(tiny_run(epochs=1), Resources(data_on_device=on_device))
         line = next(x for x in capsys.readouterr().out.splitlines() if "] epoch 1/1" in x)
         assert re.search(rf"  {re.escape(label)} \d+%  peak mem", line), line
+
+
+def lrs_per_update(recipe, epochs: int) -> list[float]:
+    """The learning rate of each optimizer update of the engine's `fit` on the tiny problem (4 updates an epoch)."""
+    model, seen = tiny_model(), []
+    real = engine.build_parts
+
+    def recording(*args, **kwargs):
+        parts = real(*args, **kwargs)
+        parts.optimizer.register_step_pre_hook(lambda opt, *_: seen.append(opt.param_groups[0]["lr"]))
+        return parts
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "build_parts", recording)
+        fit(model, tiny_loaders(), recipe, seed=0, d=Dist(), checkpoint=Path(tempfile.mkdtemp()) / "s.pt",
+            attempt="x")
+    assert len(seen) == 4 * epochs
+    return seen
+
+
+def timms_lrs(recipe, epochs: int, updates: int, on_updates: bool) -> list[float]:
+    """timm's train.py: `create_scheduler_v2` from its args, `step_update` after every update and `step(epoch + 1)`
+    after every epoch; per-epoch stepping unless --sched-on-updates."""
+    from timm.scheduler import create_scheduler_v2
+
+    optimizer = torch.optim.AdamW(tiny_model().parameters(), lr=recipe.lr)
+    scheduler, _ = create_scheduler_v2(optimizer, sched="cosine", num_epochs=epochs, min_lr=recipe.min_lr,
+                                       warmup_lr=recipe.warmup_lr, warmup_epochs=recipe.warmup_epochs,
+                                       step_on_epochs=not on_updates, updates_per_epoch=updates)
+    out = []
+    for epoch in range(epochs):
+        for step in range(updates):
+            out.append(optimizer.param_groups[0]["lr"])
+            scheduler.step_update(num_updates=epoch * updates + step + 1)
+        scheduler.step(epoch + 1)
+    return out
+
+
+@pytest.mark.parametrize("on_updates", [False, True])
+def test_the_learning_rate_of_every_update_is_timms(on_updates):
+    """The default steps the schedule once per epoch, as timm's train.py without --sched-on-updates (the official
+    runs): the first warm-up epoch runs at warmup_lr throughout; `sched_on_updates` steps it every update."""
+    r = recipe(epochs=5, warmup_epochs=2, min_lr=1e-4, sched_on_updates=on_updates)
+    ours, timms = lrs_per_update(r, 5), timms_lrs(r, 5, 4, on_updates)
+    assert ours == pytest.approx(timms, rel=1e-12, abs=0)
+    within_epochs = {len(set(ours[e * 4:(e + 1) * 4])) for e in range(5)}
+    assert within_epochs == ({1} if not on_updates else {4})
+    assert ours[:4] == [r.warmup_lr] * 4 if not on_updates else ours[0] == r.warmup_lr and ours[3] > r.warmup_lr
+    assert TrainConfig().sched_on_updates is False

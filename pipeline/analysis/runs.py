@@ -31,7 +31,7 @@ FLOORS = RESULTS / "floor"
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
-              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "world_size", "git_rev",
+              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "steps", "token_grid", "world_size", "git_rev",
               "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest", "amp_dtype",
               "data_path")
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices

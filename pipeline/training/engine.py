@@ -214,11 +214,13 @@ def fused_kwargs(opt: str, resources) -> dict:
 
 def create_schedule(optimizer: torch.optim.Optimizer, recipe, steps: int):
     """timm's schedule for the recipe. `train.epochs` counts the cooldown, as timm's train.py does with `--epochs 300
-    --cooldown-epochs 10`: timm gets `epochs - cooldown_epochs`, then `cooldown_epochs` run at min_lr."""
+    --cooldown-epochs 10`: timm gets `epochs - cooldown_epochs`, then `cooldown_epochs` run at min_lr. Stepped per
+    epoch unless `sched_on_updates` (timm's flag of that name): the engine calls `step_update` after each update and
+    `step` after each epoch, as timm's train.py does, and timm's scheduler acts on the one its mode names."""
     scheduler, _ = create_scheduler_v2(
         optimizer, sched=recipe.sched, num_epochs=recipe.epochs - recipe.cooldown_epochs, min_lr=recipe.min_lr,
         warmup_lr=recipe.warmup_lr, warmup_epochs=recipe.warmup_epochs, cooldown_epochs=recipe.cooldown_epochs,
-        step_on_epochs=False, updates_per_epoch=steps)
+        step_on_epochs=not recipe.sched_on_updates, updates_per_epoch=steps)
     return scheduler
 
 
@@ -261,10 +263,11 @@ def build_parts(model: torch.nn.Module, recipe, num_classes: int, steps: int, d:
 
 
 def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
-                    resources) -> dict:
+                    resources, erase: Callable | None = None) -> dict:
     """One pass over the training loader; returns mean loss, hard-label accuracy, images/s and `data_wait`, the
     share of the epoch the host spent getting batches. Losses and correct counts are read back every
-    `resources.sync_every` steps and summed in float64 in step order."""
+    `resources.sync_every` steps and summed in float64 in step order. `erase` (the loaders' `erase`) erases each
+    batch after Mixup/CutMix, where timm's PrefetchLoader erases it."""
     parts.wrapped.train()
     steps = len(loader)
     window: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (loss, correct, n) of the steps since the last sync
@@ -282,6 +285,8 @@ def train_one_epoch(parts: Parts, loader, recipe, epoch: int, d: Dist, progress,
             images = images.contiguous(memory_format=torch.channels_last)
         if parts.mixup is not None:
             targets = mix(parts.mixup, images, targets, rank_batch(recipe, d.world_size))
+        if erase is not None:
+            images = erase(images)
         with parts.autocast():
             logits = parts.wrapped(images)
             loss = parts.criterion(logits, targets)
@@ -603,7 +608,7 @@ def train_epochs(parts: Parts, loaders, recipe, seed: int, d: Dist, checkpoint: 
         loaders.train.sampler.set_epoch(epoch)
         bar, tick = progress_bar(steps, d, f"epoch {epoch + 1}/{recipe.epochs}")
         row = {"epoch": epoch, "lr": parts.optimizer.param_groups[0]["lr"]}
-        row |= train_one_epoch(parts, loaders.train, recipe, epoch, d, tick, resources)
+        row |= train_one_epoch(parts, loaders.train, recipe, epoch, d, tick, resources, getattr(loaders, "erase", None))
         if bar is not None:
             bar.close()
         parts.scheduler.step(epoch + 1)

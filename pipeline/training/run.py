@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from timm.data.random_erasing import RandomErasing
 from torch import nn
 
 from pipeline.data.load import device as device_data
@@ -82,15 +83,34 @@ def build_run_loaders(data: dict, root: str | Path, dataset: str, img_size: int,
     if recipe.batch_size % d.world_size:
         raise PipelineError(f"train.batch_size = {recipe.batch_size} is not divisible by the {d.world_size}"
                             " processes; make it a multiple of resources.nproc x resources.nnodes")
-    augment = Augment.from_train(recipe)
+    after = erasing_after_mix(recipe)
+    augment = Augment.from_train(recipe, **({"reprob": 0.0} if after else {}))
     built = build_loaders(dataset, root, stats=(tuple(data["mean"]), tuple(data["std"])), img_size=img_size,
                           in_chans=in_chans, batch_size=recipe.batch_size // d.world_size, seed=seed,
                           augment=augment, rank=d.rank, world_size=d.world_size, workers=resources.workers,
                           train_subset=data["train_subset"], val_subset=data["val_subset"],
                           pin_memory=d.device.type == "cuda", sampler_ranks=recipe.sampler_ranks)
+    if after:  # timm's own, on the whole batch (the device path's equal in law: device_data.Erasing)
+        built.erase = RandomErasing(recipe.reprob, mode=recipe.remode, device=d.device.type)
     if device_data.choose(resources.data_on_device, built, augment, d.device):
         return device_data.device_loaders(built, img_size=img_size, augment=augment, device=d.device)
     return built
+
+
+def token_grid(model: nn.Module) -> str | None:
+    """The model's first token grid, e.g. '7x7' (timm's patch embedding of a ViT, Swin or Mixer); None for a model
+    without one. A verdict's regime names it: what a position embedding can do depends on it."""
+    embed = getattr(model, "patch_embed", None) or getattr(model, "stem", None)  # timm's Mixer calls it stem
+    grid = getattr(embed, "grid_size", None)
+    return "x".join(str(int(g)) for g in grid) if grid else None
+
+
+def erasing_after_mix(recipe) -> bool:
+    """Whether the run erases the mixed batch (`train.erase_after_mix` with random erasing and Mixup/CutMix on), as
+    timm's PrefetchLoader erases after FastCollateMixup in the official GPU runs, instead of each image in its
+    transform."""
+    mixes = recipe.mixup > 0 or recipe.cutmix > 0
+    return bool(recipe.reprob > 0 and mixes and getattr(recipe, "erase_after_mix", True))
 
 
 def versions() -> dict[str, str]:
@@ -168,7 +188,8 @@ def train_and_write(run: Run, root: str | Path, d: Dist, resources, attempt: str
         return None
     record = facts | run.measure(model, loaders) | {
         "dataset": run.dataset, "seed": run.seed, "world_size": d.world_size, "train_size": loaders.train_size,
-        "val_size": loaders.val_size} | software() | where(resources, d, loaders, recipe) | record
+        "val_size": loaders.val_size, "steps": recipe.epochs * len(loaders.train),
+        "token_grid": token_grid(model)} | software() | where(resources, d, loaders, recipe) | record
     write_outputs(run.out, summary, run.config, model, record)
     remove_checkpoint(run.checkpoint)
     print(f"[{run.name}] final top-1 {summary['top1']:.4f} (best {summary['best_top1']:.4f}); wrote {run.out}",

@@ -270,6 +270,11 @@ class Erasing:
                     break
         return boxes
 
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Erase a whole batch (after Mixup/CutMix: `loaders.erasing_after_mix`)."""
+        boxes = torch.from_numpy(self.draw(x.shape[0], x.shape[2], x.shape[3])).to(x.device)
+        return self.apply(x, boxes)
+
     def apply(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
         top, left, h, w = boxes[:, :, None]
         rows, cols = torch.arange(x.shape[2], device=x.device), torch.arange(x.shape[3], device=x.device)
@@ -365,4 +370,5 @@ def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device:
                                     drop_last=loader.drop_last, transform=transform, dataset=loader.dataset)
     test = built.get("test", built["val"] if loaders.test is loaders.val else None)
     return Loaders(built["train"], built["val"], loaders.num_classes, loaders.train_size, loaders.val_size,
-                   loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device", test, loaders.test_size)
+                   loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device", test, loaders.test_size,
+                   Erasing(loaders.erase.probability, loaders.erase.mode) if loaders.erase is not None else None)

@@ -14,6 +14,7 @@ Epoch e's order and each image's augmentation depend only on (seed, e, its place
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +157,8 @@ class Loaders:
     backend: str  #: 'tensor' or 'pil' (see pipeline.data.load.transforms)
     test: DataLoader | None = None  #: the whole eval split, for the final model's per-image scores
     test_size: int = 0
+    #: random erasing of a whole training batch after Mixup/CutMix (`erasing_after_mix`); None: the loader erases
+    erase: Callable | None = None
 
 
 class ShardSampler(Sampler[int]):
