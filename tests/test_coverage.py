@@ -272,3 +272,23 @@ def test_a_verdict_shows_only_where_the_run_profile_is_the_rows():
     table = block_markdown(coverage_table([entry], "cpu-claims", verdicts))
     assert "| [CI] | Table 3 | α grid | regenerated | ci_alpha · ci-alpha-2401, cpu-claims | 9 | 9: contradicted |" \
         in table and "Verdict (cpu-claims)" in table
+
+
+def test_a_recipe_row_is_written_from_params_and_profiles(tmp_path):
+    """The fidelity table's CPU rows describe each recipe from params.yaml and its profile: a changed recipe changes
+    the row, so it cannot go stale."""
+    root = Path(__file__).resolve().parent.parent
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["train"] |= {"epochs": 7, "sched_on_updates": True}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    row = FIDELITY_ROW | {"differs": "as set: {recipes}", "why": "a laptop", "recipes": ["cpu", "cpu-all"]}
+    write(tmp_path / "paper" if (tmp_path / "paper").mkdir() is None else tmp_path, "fidelity.yaml", [row])
+    differs = load_fidelity(tmp_path / "paper")[0].differs
+    cpu, cpu_all = differs.removeprefix("as set: ").split(". cpu-all: ")
+    assert "7 epochs at batch 64 (217 optimizer steps)" in cpu and "lr stepped per update" in cpu
+    assert "seeds 30, 31, 32, 33, 34" in cpu_all and "20 epochs" in cpu_all and "seeds 20" not in cpu_all
+    for bad, message in (({"recipes": ["cpu"], "differs": "no placeholder"}, "`recipes` and {recipes}"),
+                         ({"recipes": "cpu"}, "give a list of profile names")):
+        write(tmp_path / "paper", "fidelity.yaml", [row | bad])
+        with pytest.raises(PipelineError, match=re.escape(message)):
+            load_fidelity(tmp_path / "paper")

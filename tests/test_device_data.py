@@ -312,8 +312,9 @@ def seen_by_the_model(loaders, recipe, seed: int) -> torch.Tensor:
 @pytest.mark.parametrize("on_device", [False, True])
 def test_random_erasing_runs_on_the_mixed_batch_as_timms_prefetcher(workdir, on_device):
     """timm's train.py on a GPU mixes in FastCollateMixup, then its PrefetchLoader normalises and erases the mixed
-    batch: what the model sees is RandomErasing(Mixup(batch)). The engine does the same on both data paths (in 'const'
-    mode the device path's boxes and values are timm's exactly); train.erase_after_mix: false erases each image first."""
+    batch: what the model sees is RandomErasing(Mixup(batch)). The engine does the same on both data paths (in
+    'const' mode the device path's boxes and values are timm's exactly); train.erase_after_mix: false erases each
+    image first."""
     from timm.data import Mixup
     from timm.data.random_erasing import RandomErasing
 

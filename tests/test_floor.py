@@ -77,7 +77,7 @@ def test_the_tables_print_the_floor_and_name_the_arms_below_it():
     runs = pd_runs()
     table = vit_table(runs, ["impulse", "default"], FLOORS)
     assert table.rows[-1][0] == "logistic regression (floor)" and table.rows[-1][1].startswith("80.50")
-    assert "Floor: a logistic regression" in table.caption
+    assert "Reference (the floor): a logistic regression" in table.caption and "not a ceiling" in table.caption
     assert "80.50 ± 0.50 (n=2) on fashion_mnist (3,000 training images)" in table.caption
     assert "logistic" not in table.data.to_csv()  # the CSV holds the runs' numbers only
     head = headline_table([{"dataset": "fashion_mnist", "variant": "vit", "a": "impulse", "b": "default",

@@ -22,7 +22,7 @@ from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
-from pipeline.analysis.claims_report import SET_RUN, claims_markdown
+from pipeline.analysis.claims_report import SET_RUN, claim_regime, claims_markdown
 from pipeline.analysis.coverage import load_coverage
 from pipeline.analysis.document import block_markdown, to_markdown
 from pipeline.analysis.fidelity import load_fidelity
@@ -106,8 +106,9 @@ def test_markdown_reads_top_down_from_the_question(built):
     assert "], supported; impulse − mimetic +2.55 pts (mimetic still rising) [" in page1
     glance = page1.split("**The claims of the papers at a glance**")[1]
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
-    for c in claims:  # every claim with its four-word verdict and its one line of evidence
-        assert f"| {c['id']} | {c['short']} | **{c['verdict']}** | {c['summary'].replace('|', '/')}" in glance
+    for c in claims:  # every claim with its four-word verdict, its regime and its one line of evidence
+        assert (f"| {c['id']} | {c['short']} | **{c['verdict']}** | {claim_regime(c)} |"
+                f" {c['summary'].replace('|', '/')}") in glance
     assert "**The method under study against each baseline**" in page1 and "**What was run:** profile test" in page1
     order = ["## Results", "### Every planned comparison", "### The claims in detail",
              "### Reproduction against the published numbers", "### Training curves", "### Attention maps",
@@ -207,8 +208,11 @@ def test_claims_md_is_the_laptop_sets_table_or_says_not_run_yet(built):
     text = claims_markdown(inp.claims, inp.ran | {"profile": "cpu-all"}, "cpu-all")
     assert text.startswith(SET_RUN + " `cpu-all`, one run.**")
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert rows[0] == "| # | Claim | Verdict | Profile · revision | Plan | Deciding comparisons (95% CI, pts) |"
-    assert len(rows) == 1 + len(inp.claims["claims"]) and "| cpu-all · abc1234 |" in rows[1]
+    assert rows[0] == "| # | Claim | Verdict | Regime | Plan | Comparisons (95% CI, pts) |"
+    assert len(rows) == 1 + len(inp.claims["claims"]) and "revision(s) abc1234;" in text.splitlines()[0]
+    counts = sum(f"{sum(c['verdict'] == v for c in inp.claims['claims'])} {v}" in text.splitlines()[0]
+                 for v in ("supported", "inconclusive", "not tested"))
+    assert counts >= 1 and "images · " in rows[1]  # the count of verdicts above, each claim's regime in its row
     one = next(c for c in inp.claims["claims"] if c["id"] == "1")
     assert f"| **{one['verdict']}** |" in rows[1] and f"{one['comparisons'][0]['label']}:" in rows[1]
     assert all("[" in r for r in rows[1:] if "| **supported** |" in r or "| **inconclusive** |" in r)
@@ -407,7 +411,7 @@ def test_the_report_states_assumptions_per_seed_differences_and_the_plans_histor
            " verdict | **post hoc**: after claim 1: 2026-11-22 (e621789) |  |" in history
     assert "this run is not (its profile or seed lists are not the confirmatory ones)" in history
     glance = md.split("The claims of the papers at a glance")[1].split("**What was run:**")[0]
-    assert "| # | Claim | Verdict | Plan | Evidence |" in glance and "| post hoc (1) |" in glance
+    assert "| # | Claim | Verdict | Regime | Plan | Evidence |" in glance and "| post hoc (1) |" in glance
     assert "Plan: post hoc: 2026-11-23 f3db8e6 (params.yaml: cpu (params.yaml): seeds" in md
 
 

@@ -15,7 +15,8 @@ from pipeline.analysis.analysis_plan import TrainingRule, load_training_rule
 from pipeline.analysis.claims import Evidence, check_claims, headline
 from pipeline.errors import PipelineError
 
-RULE = TrainingRule(chance_loss_ratio=0.9, plateau_fraction=0.25, plateau_gain=1.0)
+RULE = TrainingRule(chance_loss_ratio=0.9, min_top1_over_chance=4.0, plateau_fraction=0.25, plateau_gain=1.0,
+                    plateau_z=2.0)
 CHANCE = math.log(10)
 
 
@@ -26,10 +27,11 @@ def curve(*top1: float) -> list[dict]:
 def test_a_run_at_chance_did_not_train_and_a_rising_one_is_labelled():
     flat = trained.status(curve(50, 70, 80, 81, 81.5, 81.6, 81.4, 81.7), 0.9, 10, RULE)
     assert flat["status"] == trained.TRAINED and flat["trained"] and flat["plateaued"]
-    assert flat["plateau_gain"] == pytest.approx(81.7 - 81.6)  # the last quarter (2 of 8 epochs) over the best before
+    # the last quarter (2 of 8 epochs) against the 2 before it, in means
+    assert flat["plateau_gain"] == pytest.approx((81.4 + 81.7) / 2 - (81.5 + 81.6) / 2)
     rising = trained.status(curve(30, 40, 50, 55, 60, 65, 70, 75), 1.2, 10, RULE)
     assert rising["status"] == trained.RISING and rising["trained"] and not rising["plateaued"]
-    assert rising["plateau_gain"] == pytest.approx(75 - 65)
+    assert rising["plateau_gain"] == pytest.approx(10) and rising["plateau_se"] == pytest.approx(0)
     stuck = trained.status(curve(12, 15, 16, 17), 2.257, 10, RULE)  # digits' default arm in cpu-all
     assert stuck["status"] == trained.UNTRAINED and not stuck["trained"] and not stuck["plateaued"]
     assert stuck["chance_loss"] == pytest.approx(CHANCE) and stuck["loss_ratio"] == pytest.approx(2.257 / CHANCE)
@@ -39,13 +41,29 @@ def test_a_run_at_chance_did_not_train_and_a_rising_one_is_labelled():
     assert once["status"] == trained.TRAINED and math.isnan(once["plateau_gain"])
 
 
+def test_a_model_at_thirty_percent_did_not_train():
+    """Left chance by its loss (1.8 < 0.9 ln 10) but stopped at 30 % on ten classes, below 4 x chance: not trained."""
+    weak = trained.status(curve(15, 22, 26, 28, 29, 30, 30, 30), 1.8, 10, RULE)
+    assert weak["status"] == trained.UNTRAINED and not weak["trained"]
+    assert trained.status(curve(15, 22, 30, 35, 38, 40, 41, 41), 1.6, 10, RULE)["trained"]
+
+
+def test_a_gain_inside_its_own_noise_is_not_rising():
+    """+1.25 points over the window before, where successive evaluations jump by 2-4 points: inside 2 standard
+    errors, so plateaued; the same gain on a smooth curve is still rising."""
+    noisy = trained.status(curve(60, 66, 70, 72, 73, 74, 75, 76, 76, 79, 75, 78, 77, 80, 77, 79), 0.9, 10, RULE)
+    assert 1.0 <= noisy["plateau_gain"] < 2 * noisy["plateau_se"] and noisy["status"] == trained.TRAINED
+    smooth = trained.status(curve(*[70 + 0.3 * e for e in range(16)]), 0.9, 10, RULE)
+    assert smooth["plateau_gain"] == pytest.approx(1.2) and smooth["status"] == trained.RISING
+
+
 def test_the_plan_states_the_training_rule_and_a_bad_one_is_named(tmp_path: Path):
     assert load_training_rule(Path(__file__).resolve().parent.parent / "paper") == RULE
     (tmp_path / "plan.yaml").write_text("training: {chance_loss_ratio: 1.5}\n")
     with pytest.raises(PipelineError, match="0 < chance_loss_ratio <= 1"):
         load_training_rule(tmp_path)
     (tmp_path / "plan.yaml").write_text("training: {plateau: 1}\n")
-    with pytest.raises(PipelineError, match="training takes chance_loss_ratio, plateau_fraction, plateau_gain"):
+    with pytest.raises(PipelineError, match="training takes chance_loss_ratio, min_top1_over_chance, plateau_fraction"):
         load_training_rule(tmp_path)
     (tmp_path / "plan.yaml").write_text("claims: {}\n")
     assert load_training_rule(tmp_path) == TrainingRule()

@@ -137,10 +137,27 @@ class Experiment:
                    tuple(params.sia.datasets) if params.sia.enabled else (),
                    tuple(params.train_config_cells.datasets), tuple(params.train_config_cells.variants),
                    (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
-                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma)),
+                    ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma),
+                    ("sia.tokens", sia_tokens(params)), ("sia.width", params.models[params.sia.variant].embed_dim
+                                                        if params.sia.variant in params.models else None),
+                    ("sia.tokens_above_width", tokens_above_width(params))),
                    tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
                                                                          (SENSITIVITY_ARM, m3.sensitivity_fit))
                          if arm in m3.arms), tuple(planned_cells(params)), seed_lists(params))
+
+
+def sia_tokens(params: Params) -> int | None:
+    """Tokens N of the model [SIA]'s cells build (its grid variant's img_size / patch_size, squared); None unknown."""
+    model = params.models.get(params.sia.variant)
+    if model is None or not model.img_size or not model.patch_size:
+        return None
+    return (model.img_size // model.patch_size) ** 2
+
+
+def tokens_above_width(params: Params) -> bool | None:
+    """Whether [SIA]'s cells have more tokens than width (N > D), which claim 13's plan requires; None unknown."""
+    model, tokens = params.models.get(params.sia.variant), sia_tokens(params)
+    return None if tokens is None or model is None or not model.embed_dim else tokens > model.embed_dim
 
 
 def seed_lists(params: Params) -> tuple:
@@ -421,7 +438,7 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings))
+                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings), published)
     head = headline_rows(ev)
     floors = read_floors(results / "floor")
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3, floors)

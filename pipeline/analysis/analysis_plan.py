@@ -227,8 +227,10 @@ class TrainingRule:
     """What a run must show before its final top-1 is evidence (paper/plan.yaml `training`; `analysis.trained`)."""
 
     chance_loss_ratio: float = 0.9  #: trained: final training loss below this × ln(classes), a uniform guess's loss
-    plateau_fraction: float = 0.25  #: plateaued: the last fraction of the evaluated epochs adds ...
-    plateau_gain: float = 1.0  #: ... less than this many points of validation top-1
+    min_top1_over_chance: float = 4.0  #: ... and final validation top-1 at least this × chance (1 / classes)
+    plateau_fraction: float = 0.25  #: plateaued: the mean of the last fraction of the evaluated epochs gains ...
+    plateau_gain: float = 1.0  #: ... less than this many points of validation top-1 over the window before it, or
+    plateau_z: float = 2.0  #: ... less than this many standard errors of that gain (its epoch-to-epoch noise)
 
 
 def load_training_rule(paper_dir: str | Path) -> TrainingRule:
@@ -244,7 +246,8 @@ def load_training_rule(paper_dir: str | Path) -> TrainingRule:
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values.values()):
         raise PipelineError(f"{path}: training's {', '.join(values)} must be numbers")
     rule = TrainingRule(**{k: float(v) for k, v in values.items()})
-    if not (0 < rule.chance_loss_ratio <= 1 and 0 < rule.plateau_fraction < 1 and rule.plateau_gain > 0):
-        raise PipelineError(f"{path}: training needs 0 < chance_loss_ratio <= 1, 0 < plateau_fraction < 1 and"
-                            f" plateau_gain > 0; got {rule}")
+    if not (0 < rule.chance_loss_ratio <= 1 and 0 < rule.plateau_fraction <= 0.5 and rule.plateau_gain > 0
+            and rule.plateau_z >= 0 and rule.min_top1_over_chance >= 1):
+        raise PipelineError(f"{path}: training needs 0 < chance_loss_ratio <= 1, min_top1_over_chance >= 1,"
+                            f" 0 < plateau_fraction <= 0.5, plateau_gain > 0 and plateau_z >= 0; got {rule}")
     return rule

@@ -88,7 +88,9 @@ def plan_word(claim: dict, history: dict) -> str:
         return NA
     after = " (changed since this run)" if plan["after_run"] else ""
     if plan["confirmatory"]:
-        return "confirmatory" + (f"; {len(plan['post_hoc'])} earlier post-hoc change(s)" if plan["post_hoc"] else "")
+        k = len(plan["post_hoc"])
+        return "confirmatory" + (f" (the plan was revised {k} time{'s' if k > 1 else ''} after earlier runs' results,"
+                                 " all before this run)" if k else "")
     return (f"post hoc ({len(plan['post_hoc'])})" if plan["post_hoc"] else "exploratory") + after
 
 
@@ -131,32 +133,48 @@ def _why_not(conf: dict) -> str:
     return "its profile or seed lists are not the confirmatory ones"
 
 
-def deciding(claim: dict, limit: int = 3) -> str:
-    """The comparisons that decide the verdict, with their intervals: the reversed ones (contradicted), the open
-    ones (inconclusive), the closest to its boundary (supported)."""
+#: how each comparison's own outcome is marked in the claims table
+MARKS = {"supported": "passes", "contradicted": "reversed", "inconclusive": "open", "not tested": "not tested"}
+
+
+def deciding(claim: dict, limit: int = 6) -> str:
+    """Every comparison of the claim with its interval and outcome, the ones that decide the verdict first (the
+    reversed ones of a contradicted claim, the open ones of an inconclusive one), at most `limit`."""
     comps = claim.get("comparisons", [])
     if not comps:
         return claim.get("summary", "")
     verdict = claim["verdict"]
-    chosen = ([c for c in comps if c["verdict"] == verdict] if verdict in ("contradicted", "inconclusive")
-              else sorted(comps, key=lambda c: c["p_supported"] if c["p_supported"] is not None else 1)[-1:])
-    text = "; ".join(f"{c['label']}: {c['a']} − {c['b']} {num(c['mean'], True)} {_interval(c)} (needs {c['needs']})"
-                     for c in chosen[:limit])
+    first = [c for c in comps if c["verdict"] == verdict] if verdict in ("contradicted", "inconclusive") else []
+    chosen = first + [c for c in comps if c not in first]
+    text = "; ".join(f"{c['label']}: {c['a']} − {c['b']} {num(c['mean'], True)} {_interval(c)} (needs {c['needs']}:"
+                     f" {MARKS.get(c['verdict'], c['verdict'])})" for c in chosen[:limit])
     more = len(chosen) - limit
-    lead = f"all {len(comps)} supported, the closest: " if verdict == "supported" else ""
-    return lead + text + (f"; {more} more" if more > 0 else "")
+    return text + (f"; {more} more in the report" if more > 0 else "")
+
+
+def claim_regime(claim: dict) -> str:
+    """The regime of a claim's comparisons (images, steps, tokens, parameters), each distinct one once."""
+    parts = [p for c in claim.get("comparisons", []) for p in (c.get("regime") or "").split("; ") if p]
+    return "; ".join(dict.fromkeys(parts)) or NA
+
+
+def verdict_counts(claims: list[dict]) -> str:
+    """'3 supported, 1 contradicted, 4 inconclusive, 8 not tested' (in that order; absent verdicts left out)."""
+    order = ("supported", "contradicted", "inconclusive", "not tested")
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in order}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
 
 
 def claims_table(claims: dict, ran: dict) -> TableBlock:
-    """Every claim: verdict, the run it came from, its plan, its deciding comparisons with intervals."""
+    """Every claim: verdict, the regime it was reached in, its plan, its comparisons with intervals."""
     history = (claims.get("plan") or {}).get("history") or {}
-    revs = ", ".join(r[:7] for r in ran.get("git_rev", [])) or "unknown"
-    source = f"{ran.get('profile')} · {revs}"
-    rows = [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", source, plan_word(c, history), deciding(c)]
-            for c in claims.get("claims", [])]
+    rows = [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c), plan_word(c, history),
+             deciding(c)] for c in claims.get("claims", [])]
     return TableBlock("Every claim, its verdict and the comparisons that decide it",
-                      ["#", "Claim", "Verdict", "Profile · revision", "Plan", "Deciding comparisons (95% CI, pts)"],
-                      rows, CLAIMS_CAPTION)
+                      ["#", "Claim", "Verdict", "Regime", "Plan", "Comparisons (95% CI, pts)"],
+                      rows, CLAIMS_CAPTION + " Regime: training images per seed, optimizer steps, token grid and"
+                      " parameters of the cells compared. Each comparison says whether it passes its test; the"
+                      " ones that decide the verdict come first.")
 
 
 def claims_markdown(claims: dict | None, ran: dict | None, profile: str) -> str:
@@ -165,7 +183,9 @@ def claims_markdown(claims: dict | None, ran: dict | None, profile: str) -> str:
         return (f"**Every claim in one table: not run yet.** Profile `{profile}` (the laptop set) has not been run"
                 " here; `make repro PROFILE=" + profile + " && .venv/bin/python -m pipeline readme`"
                 " fills this block from its run.\n")
-    lines = [f"{SET_RUN} `{profile}`, one run.**",
+    revs = ", ".join(r[:7] for r in ran.get("git_rev", [])) or "unknown"
+    lines = [f"{SET_RUN} `{profile}`, one run.** Its cells record revision(s) {revs};"
+             f" {verdict_counts(claims.get('claims', []))}.",
              block_markdown(claims_table(claims, ran)),
              "Generated by `python -m pipeline report` from results/tables/claims.json; `python -m pipeline readme`"
              " copies it here. Per-seed differences, power and the plan's history: `reports/report.pdf`."]

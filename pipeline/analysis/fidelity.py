@@ -1,7 +1,9 @@
 """paper/fidelity.yaml, the fidelity table: every arm and experiment against the official code it reproduces.
 
 A list of entries, each {id, experiment, official: {code, repo, commit, file}, same, differs, why, option, effect}
-(the schema is at the top of the file; `code: none` where no official code exists). Read once and checked key by
+(the schema is at the top of the file; `code: none` where no official code exists), and optionally `recipes`: the
+profiles (`cpu`: params.yaml itself) whose recipes `{recipes}` in `differs` stands for, written from their params
+(`pipeline.analysis.regime.recipes_text`) so that the row follows the recipe. Read once and checked key by
 key: a bad file stops with one PipelineError naming the entry and the key. Any number of entries, ids unique.
 The report's appendix prints `fidelity_details`, docs/fidelity.md's generated block `fidelity_table`.
 """
@@ -15,10 +17,13 @@ from pathlib import Path
 import yaml
 
 from pipeline.analysis.document import Block, Bullets, Paragraph, TableBlock
+from pipeline.analysis.regime import recipes_text
 from pipeline.errors import PipelineError
 
 FIDELITY = "fidelity.yaml"
 KEYS = ("id", "experiment", "official", "same", "differs", "why", "option", "effect")
+OPTIONAL = ("recipes",)
+RECIPES = "{recipes}"
 OFFICIAL_KEYS = ("code", "repo", "commit", "file")
 #: the official code bases (as docs/papers.md names them) and their repositories; `none` = no official code exists
 REPOS = {"code-2505": "osiriszjq/structured_initialization", "code-2404": "osiriszjq/structured_init",
@@ -94,17 +99,17 @@ def _official(entry: dict, where: str) -> tuple[str, str, str, str]:
     return code, repo, commit, file
 
 
-def parse_entry(entry, index: int, where: str) -> FidelityEntry:
-    """One entry, checked key by key."""
+def parse_entry(entry, index: int, where: str, root: Path | None = None) -> FidelityEntry:
+    """One entry, checked key by key; `{recipes}` filled from the params under `root` (the paper folder's parent)."""
     if not isinstance(entry, dict):
         raise PipelineError(f"{where}, entry {index + 1}: expected a mapping of {', '.join(KEYS)}")
     name = entry.get("id")
     if not isinstance(name, str) or not KEBAB.fullmatch(name):
         raise PipelineError(f"{where}, entry {index + 1}: `id` = {name!r}; give a kebab-case id (e.g. vit-impulse)")
     here = f"{where}, entry {name!r}"
-    unknown = sorted(set(entry) - set(KEYS))
+    unknown = sorted(set(entry) - set(KEYS) - set(OPTIONAL))
     if unknown:
-        raise PipelineError(f"{here}: `{unknown[0]}` is not a key; the keys are {', '.join(KEYS)}")
+        raise PipelineError(f"{here}: `{unknown[0]}` is not a key; the keys are {', '.join(KEYS + OPTIONAL)}")
     missing = [k for k in KEYS if k not in entry]
     if missing:
         raise PipelineError(f"{here}: `{missing[0]}` is missing; every entry has {', '.join(KEYS)}")
@@ -112,6 +117,14 @@ def parse_entry(entry, index: int, where: str) -> FidelityEntry:
     if (differs == NOTHING) != (why == ""):
         raise PipelineError(f"{here}: `why` = {why!r} with `differs` = {differs!r}; give the reason exactly when"
                             f" something differs (differs: {NOTHING!r} has an empty why)")
+    recipes = entry.get("recipes")
+    if (recipes is not None) != (RECIPES in differs):
+        raise PipelineError(f"{here}: `recipes` and {RECIPES} in `differs` go together: name the profiles (cpu for"
+                            f" params.yaml) and put {RECIPES} where their recipes are described")
+    if recipes is not None:
+        if not isinstance(recipes, list) or not all(isinstance(r, str) for r in recipes) or not recipes:
+            raise PipelineError(f"{here}: `recipes` = {recipes!r}; give a list of profile names, e.g. [cpu, cpu-all]")
+        differs = differs.replace(RECIPES, recipes_text(recipes, root or Path.cwd()))
     code, repo, commit, file = _official(entry, here)
     return FidelityEntry(name, text_value(entry, "experiment", here), code, repo, commit, file,
                          text_value(entry, "same", here), differs, why, text_value(entry, "option", here, empty=True),
@@ -130,7 +143,9 @@ def load_fidelity(paper_dir: str | Path) -> list[FidelityEntry]:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(raw, list):
         raise PipelineError(f"{path}: expected a list of entries, got {type(raw).__name__}")
-    entries = [parse_entry(e, i, str(path)) for i, e in enumerate(raw)]
+    beside = path.resolve().parent.parent  # the paper folder's repository, else the one the command runs in
+    root = beside if (beside / "params.yaml").is_file() else Path.cwd()
+    entries = [parse_entry(e, i, str(path), root) for i, e in enumerate(raw)]
     seen: set[str] = set()
     for e in entries:
         if e.id in seen:

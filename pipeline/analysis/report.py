@@ -35,9 +35,11 @@ from pipeline.analysis.analysis_plan import load_confirmatory
 from pipeline.analysis.claims_report import (
     assumption_text,
     claim_detail,
+    claim_regime,
     claims_markdown,
     history_blocks,
     plan_word,
+    verdict_counts,
 )
 from pipeline.analysis.coverage import CoverageEntry, coverage_table, load_coverage, run_verdicts
 from pipeline.analysis.document import (
@@ -151,8 +153,9 @@ def answer_lines(inp: ReportInputs) -> list[str]:
         std = f" ± {num(a['a_std'])}" if a["a_std"] is not None else ""
         where = f"{dataset}, {variant}" if several else dataset
         rising = f", {a['a_rising']}" if a.get("a_rising") else ""
+        regime = f" Regime: {a['regime']}." if a.get("regime") else ""
         lines.append(f"**{where}: {answer(comps)}.** {a['a']} reached {num(a['a_mean'])}{std} % {final(comps)}"
-                     f" (n = {a['a_n']} seeds{rising}); " + "; ".join(map(_versus, comps)) + ".")
+                     f" (n = {a['a_n']} seeds{rising}); " + "; ".join(map(_versus, comps)) + "." + regime)
     return lines
 
 
@@ -179,23 +182,22 @@ def question_blocks(inp: ReportInputs) -> list[Block]:
 def glance_table(inp: ReportInputs) -> TableBlock:
     """Claims at a glance: the four-word verdict and the one line of evidence that decides it."""
     claims = inp.claims.get("claims", [])
-    counts: dict[str, int] = {}
-    for c in claims:
-        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     caption = (f"Verdicts by the analysis plan (paper/plan.yaml; the report's Appendix A): supported = every"
                f" comparison the claim needs has its {level(inp)} interval on the claimed side of 0 or of the plan's"
                " margin; contradicted = one is reversed (Holm's correction within the claim); inconclusive ="
-               " neither; not tested = not run here. Here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+               " neither; not tested = not run here. Regime: training images per seed, optimizer steps, token grid"
+               " and parameters of the cells a verdict compares. Here: " + verdict_counts(claims) + ".")
     history = (inp.claims.get("plan") or {}).get("history") or {}
     if history.get("available"):
-        return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Plan", "Evidence"],
-                          [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", plan_word(c, history),
-                            c.get("summary", "")] for c in claims],
+        return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Regime", "Plan",
+                                                                   "Evidence"],
+                          [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c),
+                            plan_word(c, history), c.get("summary", "")] for c in claims],
                           caption + " Plan: confirmatory, post hoc (changes a verdict depends on, made after a result"
                           " of the claim was recorded: 'The plan's history'), or exploratory.")
-    return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Evidence"],
-                      [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", c.get("summary", "")]
-                       for c in claims], caption)
+    return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Regime", "Evidence"],
+                      [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c),
+                        c.get("summary", "")] for c in claims], caption)
 
 
 def _minutes(seconds: float | None) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipeline.analysis.regime import run_regime
 from pipeline.analysis.trained import untrained_note
 from pipeline.errors import PipelineError
 from pipeline.experiments import CellStage, stages
@@ -31,9 +32,9 @@ FLOORS = RESULTS / "floor"
 
 #: per-run fields kept from metrics.json (besides the history); absent ones become NaN / ""
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
-              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "steps", "token_grid", "world_size", "git_rev",
-              "python", "torch", "torchvision", "timm", "hardware", "cpu_count", "config_digest", "amp_dtype",
-              "data_path")
+              "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "steps", "token_grid",
+              "world_size", "git_rev", "python", "torch", "torchvision", "timm", "hardware", "cpu_count",
+              "config_digest", "amp_dtype", "data_path")
 #: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
 SCORED = ("val_top1", "correct", "images")
 
@@ -138,6 +139,7 @@ class SeedScores(dict):
 
     unit: str
     untrained: tuple = ()
+    regime: str = ""  #: what its runs were reached with (`pipeline.analysis.regime.run_regime`)
 
 
 def _matched(runs: pd.DataFrame, match: dict) -> pd.DataFrame:
@@ -152,6 +154,7 @@ def _named(values: dict, rows: pd.DataFrame, match: dict) -> SeedScores:
     out.unit = f"{rows.attrs.get('unit', '')}:{','.join(map(str, sorted(rows.index)))}"
     where = sorted(match, key=lambda k: (k not in ("dataset", "variant"), k != "dataset"))  # where, then which arm
     out.untrained = untrained_note(rows, ", ".join(str(match[k]) for k in where) or "a run")
+    out.regime = run_regime(rows)
     return out
 
 

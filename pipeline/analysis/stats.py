@@ -77,6 +77,8 @@ class Estimate:
     runs: tuple = ()  #: Welch: (a's runs, b's runs) in points
     terms: tuple = ()  #: ((run group, weight), ...) of the contrast when the inputs name their groups
     untrained: tuple = ()  #: the inputs' runs that did not train (`runs.SeedScores`): no evidence while non-empty
+    #: the inputs' regime (`runs.SeedScores.regime`: images, steps, tokens, parameters), each distinct one once
+    regime: str = ""
 
     @property
     def enough(self) -> bool:
@@ -167,6 +169,11 @@ def terms_of(arms: Sequence[Mapping[int, Scores]], weights: Sequence[float]) -> 
     return () if any(u is None for u in units) else tuple((u, float(w)) for u, w in zip(units, weights))
 
 
+def regime_of(arms: Sequence[Mapping[int, Scores]]) -> str:
+    """The regime the inputs were reached in (`runs.SeedScores.regime`), each distinct one once, '; '-joined."""
+    return "; ".join(dict.fromkeys(r for a in arms if (r := getattr(a, "regime", ""))))
+
+
 def untrained_of(arms: Sequence[Mapping[int, Scores]]) -> tuple:
     """What the inputs say of their runs that did not train (`runs.SeedScores.untrained`), each once."""
     return tuple(dict.fromkeys(note for a in arms for note in getattr(a, "untrained", ())))
@@ -207,7 +214,8 @@ def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[floa
         x = sum(w * m for w, m in zip(weights, matrices))
     else:
         x = np.asarray([sum(w * _value(p[j]) for w, p in zip(weights, per_arm)) for j in range(len(seeds))])
-    return replace(crossed(x, confidence, labels, seeds, terms_of(arms, weights)), untrained=untrained_of(arms))
+    return replace(crossed(x, confidence, labels, seeds, terms_of(arms, weights)), untrained=untrained_of(arms),
+                   regime=regime_of(arms))
 
 
 def paired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confidence: float,
@@ -225,10 +233,11 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     na, nb = len(va), len(vb)
     mean = float(va.mean() - vb.mean()) if na and nb else math.nan
     values, groups = (tuple(map(float, va)), tuple(map(float, vb))), terms_of([a, b], [1.0, -1.0])
-    untrained = untrained_of([a, b])
+    untrained, regime = untrained_of([a, b]), regime_of([a, b])
     if min(na, nb) < 2:
         return Estimate(*labels, WELCH, na, nb, 0, mean, math.nan, math.nan, math.nan, math.nan, confidence,
-                        (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups, untrained)
+                        (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups, untrained,
+                        regime)
     ma, mb = (_matrix(runs_a), _matrix(runs_b)) if images else (None, None)
     n_images = ma.shape[1] if ma is not None and mb is not None and ma.shape[1] == mb.shape[1] else 0
     sa, sb = float(va.std(ddof=1)), float(vb.std(ddof=1))
@@ -241,7 +250,7 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     own = max(0.0, image_var - residual[0] / na - residual[1] / nb)
     return Estimate(*labels, WELCH, na, nb, n_images, mean, se, df, low, high, confidence, (sa, sb),
                     math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), (), (), values, groups,
-                    untrained)
+                    untrained, regime)
 
 
 @dataclass(frozen=True)

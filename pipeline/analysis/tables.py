@@ -118,9 +118,10 @@ def floor_note(floors: dict, datasets: Sequence[str]) -> str:
     """The floor beside a table (`pipeline.analysis.floor`): a logistic regression on the same training images."""
     shown = [f"{floor_text(f)} on {d} ({f['train_images']:,} training images)" for d, f in floors.items()
              if f.get("computed") and d in datasets]
-    return (" Floor: a logistic regression on the pixels of each seed's training images, scored on the same test"
-            f" images, reaches {'; '.join(shown)} (results/floor); an arm below it has learnt no more than a linear"
-            " read of the pixels." if shown else "")
+    return (" Reference (the floor): a logistic regression on the pixels of each seed's training images, scored on"
+            f" the same test images, reaches {'; '.join(shown)} (results/floor); an arm below it does not beat a"
+            " linear read of those pixels, a reference point and not a ceiling (a kernel machine on the same images"
+            " does a few points better)." if shown else "")
 
 
 def below_floor(comparisons: list[dict], floors: dict) -> str:
@@ -471,20 +472,21 @@ def headline_table(comparisons: list[dict], floors: dict | None = None) -> Table
     rows = [[cell_label(c["dataset"], c["variant"], several), f"{c['a']} > {c['b']}",
              mean_pm(c["a_mean"], c["a_std"], c["a_n"]), mean_pm(c["b_mean"], c["b_std"], c["b_n"]), str(c["n"]),
              num(c["mean"], True), f"[{num(c['low'], True)}, {num(c['high'], True)}]" if c["low"] is not None else NA,
-             c["verdict"]] for c in comparisons]
+             c["verdict"], c.get("regime") or NA] for c in comparisons]
     level = f"{100 * comparisons[0]['confidence']:g}%" if comparisons else "95%"
     images = {c["images"] for c in comparisons if c.get("images")}
     over = (f"seeds and the {', '.join(f'{n:,}' for n in sorted(images))} test images" if images else
             "seeds only (these runs record no per-image correctness)")
     what = "Final top-1 (%) on the whole test split" if images else "Final validation top-1 (%)"
     caption = (f"{what}, mean ± std over seeds; Δ = the paired difference over the seeds both ran (same training"
-               f" subset, data order and augmentation) with its {level} interval over {over}."
+               f" subset, data order and augmentation) with its {level} interval over {over}. Regime: the training"
+               " images per seed, optimizer steps, token grid and parameters the verdict was reached with."
                + floor_note(floors or {}, list(dict.fromkeys(c["dataset"] for c in comparisons)))
                + below_floor(comparisons, floors or {}))
     data = pd.DataFrame([{k: v for k, v in c.items() if k != "seeds"} for c in comparisons])
     return Table("headline", "The method under study against each baseline", caption,
                  ["Dataset, variant" if several else "Dataset", "Comparison", "Method %", "Baseline %", "Pairs",
-                  "Δ (pts)", f"{level} CI", "Verdict"], rows, data, section="headline")
+                  "Δ (pts)", f"{level} CI", "Verdict", "Regime"], rows, data, section="headline")
 
 
 def _span(values: Sequence[float], fmt: str = "{:.2f}") -> str:
@@ -735,11 +737,13 @@ def training_table(frames: dict[str, pd.DataFrame], rule) -> Table | None:
     if not rows:
         return None
     caption = (f"Each run group's mean final training loss against ln(classes), the loss of a uniform guess: a run"
-               f" trained when its loss is below {rule.chance_loss_ratio:g} × that (else its comparisons are not"
-               f" tested); the validation top-1 (points) its last {100 * rule.plateau_fraction:g}% of evaluated epochs"
-               f" added over its best before them: it plateaued below {rule.plateau_gain:g} point(s), else it is"
-               " still rising and its numbers are labelled so (paper/plan.yaml `training`). The learning curves are"
-               " in the figures.")
+               f" trained when its loss is below {rule.chance_loss_ratio:g} × that and its final validation top-1 is"
+               f" at least {rule.min_top1_over_chance:g} × chance (else its comparisons are not tested); the gain"
+               f" (points) of its last {100 * rule.plateau_fraction:g}% of evaluated epochs' mean validation top-1"
+               " over the same number of epochs before them: it is still rising, and its numbers are labelled so,"
+               f" when the gain is at least {rule.plateau_gain:g} point(s) and {rule.plateau_z:g} standard errors of"
+               " its own epoch-to-epoch noise; else it plateaued (paper/plan.yaml `training`). The learning curves"
+               " are in the figures.")
     return Table("training", "Were the runs trained?", caption,
                  ["Study", "Run group", "Runs", "Train loss / chance", "Last epochs' gain (pts)", "Status"], rows,
                  pd.DataFrame(data))

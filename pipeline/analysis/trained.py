@@ -1,11 +1,18 @@
 """Were the runs trained? Each run's training status, from its metrics.json history, by paper/plan.yaml `training`.
 
-A run *trained* when its final training loss is below `chance_loss_ratio` × ln(classes): ln(classes) is what a model
-that predicts every class alike pays on any target, one-hot, smoothed or mixed, so a loss near it means the run never
-left chance (a digits arm at 2.26 against 2.30 did not). A comparison resting on such a run is no evidence: its claim
-says "not tested" and why (`pipeline.analysis.claims`). A trained run *plateaued* when the last `plateau_fraction` of
-its evaluated epochs added less than `plateau_gain` points of validation top-1 over its best before them; one that had
-not is labelled "still rising" beside its numbers, its top-1 measuring a point on the way, not a trained model.
+A run *trained* when its final training loss is below `chance_loss_ratio` × ln(classes) and its final validation
+top-1 is at least `min_top1_over_chance` × chance. ln(classes) is what a model that predicts every class alike pays
+on any target, one-hot, smoothed or mixed, so a loss near it means the run never left chance (a digits arm at 2.26
+against 2.30 did not); the accuracy gate keeps out a model that left chance but stopped far short of a trained one
+(30 % on ten classes passes the loss gate, not 4 × 10 %). A comparison resting on such a run is no evidence: its
+claim says "not tested" and why (`pipeline.analysis.claims`).
+
+A trained run *plateaued* unless its last `plateau_fraction` of evaluated epochs gained, in mean validation top-1
+over the same number of epochs before them, both at least `plateau_gain` points and at least `plateau_z` standard
+errors of that gain. The standard error comes from the run's own epoch-to-epoch noise over those epochs (the sd of
+successive differences / √2), so a gain one evaluation's noise could make (1,000 validation images at 77 % have a
+binomial sd of 1.33 points) does not count as rising. A run that had not plateaued is labelled "still rising"
+beside its numbers, its top-1 measuring a point on the way, not a trained model.
 """
 
 from __future__ import annotations
@@ -19,32 +26,40 @@ from pipeline.analysis.analysis_plan import TrainingRule
 from pipeline.datasets import DATASETS
 
 #: the columns `annotate` adds to a frame
-COLUMNS = ("chance_loss", "loss_ratio", "trained", "plateau_gain", "plateaued", "status")
+COLUMNS = ("chance_loss", "loss_ratio", "trained", "plateau_gain", "plateau_se", "plateaued", "status")
 TRAINED, RISING, UNTRAINED, UNKNOWN = "plateaued", "still rising", "did not train", "unknown"
 
 
-def plateau_gain(history: Sequence[dict], fraction: float) -> float:
-    """Points of validation top-1 the last `fraction` of the evaluated epochs added over the best before them; NaN
-    with fewer than two evaluated epochs."""
+def plateau_gain(history: Sequence[dict], fraction: float) -> tuple[float, float]:
+    """(gain, its standard error) in points: the mean validation top-1 of the last `fraction` of the evaluated epochs
+    minus that of the same number of epochs before them (module docstring); NaNs with fewer than two epochs a
+    window."""
     scores = [100.0 * float(r["val_top1"]) for r in history if r.get("val_top1") is not None]
-    if len(scores) < 2:
-        return math.nan
-    tail = max(1, math.ceil(fraction * len(scores)))
-    head = scores[:-tail] or scores[:1]
-    return max(scores[-tail:]) - max(head)
+    k = max(2, math.ceil(fraction * len(scores)))
+    if len(scores) < 2 * k:
+        return math.nan, math.nan
+    window = scores[-2 * k:]
+    steps = [b - a for a, b in zip(window, window[1:])]
+    mean_step = sum(steps) / len(steps)
+    noise = math.sqrt(sum((d - mean_step) ** 2 for d in steps) / max(1, len(steps) - 1) / 2)
+    gain = sum(window[k:]) / k - sum(window[:k]) / k
+    return gain, noise * math.sqrt(2 / k)
 
 
 def status(history: Sequence[dict], train_loss: float, classes: int, rule: TrainingRule) -> dict:
     """One run's training status (the COLUMNS); `unknown` where its dataset's classes or its loss are not known."""
     chance = math.log(classes) if classes and classes > 1 else math.nan
     ratio = float(train_loss) / chance if math.isfinite(chance) and train_loss is not None else math.nan
-    gain = plateau_gain(history, rule.plateau_fraction)
+    gain, se = plateau_gain(history, rule.plateau_fraction)
+    rising = gain >= rule.plateau_gain and gain >= rule.plateau_z * se  # NaN (too few evaluations): not rising
     if not math.isfinite(ratio):
         return {"chance_loss": chance, "loss_ratio": ratio, "trained": True, "plateau_gain": gain,
-                "plateaued": not gain >= rule.plateau_gain, "status": UNKNOWN}
-    trained = ratio < rule.chance_loss_ratio
-    plateaued = trained and not gain >= rule.plateau_gain  # NaN (one evaluation): nothing says it still rose
-    return {"chance_loss": chance, "loss_ratio": ratio, "trained": trained, "plateau_gain": gain,
+                "plateau_se": se, "plateaued": not rising, "status": UNKNOWN}
+    final = [r["val_top1"] for r in history if r.get("val_top1") is not None][-1:]
+    accurate = not final or 100.0 * final[0] >= rule.min_top1_over_chance * 100.0 / classes
+    trained = ratio < rule.chance_loss_ratio and accurate
+    plateaued = trained and not rising
+    return {"chance_loss": chance, "loss_ratio": ratio, "trained": trained, "plateau_gain": gain, "plateau_se": se,
             "plateaued": plateaued, "status": UNTRAINED if not trained else TRAINED if plateaued else RISING}
 
 
