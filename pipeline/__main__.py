@@ -41,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("pipeline.analysis.compare",
                 "per experiment (dvc exp show): the method, its baselines and the paired differences"),
     "readme": ("pipeline.analysis.readme", "README.md's generated blocks (--check: exit 1 if stale)"),
+    "cells": ("pipeline.cells", "a run's cells in their committed form: save, restore, or rederive every README"
+                                " block from them without training"),
     "repro": ("pipeline.scale.repro", "run the stale stages of dvc.yaml in parallel: local processes or SLURM jobs"),
 }
 

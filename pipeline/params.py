@@ -51,7 +51,7 @@ class CoreParams:
 
     init: str = "impulse"  #: the method under study: a built-in arm or one of `inits`
     baselines: list = field(default_factory=lambda: ["default", "mimetic"])
-    seeds: list = field(default_factory=lambda: [20, 21, 22])
+    seeds: list = field(default_factory=lambda: [50, 51, 52])
     datasets: list = field(default_factory=lambda: ["fashion_mnist"])
     profile: str = "cpu"  #: name of the recipe in use, shown in the report
     models: dict[str, ModelConfig] = field(default_factory=_default_models)  #: variant name -> model

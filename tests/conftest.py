@@ -55,6 +55,9 @@ def pytest_addoption(parser, pluginmanager):
         parser.addini("timeout", "pytest-timeout's limit per test (not installed here: no limit)")
     parser.addoption("--slow", action="store_true",
                      help="also run the tests marked slow (`make test-all`); `make test` skips them, saying why")
+    parser.addoption("--release", action="store_true",
+                     help="also run the release checks (`make release-check`): that the committed reference run was"
+                          " recorded by this code and params on the machine kind that recorded it")
 
 
 def pytest_configure(config):
@@ -159,18 +162,24 @@ BUILDS = {"smoke_built": build_smoke, "laptop_set_built": build_laptop_set, "fol
 RESULT = "result.pickle"
 
 
+#: mark -> (the option that runs its tests, the make target that passes it)
+MARKED = {"slow": ("--slow", "make test-all"), "release": ("--release", "make release-check")}
+
+
 def skip_slow(config, items) -> None:
     """Without --slow, a test marked `slow("why")` is skipped with its reason: `make test` stays within minutes on
-    two cores, `make test-all` runs everything. A slow mark without its reason stops the run."""
+    two cores, `make test-all` runs everything. Likewise a `release("why")` test without --release: a check of the
+    committed results that only a release makes (`make release-check`). A mark without its reason stops the run."""
     for item in items:
-        mark = item.get_closest_marker("slow")
-        if mark is None:
-            continue
-        if not mark.args or not str(mark.args[0]).strip():
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs its reason, e.g. "
-                                    "@pytest.mark.slow('trains the smoke profile through DVC twice')")
-        if not config.getoption("--slow"):
-            item.add_marker(pytest.mark.skip(reason=f"slow: {mark.args[0]} (`make test-all` runs it)"))
+        for name, (option, target) in MARKED.items():
+            mark = item.get_closest_marker(name)
+            if mark is None:
+                continue
+            if not mark.args or not str(mark.args[0]).strip():
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs its reason, e.g. "
+                                        f"@pytest.mark.{name}('trains the smoke profile through DVC twice')")
+            if not config.getoption(option, False):
+                item.add_marker(pytest.mark.skip(reason=f"{name}: {mark.args[0]} (`{target}` runs it)"))
 
 
 def pytest_collection_modifyitems(session, config, items):

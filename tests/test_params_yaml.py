@@ -21,7 +21,7 @@ def changed_lines(before: str, after: str) -> list[str]:
 @pytest.mark.parametrize(("override", "expected"), [
     ("train.lr=0.002", ["-  lr: 0.001", "+  lr: 0.002"]),
     ("init=timm", ["-init: impulse", "+init: timm"]),
-    ("seeds=[20,21]", ["-- 22"]),
+    ("seeds=[50,51]", ["-- 52"]),
 ])
 def test_a_set_param_round_trip_changes_only_that_value(params_file, override, expected):
     before = params_file.read_text()

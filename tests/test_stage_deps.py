@@ -285,6 +285,8 @@ def recorded_versions(paths: set[str]) -> dict[str, dict[str, bytes]]:
     return versions
 
 
+@pytest.mark.release("only the machine kind that recorded dvc.lock can re-record it bit for bit; a docstring or a new"
+                     " experiment must not fail `make test`")
 def test_the_committed_reference_run_was_made_by_this_code_and_params():
     """dvc.lock's hash of every tracked file a stage depends on (code, paper/, bench/) is the file's, and the params
     the configs stage recorded are params.yaml's: a change to either without re-recording the run leaves the README's

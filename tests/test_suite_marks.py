@@ -23,8 +23,8 @@ class Item:
         self.marks.append(mark.mark)
 
 
-def config(slow: bool):
-    return SimpleNamespace(getoption=lambda name: {"--slow": slow}[name])
+def config(slow: bool, release: bool = False):
+    return SimpleNamespace(getoption=lambda name, default=None: {"--slow": slow, "--release": release}[name])
 
 
 def test_a_slow_test_is_skipped_with_its_reason_unless_asked_for():
@@ -41,3 +41,13 @@ def test_a_slow_test_is_skipped_with_its_reason_unless_asked_for():
 def test_a_slow_mark_without_its_reason_stops_the_run(mark):
     with pytest.raises(pytest.UsageError, match=r"t.py::bare: @pytest.mark.slow needs its reason"):
         skip_slow(config(True), [Item("t.py::bare", mark.mark)])
+
+
+def test_a_release_check_is_skipped_by_make_test_and_run_by_make_release_check():
+    check = Item("t.py::fresh", pytest.mark.release("re-records the reference run").mark)
+    skip_slow(config(True), [check])
+    assert check.get_closest_marker("skip").kwargs["reason"] == ("release: re-records the reference run"
+                                                                 " (`make release-check` runs it)")
+    again = Item("t.py::fresh", pytest.mark.release("re-records the reference run").mark)
+    skip_slow(config(False, release=True), [again])
+    assert not skipped(again)

@@ -81,7 +81,7 @@ class FilterStudyConfig:
 
     dataset: str = "fashion_mnist"
     filters: list = field(default_factory=list)
-    seeds: list = field(default_factory=lambda: [20, 21, 22])
+    seeds: list = field(default_factory=lambda: [50, 51, 52])
     gaussian_sigmas: list = field(default_factory=list)
     gaussian_heads: list = field(default_factory=lambda: [64, 4])
     model: ConvMixerConfig = field(default_factory=ConvMixerConfig)

@@ -1,0 +1,40 @@
+"""A run's cells in their committed form (`pipeline.cells`): saved without checkpoints, restored only for the
+configuration that made them, and re-derived into the same report and README blocks without training."""
+
+from __future__ import annotations
+
+import shutil
+
+from workspace import copy_built, set_params, sh
+
+
+def test_committed_cells_rederive_the_same_blocks_without_training(smoke_built, tmp_path):
+    repo = copy_built(smoke_built[0], tmp_path / "repo")
+    before = (repo / "reports/headline.md").read_text()
+    sh(repo, "python", "-m", "pipeline", "readme")  # the README as the run's own report writes it
+    readme = (repo / "README.md").read_text()
+    assert "wrote cells/smoke" in sh(repo, "python", "-m", "pipeline", "cells", "save")
+    cells = repo / "cells" / "smoke"
+    kept = sorted(p.relative_to(cells).as_posix() for p in cells.rglob("*") if p.is_file())
+    cell = "results/train/fashion_mnist/vit/impulse/seed0/"
+    assert {cell + f for f in ("metrics.json", "config.json", "test_correct.npz")} <= set(kept)
+    assert not [k for k in kept if k.endswith(".pt") or "/live/" in k]  # no checkpoint, no dvclive logs
+    assert sum(p.stat().st_size for p in cells.rglob("*") if p.is_file()) < 2_000_000
+    for gone in ("results", "reports"):  # a fresh clone: no results, no DVC cache to serve them
+        shutil.rmtree(repo / gone)
+    shutil.rmtree(repo / ".dvc" / "cache")
+    out = sh(repo, "python", "-m", "pipeline", "cells", "rederive")
+    assert "restored" in out and "final top-1" not in out  # nothing trained
+    assert (repo / "reports/headline.md").read_text() == before
+    assert (repo / "README.md").read_text() == readme
+    sh(repo, "python", "-m", "pipeline", "readme", "--check")
+
+
+def test_a_committed_cell_never_stands_in_for_another_recipe(smoke_built, tmp_path):
+    repo = copy_built(smoke_built[0], tmp_path / "repo")
+    sh(repo, "python", "-m", "pipeline", "cells", "save")
+    set_params(repo / "params.yaml", {"train.lr": 0.002})
+    sh(repo, "python", "-m", "pipeline", "resolve")
+    out = sh(repo, "python", "-m", "pipeline", "cells", "restore", check=False)
+    assert "the committed cell was made with another configuration than params.yaml plans now" in out
+    assert "results/train/fashion_mnist/" in out
