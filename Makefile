@@ -18,7 +18,7 @@ STAMP  := $(VENV)/.installed
 OTHER  := $(VENV)/.installed-cu126
 endif
 
-.PHONY: repro test test-all lint env system-deps clean-venv bench-gpu
+.PHONY: repro test test-all release-check lint env system-deps clean-venv bench-gpu
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
@@ -37,6 +37,16 @@ test: env system-deps
 
 test-all: env system-deps
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n logical --slow
+
+# The release check, before results are published: re-record the reference run here (the stale stages of params.yaml's
+# run), save its cells in their committed form (`python -m pipeline cells save`: cells/<profile>/), then what only this
+# re-recording can show: the README's blocks are its run's (`readme --check`) and dvc.lock was recorded by this code
+# and params (the tests marked release). `make test` checks instead that the committed cells re-derive the README.
+release-check: env system-deps
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline cells save
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pipeline readme --check
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -n logical --release -m release
 
 # The GPU check (README, "GPUs"; bench/gpu_check.py): a real paper-small cell, eager and compiled; throughput, MFU,
 # GPU idle and memory of both data paths at 512 and 64 images per GPU; host syncs per step; the CUDA-only tests. It
