@@ -141,7 +141,7 @@ def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage
 def test_what_was_run_comes_from_the_runs_and_cites_the_data(built):
     text = built[1].read_text().replace("`", "")
     for needle in ("git revision abc1234", "params digest d1g", "test-cpu", "torch 2.14.1", "timm 1.0.31",
-                   "vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters", "ViT 32.1 min", "missing: 0",
+                   "vit = 3 heads, 470,000 parameters (timm's vit_tiny_patch16_224 class)", "ViT 32.1 min", "missing: 0",
                    "fashion_mnist (Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747; licence: MIT)"):
         assert needle in text, needle
 
@@ -186,7 +186,8 @@ def test_headline_md_is_the_question_the_glance_table_and_the_headline_table(bui
     assert head.startswith("**The question:") and "**The claims of the papers at a glance**" in head
     assert "**The method under study against each baseline**" in head
     assert "params digest `d1g`, git revision abc1234" in head
-    assert ("**What was run:** profile test; vit = vit_tiny_patch16_224, 3 heads, 470,000 parameters; on fashion_mnist;"
+    assert ("**What was run:** profile test; vit = 3 heads, 470,000 parameters (timm's vit_tiny_patch16_224 class); on"
+            " fashion_mnist;"
             " arms impulse, default, mimetic; seeds [0, 1]; 5000 / 2000 training / validation images; 8 epochs;"
             " 139.1 min of training in total (the runs' wall times) on test-cpu.") in head
     glance = head.split("**The claims of the papers at a glance**")[1].split("**What was run:**")[0]
@@ -300,7 +301,8 @@ def test_no_runs_yet_gives_an_honest_headline(tmp_path):
     head = headline_markdown(read_inputs(tmp_path / "results/tables", tmp_path / "reports/figures", PAPER))
     assert "**No ViT runs of this experiment were found** (26 of the experiment's runs are missing)" in head
     assert "| **not tested** |" in head and "±" not in head and " min" not in head  # no number no run produced
-    assert "**What was run:** nothing yet; params.yaml plans profile test; vit = vit_tiny_patch16_224, 3 heads;" in head
+    assert ("**What was run:** nothing yet; params.yaml plans profile test; vit = 3 heads (timm's vit_tiny_patch16_224"
+            " class);") in head
 
 
 def test_stage_main_writes_the_three_files(stage_inputs, repo_root):

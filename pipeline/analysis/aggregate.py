@@ -105,6 +105,8 @@ class Experiment:
     cells: tuple = ()
     #: (params key, its seeds, whether a planned cell runs them) of every experiment's seed lists (`seed_lists`)
     seed_keys: tuple = ()
+    #: (variant, width, depth) per variant as params.yaml configures them: a model is named by what it is
+    shapes: tuple = ()
 
     def seed_lists(self) -> dict[str, tuple]:
         """Every seed list this experiment runs, by params key (the planned n's keys); () for a block that is off
@@ -143,7 +145,8 @@ class Experiment:
                     ("sia.tokens_above_width", tokens_above_width(params))),
                    tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
                                                                          (SENSITIVITY_ARM, m3.sensitivity_fit))
-                         if arm in m3.arms), tuple(planned_cells(params)), seed_lists(params))
+                         if arm in m3.arms), tuple(planned_cells(params)), seed_lists(params),
+                   tuple((v, m.embed_dim, m.depth) for v, m in params.models.items()))
 
 
 def sia_tokens(params: Params) -> int | None:
@@ -321,9 +324,11 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
     m3 = m3 if m3 is not None else pd.DataFrame(columns=["wall_time_s"])
     frames = [runs, filters, ci, m3]
     recorded = {v: rows.iloc[0] for v, rows in runs.groupby("variant", sort=False)}
-    models = {v: {"model": name, "num_heads": heads} | ({"family": recorded[v]["family"],
-                                                         "params": recorded[v]["params"]} if v in recorded else {})
-              for v, name, heads in exp.models}
+    shapes = {v: {"width": w, "depth": dp} for v, w, dp in exp.shapes}
+    models = {v: {"model": name, "num_heads": heads} | shapes.get(v, {}) | (
+        {"family": recorded[v]["family"], "params": recorded[v]["params"]}
+        | ({"token_grid": recorded[v]["token_grid"]} if isinstance(recorded[v].get("token_grid"), str) else {})
+        if v in recorded else {}) for v, name, heads in exp.models}
     wall = {f"{name}_total_s": float(frame["wall_time_s"].sum())
             for name, frame in (("vit", runs), ("filter_study", filters), ("ci_alpha", ci), ("ci_model3", m3))}
     wall["per_arm_mean_s"] = {f"{d}/{v}/{a}": float(f["wall_time_s"].mean())

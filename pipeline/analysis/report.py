@@ -205,11 +205,16 @@ def _minutes(seconds: float | None) -> str:
 
 
 def _models(ran: dict) -> str:
+    """Each variant by what it is (width, depth, heads, tokens, parameters), then the timm class it is built from:
+    'vit_tiny_patch16_224' alone reads as ViT-Tiny's 5.7M parameters."""
     out = []
     for variant, m in ran.get("models", {}).items():
-        heads = f", {m['num_heads']} heads" if m.get("num_heads") else ""
-        size = f", {m['params']:,.0f} parameters" if m.get("params") else ""
-        out.append(f"{variant} = {m['model']}{heads}{size}")
+        shape = [f"width {m['width']}" if m.get("width") else "", f"depth {m['depth']}" if m.get("depth") else "",
+                 f"{m['num_heads']} heads" if m.get("num_heads") else "",
+                 f"{m['token_grid']} tokens" if m.get("token_grid") else "",
+                 f"{m['params']:,.0f} parameters" if m.get("params") else ""]
+        what = ", ".join(p for p in shape if p)
+        out.append(f"{variant} = {what + ' ' if what else ''}(timm's {m['model']} class)")
     return "; ".join(out)
 
 
