@@ -11,7 +11,8 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
     python -m pipeline cells save        # after a run: cells/<profile>/ from results/ (commit it)
     python -m pipeline cells restore     # put cells/<profile>/ back where the stages write them
     python -m pipeline cells rederive    # restore, then the plan history, aggregate, figures, report and README
-                                         #   blocks from them: no training, a few minutes on 2 cores
+                                         #   blocks from them: no training, a few minutes on 2 cores (the figures'
+                                         #   example images need the dataset: fetched first where it is missing)
 
 `save` refuses a run with a planned cell missing (a partial run is not what a document quotes); `restore` refuses a
 cell whose resolved configuration is not the one params.yaml now plans (`configs/`), naming it, so a committed cell
@@ -142,6 +143,10 @@ def run(*argv: str) -> None:
 def rederive(params: Params) -> None:
     """Restore the committed cells, then the light stages and the README's blocks from them (module docstring)."""
     run("-m", "pipeline", "resolve")
+    for dataset in params.datasets:  # the figures draw example images (offline for the default's Fashion-MNIST)
+        if not (Path(params.data.root) / dataset).is_dir():
+            run("-m", "pipeline.stage", "pipeline.data.fetch.fingerprint")
+            run("-m", "pipeline.stage", "pipeline.data.fetch", dataset)
     moved = restore(params)
     print(f"cells: restored {len(moved)} cell(s) of profile {params.profile!r} from {store(params)}", flush=True)
     for module in REDERIVE:

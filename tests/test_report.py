@@ -463,3 +463,22 @@ def test_the_report_says_what_is_bit_identical_across_cpus_from_the_bench(tmp_pa
     assert "With MKL_CBWR=COMPATIBLE on every path: impulse: AVX2 bit-identical" in text
     assert "mimetic seed 2: final top-1 54.80 % on native; 55.80 % on avx2; spread over the paths 1.00 pts" in text
     assert "`python bench/bench_cross_cpu.py train` (2026-11-26)" in text and "Test CPU" in text
+
+
+def test_the_headline_says_what_its_design_measures_from_the_plan(built, tmp_path):
+    """paper/plan.yaml's confirmatory entry may say what its design measures and cannot decide (from its pilot);
+    the headline prints it under the answers for that profile's run, and nothing for another profile's."""
+    from pipeline.analysis.analysis_plan import load_confirmatory
+
+    (tmp_path / "plan.yaml").write_text("confirmatory:\n- profile: test\n  seeds: [0, 1]\n  measures: >-\n"
+                                        "    early speed as much as\n    data efficiency\n")
+    entry = load_confirmatory(tmp_path, "test")
+    assert entry.measures == "early speed as much as data efficiency"
+    inp = read_inputs(built[0] / "results/tables", built[0] / "reports/figures", PAPER)
+    head = headline_markdown(inp, entry.measures)
+    assert ("**What this design measures** (paper/plan.yaml, from its pilot): early speed as much as data"
+            " efficiency") in head.split("**The method under study against each baseline**")[0]
+    assert "What this design measures" not in headline_markdown(inp)
+    (tmp_path / "plan.yaml").write_text("confirmatory:\n- profile: test\n  seeds: [0]\n  measures: [1]\n")
+    with pytest.raises(PipelineError, match="measures must be a sentence"):
+        load_confirmatory(tmp_path)

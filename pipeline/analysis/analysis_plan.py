@@ -184,6 +184,8 @@ class Confirmatory:
 
     profile: str
     seeds: tuple
+    #: what the design measures and cannot decide, in a sentence or two from its pilot (the headline prints it)
+    measures: str = ""
 
     def holds(self, profile: str, seed_lists: Mapping[str, Sequence[int]]) -> bool:
         used = [list(s) for s in seed_lists.values() if s]
@@ -204,7 +206,10 @@ def load_confirmatory(paper_dir: str | Path, profile: str | None = None) -> Conf
                 seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise PipelineError(f"{path}: each confirmatory entry needs a profile (a name) and seeds (a list of"
                                 " integers)")
-        entries.append(Confirmatory(entry["profile"], tuple(seeds)))
+        measures = entry.get("measures") or ""
+        if not isinstance(measures, str):
+            raise PipelineError(f"{path}: confirmatory entry {entry['profile']!r}: measures must be a sentence (text)")
+        entries.append(Confirmatory(entry["profile"], tuple(seeds), " ".join(measures.split())))
     return next((e for e in entries if e.profile == profile), entries[0])
 
 
