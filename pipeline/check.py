@@ -9,6 +9,7 @@ its source); the power of each claim from `pipeline.analysis.design`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -445,11 +446,34 @@ def cell_counts(params: Params) -> list[str]:
     return lines
 
 
+#: the init sections whose options only the grid's arms (and weight selection's teachers) read
+ARM_SECTIONS = ("default", "mimetic", "impulse")
+
+
+def unused_arm_lines(params: Params) -> list[str]:
+    """A warning for each arm section set away from its defaults while no planned cell trains that arm: `dvc exp
+    run -S impulse.offsets=random` after `-S init=timm` trains nothing new, since the workspace kept init: timm."""
+    if params.weight_selection.datasets:  # its teachers and scratch cells name arms of their own
+        return []
+    lines = []
+    for arm in ARM_SECTIONS:
+        section = getattr(params, arm)
+        changed = [f"{arm}.{f.name} = {getattr(section, f.name)!r}" for f in dataclasses.fields(section)
+                   if getattr(section, f.name) != getattr(type(section)(), f.name)]
+        if changed and arm not in params.arms:
+            lines.append(f"warning: {', '.join(changed)} is set, but no planned cell trains the {arm} arm (init ="
+                         f" {params.init}, baselines {', '.join(params.baselines)}): it changes nothing; add -S"
+                         f" init={arm} to train it")
+    return lines
+
+
 def main(params: Params, args) -> int:
     planned = device_lines(params, args.device)
     built = validate(params, devices=args.device is None)
     print(f"params valid (profile {params.profile!r}); {built} model(s) built on the meta device with their recipes")
     print(f"method under study: {params.init}; baselines: {', '.join(params.baselines)}")
+    for line in unused_arm_lines(params):
+        print(line)
     for line in own_init_lines(params):
         print(line)
     counts = cell_counts(params)

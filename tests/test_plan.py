@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.check import check_builds, decide_lines, estimate_lines
+from pipeline.check import check_builds, decide_lines, estimate_lines, unused_arm_lines
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
 from pipeline.profiles import apply_profile
@@ -190,3 +190,14 @@ def test_check_prints_the_per_gpu_batch_and_warns_below_the_measured_one(params_
     assert eight[0] == "per-process batch: train.batch_size 512 over 8 processes = 64 per GPU"
     assert eight[1].startswith("warning: 64 images per GPU is below the 512") and "set resources.nproc: 1" in eight[1]
     assert len(parallel_lines(load_params(params_file, ["train.batch_size=4096", "resources.nproc=8"]))) == 1
+
+
+def test_check_warns_when_a_set_arm_option_trains_nothing(params_file):
+    """The README's second experiment after `-S init=timm`: `impulse.offsets=random` with impulse no longer an arm
+    changes no cell, and check says so with the fix; with impulse an arm it says nothing."""
+    params = load_params(params_file, ["init=timm", "impulse.offsets=random"])
+    [line] = unused_arm_lines(params)
+    assert line.startswith("warning: impulse.offsets = 'random' is set, but no planned cell trains the impulse arm")
+    assert "add -S init=impulse" in line
+    assert unused_arm_lines(load_params(params_file, ["impulse.offsets=random"])) == []
+    assert unused_arm_lines(load_params(params_file)) == []

@@ -141,7 +141,8 @@ def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage
 def test_what_was_run_comes_from_the_runs_and_cites_the_data(built):
     text = built[1].read_text().replace("`", "")
     for needle in ("git revision abc1234", "params digest d1g", "test-cpu", "torch 2.14.1", "timm 1.0.31",
-                   "vit = 3 heads, 470,000 parameters (timm's vit_tiny_patch16_224 class)", "ViT 32.1 min", "missing: 0",
+                   "vit = 3 heads, 470,000 parameters (timm's vit_tiny_patch16_224 class)", "ViT 32.1 min",
+                   "missing: 0",
                    "fashion_mnist (Xiao, Rasul, Vollgraf 2017, arXiv:1708.07747; licence: MIT)"):
         assert needle in text, needle
 
