@@ -139,6 +139,7 @@ def make_image_folder(root: Path, *, classes: int = 3, train_per_class: int = 4,
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
+        self.server.requests.append(self.path.rsplit("/", 1)[-1])
         body = self.server.files.get(self.path.rsplit("/", 1)[-1])
         if body is None:
             self.send_error(404)
@@ -161,12 +162,17 @@ class LocalServer:
     def __init__(self):
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.files, self.httpd.truncate, self.httpd.daemon_threads = {}, False, True
+        self.httpd.requests = []  #: the file names asked for, in order
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/files"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def files(self) -> dict[str, bytes]:
         return self.httpd.files
+
+    @property
+    def requests(self) -> list[str]:
+        return self.httpd.requests
 
     @property
     def truncate(self) -> bool:

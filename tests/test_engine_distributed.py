@@ -100,7 +100,7 @@ def killed_and_resumed(d: engine.Dist, options: dict) -> dict:
             "had_checkpoint": had_checkpoint, "bn": (bn.running_mean.sum() + bn.running_var.sum()).item()}
 
 
-def test_images(n: int = 33) -> TensorDataset:
+def scored_images(n: int = 33) -> TensorDataset:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, 1, 4, 4, generator=g)
     return TensorDataset(x, (x.flatten(1).sum(1) > 0).long())
@@ -108,7 +108,7 @@ def test_images(n: int = 33) -> TensorDataset:
 
 def scores(d: engine.Dist, options: dict) -> list[bool]:
     """Per-image correctness of a fixed model on 33 test images, each rank scoring its shard."""
-    data = test_images()
+    data = scored_images()
     loader = DataLoader(data, batch_size=4, sampler=ShardSampler(len(data), d.rank, d.world_size))
     return engine.score(model(), loader, d).tolist()
 
@@ -145,7 +145,7 @@ def test_ddp_ema_mixup_run_resumes_after_a_kill_with_identical_metrics(ranks, co
 def test_every_rank_gets_every_test_images_score_once(ranks):
     """33 images over 2 ranks (17 + 16): the gathered correctness is the single process's, on both ranks."""
     one = engine.Dist(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
-    data = test_images()
+    data = scored_images()
     alone = engine.score(model(), DataLoader(data, batch_size=4, sampler=ShardSampler(len(data), 0, 1)), one)
     with torch.no_grad():
         expected = (model().eval()(data.tensors[0]).argmax(-1) == data.tensors[1]).tolist()

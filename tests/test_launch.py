@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -100,11 +99,10 @@ def test_where_torch_sees_gpus_the_runner_and_check_see_them(monkeypatch):
 def test_a_cuda_run_on_a_machine_without_cuda_stops_at_once(workdir):
     with pytest.raises(PipelineError, match="resources.device = 'cuda' but CUDA cannot run here"):
         cell.preflight(SimpleNamespace(device="cuda"))
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pipeline", "--params", str(ROOT / "params.yaml"), "--set",
                            "resources.device=cuda", "check"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "CUDA cannot run here" in proc.stderr and "resources.device" in proc.stderr
-    assert time.monotonic() - start < 60  # seconds of imports, no training
+    assert "epoch" not in proc.stdout + proc.stderr  # it stops before anything trains
 
 
 def test_auto_says_so_when_a_gpu_machine_trains_on_the_cpu(monkeypatch, capsys):
