@@ -1,4 +1,4 @@
-"""`python -m pipeline cells save|restore|rederive`: a run's cells in a compact form that is committed with the
+"""`python -m pipeline cells save`, `restore` or `rederive`: a run's cells in a compact form that is committed with the
 repository, so that anyone can re-derive every published number without training.
 
 A run's cells are the outs under results/ of the stages dvc.yaml plans for params.yaml, except those the light
