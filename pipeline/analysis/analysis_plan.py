@@ -233,9 +233,9 @@ class TrainingRule:
 
     chance_loss_ratio: float = 0.9  #: trained: final training loss below this × ln(classes), a uniform guess's loss
     min_top1_over_chance: float = 4.0  #: ... and final validation top-1 at least this × chance (1 / classes)
-    plateau_fraction: float = 0.25  #: plateaued: the mean of the last fraction of the evaluated epochs gains ...
-    plateau_gain: float = 1.0  #: ... less than this many points of validation top-1 over the window before it, or
-    plateau_z: float = 2.0  #: ... less than this many standard errors of that gain (its epoch-to-epoch noise)
+    plateau_fraction: float = 0.25  #: plateaued: over the last fraction of the evaluated epochs (at least 3) ...
+    plateau_gain: float = 1.0  #: ... a line's rise of validation top-1 is below this many points, or
+    plateau_z: float = 2.0  #: ... below this many standard errors of that rise (the line's residuals)
 
 
 def load_training_rule(paper_dir: str | Path) -> TrainingRule:

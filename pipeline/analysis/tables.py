@@ -738,12 +738,11 @@ def training_table(frames: dict[str, pd.DataFrame], rule) -> Table | None:
         return None
     caption = (f"Each run group's mean final training loss against ln(classes), the loss of a uniform guess: a run"
                f" trained when its loss is below {rule.chance_loss_ratio:g} × that and its final validation top-1 is"
-               f" at least {rule.min_top1_over_chance:g} × chance (else its comparisons are not tested); the gain"
-               f" (points) of its last {100 * rule.plateau_fraction:g}% of evaluated epochs' mean validation top-1"
-               " over the same number of epochs before them: it is still rising, and its numbers are labelled so,"
-               f" when the gain is at least {rule.plateau_gain:g} point(s) and {rule.plateau_z:g} standard errors of"
-               " its own epoch-to-epoch noise; else it plateaued (paper/plan.yaml `training`). The learning curves"
-               " are in the figures.")
+               f" at least {rule.min_top1_over_chance:g} × chance (else its comparisons are not tested); the rise"
+               f" (points) of a line through its last {100 * rule.plateau_fraction:g}% of evaluated epochs'"
+               " validation top-1 (at least 3): it is still rising, and its numbers are labelled so, when the rise"
+               f" reaches {rule.plateau_gain:g} point(s) and {rule.plateau_z:g} standard errors of it (the line's"
+               " residuals); else it plateaued (paper/plan.yaml `training`). The learning curves are in the figures.")
     return Table("training", "Were the runs trained?", caption,
-                 ["Study", "Run group", "Runs", "Train loss / chance", "Last epochs' gain (pts)", "Status"], rows,
+                 ["Study", "Run group", "Runs", "Train loss / chance", "Last epochs' rise (pts)", "Status"], rows,
                  pd.DataFrame(data))
