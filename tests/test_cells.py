@@ -3,9 +3,15 @@ configuration that made them, and re-derived into the same report and README blo
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 from workspace import copy_built, set_params, sh
+
+from pipeline.params import load_params
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_committed_cells_rederive_the_same_blocks_without_training(smoke_built, tmp_path):
@@ -38,3 +44,22 @@ def test_a_committed_cell_never_stands_in_for_another_recipe(smoke_built, tmp_pa
     out = sh(repo, "python", "-m", "pipeline", "cells", "restore", check=False)
     assert "the committed cell was made with another configuration than params.yaml plans now" in out
     assert "results/train/fashion_mnist/" in out
+
+
+def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
+    """The README's headline and the docs' generated blocks are the committed run's: re-derived from
+    cells/<profile>/ in a clone (its git history is the plan's history), without training, they are the README's
+    (`readme --check`), and the run's summary is results/summary.json's."""
+    repo = tmp_path / "repo"
+    sh(ROOT, "git", "clone", "-q", str(ROOT), str(repo))
+    for name in sh(ROOT, "git", "ls-files", "-co", "--exclude-standard").splitlines():  # this working tree on top
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    profile = load_params(repo / "params.yaml").profile
+    assert (repo / "cells" / profile).is_dir(), f"cells/{profile}/ is not committed: the README's run is not either"
+    out = sh(repo, "python", "-m", "pipeline", "cells", "rederive")
+    assert "restored" in out and "final top-1" not in out
+    sh(repo, "python", "-m", "pipeline", "readme", "--check")
+    summary = json.loads((repo / "results/summary.json").read_text())
+    assert summary == json.loads((ROOT / "results/summary.json").read_text())
