@@ -364,7 +364,7 @@ def test_emulated_ranks_step_through_the_official_ranks_batches(data_fmnist_like
 
 @pytest.mark.parametrize("dataset", ["food101", "cifar10", "cifar100", "stl10", "flowers102", "pets"])
 def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, dataset):
-    """paper-small on one GPU takes the optimizer steps (and warm-up steps) of the official run, timm's train.py on
+    """paper-small on one GPU takes the optimizer steps (and warm-up epochs) of the official run, timm's train.py on
     8 GPUs x 64: Flowers-102's 1,020 images give 2 steps per epoch there (128 per rank), not 1,020 // 512."""
     from pipeline.datasets import DATASETS
     from pipeline.profiles import merged_text
@@ -387,7 +387,8 @@ def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, data
                             sampler_ranks=recipe.sampler_ranks)
     assert len(loaders.train) == len(official[0])
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=recipe.lr)
-    assert create_schedule(optimizer, recipe, len(loaders.train)).warmup_t == recipe.warmup_epochs * len(official[0])
+    schedule = create_schedule(optimizer, recipe, len(loaders.train))  # stepped per epoch, as train.py steps it
+    assert schedule.t_in_epochs and schedule.warmup_t == recipe.warmup_epochs and not recipe.sched_on_updates
 
 
 def fashion_mnist_uint8(n: int) -> torch.Tensor:

@@ -64,6 +64,6 @@ def test_each_configuration_is_its_own_cells_on_its_own_params():
     added = set(two) - set(none)
     assert {s.split("-")[2] for s in added} == {"lr_half", "randaug"} and len(added) == 2 * len(none)
     assert all(two[f] == config for f, config in none.items())  # the grid's own cells stay up to date
-    cell = two["train_config/fashion_mnist-vit-lr_half-impulse-20.json"]
-    grid = two["train/fashion_mnist-vit-impulse-20.json"]
+    cell = two["train_config/fashion_mnist-vit-lr_half-impulse-50.json"]
+    grid = two["train/fashion_mnist-vit-impulse-50.json"]
     assert cell["train"] == grid["train"] | {"lr": 0.0005} and cell["labels"]["train_config"] == "lr_half"
