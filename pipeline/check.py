@@ -102,14 +102,14 @@ def epoch_images(n: int, recipe: TrainConfig, processes: int) -> int:
     return math.ceil(n / ranks) // share * share * ranks
 
 
-def eval_images(dataset: str, val_subset: int, recipe) -> int | None:
-    """Images one run evaluates: the validation set at every evaluated epoch, then the test split once (None when
-    unknown before fetching)."""
+def eval_images(dataset: str, val_subset: int, recipe, holdout: int = 0) -> int | None:
+    """Images one run evaluates: the validation set at every evaluated epoch, then the test split and the held-out
+    pool once (None when unknown before fetching)."""
     size = DATASETS[dataset].eval_size
     if not size:
         return None
     val = min(size, val_subset) if val_subset else size
-    return val * evaluated_epochs(recipe) + size
+    return val * evaluated_epochs(recipe) + size + holdout
 
 
 def cost_groups(params: Params) -> list[tuple[str, dict, str, dict, dict, int]]:
@@ -144,12 +144,12 @@ def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cel
         return (f"compute estimate of {label} on {dataset}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
                 + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py", 0.0, "")
-    n = train_images(dataset, data["train_subset"])
+    n = train_images(dataset, data["train_subset"], data.get("holdout", 0))
     if n is None:
         return f"compute estimate of {label} on {dataset}: size unknown until fetched", 0.0, ""
     recipe = SimpleNamespace(**train)
     trained = recipe.epochs * epoch_images(n, recipe, ranks)
-    evaluated = eval_images(dataset, data["val_subset"], recipe)
+    evaluated = eval_images(dataset, data["val_subset"], recipe, data.get("holdout", 0))
     cost = trained + EVAL_COST * (evaluated or 0)
     hours = cost / row["images_per_s"] / 3600
     cells.append((hours / ranks, f"{label} on {dataset}", f"{ranks} x {row['device']}"))
@@ -280,11 +280,45 @@ def check_recipe(key: str, recipe: TrainConfig, model: torch.nn.Module, dataset:
                                 f" {dataset}; lower it or raise data.train_subset")
 
 
-def train_images(dataset: str, train_subset: int) -> int | None:
-    """Images a run of `dataset` trains on: its train split, or `data.train_subset` of it (None: unknown until
-    fetched)."""
-    size = DATASETS[dataset].train_size
+def train_images(dataset: str, train_subset: int, holdout: int = 0) -> int | None:
+    """Images a run of `dataset` trains on: its train split less the held-out pool (`data.holdout`), or
+    `data.train_subset` of that (None: unknown until fetched)."""
+    size = DATASETS[dataset].train_size and DATASETS[dataset].train_size - holdout
     return min(s for s in (size, train_subset) if s) if (size or train_subset) else None
+
+
+def check_holdout(params: Params) -> None:
+    """`data.holdout` names datasets with a train split of known size and leaves each at least
+    `data.train_subset` images to draw from (else the seeds would train on the same images)."""
+    for dataset, n in (params.data.holdout or {}).items():
+        info = DATASETS.get(dataset)
+        if info is None or not info.train_size:
+            raise PipelineError(f"data.holdout.{dataset}: not a dataset with a train split of known size (one of"
+                                f" {', '.join(d for d, i in DATASETS.items() if i.train_size)}); remove the key")
+        if n and n + params.data.train_subset > info.train_size:
+            raise PipelineError(f"data.holdout.{dataset} = {n:,} leaves {info.train_size - n:,} of its"
+                                f" {info.train_size:,} training images, fewer than data.train_subset"
+                                f" ({params.data.train_subset:,}); lower it to at most"
+                                f" {info.train_size - params.data.train_subset:,}")
+
+
+def holdout_lines(params: Params) -> list[str]:
+    """What the held-out pool costs and buys: the images each cell scores once after training and the comparisons
+    that read them (the plan's `holdout: true`)."""
+    pools = {d: n for d, n in (params.data.holdout or {}).items() if n}
+    if not pools:
+        return []
+    from pipeline.analysis.aggregate import Experiment
+    from pipeline.analysis.analysis_plan import load_plan
+
+    plans = load_plan("paper", Experiment.from_params(params).sizes())
+    marked = sorted({r.claim for entry in plans.values() for r in entry.rules.values() if r.holdout},
+                    key=lambda c: (int(c.rstrip("ab")), c))
+    where = ", ".join(f"{d} {n:,}" for d, n in pools.items())
+    return [f"held-out pool (data.holdout): {where} training images no cell trains or selects on, scored once by"
+            f" every cell's final model beside the test split (about {EVAL_COST:.2g} of a training image's cost"
+            f" each, in the estimates below); read, over the test and held-out images together, by the comparisons"
+            f" of claim(s) {', '.join(marked) or 'none'} (paper/plan.yaml `holdout: true`)"]
 
 
 def data_lines(params: Params) -> list[str]:
@@ -334,7 +368,7 @@ class Builds:
         return planned_meta(self.params, dataset)
 
     def train_images(self, dataset: str) -> int | None:
-        return train_images(dataset, self.params.data.train_subset)
+        return train_images(dataset, self.params.data.train_subset, (self.params.data.holdout or {}).get(dataset, 0))
 
     keyed = staticmethod(keyed)
     recipe = staticmethod(check_recipe)
@@ -415,6 +449,7 @@ def validate(params: Params, devices: bool = True) -> int:
     """Everything `check` checks before any stage runs; returns how many models were built."""
     if devices:
         check_devices(params)
+    check_holdout(params)
     check_own_inits(params)
     return check_builds(params)
 
@@ -482,7 +517,7 @@ def main(params: Params, args) -> int:
         print(line)
     for line in weight_selection_lines(params):
         print(line)
-    for line in resolved_lines(params) + planned + data_lines(params) + parallel_lines(params):
+    for line in resolved_lines(params) + planned + data_lines(params) + holdout_lines(params) + parallel_lines(params):
         print(line)
     for line in estimate_lines(params, args.device):
         print(line)

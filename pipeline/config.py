@@ -342,11 +342,20 @@ class DataConfig:
     folder_path: str = ""  #: the `folder` dataset: an ImageFolder tree with train/ and val/ (or test/)
     train_subset: int = 2000  #: the first n images of a class-stratified shuffle seeded by the run's seed; 0 = all
     val_subset: int = 1000  #: the first n of a fixed class-stratified shuffle of the eval split; 0 = all
+    #: {dataset: n}: n train-split images held out from every cell of that dataset (a fixed class-stratified draw,
+    #: the same for every seed) and scored beside the test split; the comparisons the plan marks `holdout: true` are
+    #: read over both. {} = none (the official code scores the test split alone)
+    holdout: dict = field(default_factory=dict)
     normalization: Literal["dataset", "imagenet"] = "dataset"  #: mean/std: the dataset's own, or ImageNet's
 
     def __post_init__(self):
         if self.train_subset < 0 or self.val_subset < 0:
             raise PipelineError("data.train_subset / data.val_subset must be >= 0 (0 = the whole split)")
+        bad = {k: v for k, v in (self.holdout or {}).items() if isinstance(v, bool) or not isinstance(v, int) or v < 0}
+        if bad:
+            key, value = next(iter(bad.items()))
+            raise PipelineError(f"data.holdout.{key} = {value!r}: a number of training images >= 0 (0 = no held-out"
+                                " pool)")
 
 
 @dataclass

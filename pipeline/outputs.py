@@ -22,6 +22,8 @@ PARTIAL = ".partial"
 #: a run's per-image correctness on the whole test split, beside its metrics.json (written by
 #: pipeline.training.run, read by pipeline.analysis.runs)
 TEST_CORRECT = "test_correct.npz"
+#: the same on the held-out pool of the train split (`data.holdout`), indexed by the images' places in that split
+HOLDOUT_CORRECT = "holdout_correct.npz"
 
 
 #: below this many free bytes a failed write counts as a full disk even when the writer hid the OS error

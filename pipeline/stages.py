@@ -72,7 +72,7 @@ ANALYSIS: list[tuple[str, str, dict]] = [
     # a logistic regression on each seed's training images: the floor printed beside the grid's tables
     ("floor", "pipeline.analysis.floor", {
         "matrix": {"dataset": "${datasets}"}, "args": "${item.dataset}", "deps": ["data/${item.dataset}"],
-        "params": ["seeds", "data.train_subset"], "outs": ["results/floor/${item.dataset}"]}),
+        "params": ["seeds", "data.train_subset", "data.holdout"], "outs": ["results/floor/${item.dataset}"]}),
     ("figures", "pipeline.analysis.figures", {
         "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study",
                  "results/ci_alpha", "paper/coverage.yaml", "results/tables"],

@@ -134,6 +134,26 @@ def test_per_image_correctness_puts_the_test_images_into_the_interval():
     assert "seeds only: no per-image correctness recorded" in seeds_only
 
 
+def test_a_comparison_the_plan_marks_holdout_reads_the_test_and_held_out_images():
+    """`holdout: true` in the plan: the interval is over the test images and the held-out pool where every run scored
+    one; the same comparison unmarked, or a run without a pool, stays on the test images."""
+    import dataclasses
+
+    rng = np.random.default_rng(1)
+    ev = evidence({("fashion_mnist", "vit"): ORDERED})
+    ev.runs["correct"] = pd.Series([rng.random(500) < t for t in ev.runs["top1"]], dtype=object)
+    ev.runs["pooled"] = pd.Series([np.concatenate([c, rng.random(1500) < t])
+                                   for c, t in zip(ev.runs["correct"], ev.runs["top1"])], dtype=object)
+    rule = PLANS["1"].rule("impulse_mimetic")
+    marked = dataclasses.replace(rule, holdout=True)
+    pair = {"dataset": "fashion_mnist", "variant": "vit"}
+    pooled, plain = ev.pair(marked, "impulse", "mimetic", **pair), ev.pair(rule, "impulse", "mimetic", **pair)
+    assert (pooled.images, pooled.pool, plain.images, plain.pool) == (2000, True, 500, False)
+    assert claims.Check("x", pooled, marked).runs() == "3 seed pair(s) × 2,000 test and held-out images"
+    ev.runs.loc[0, "pooled"] = None  # one run without a pool: the test images alone
+    assert ev.pair(marked, "impulse", "mimetic", **pair).images == 500
+
+
 def test_one_seed_is_inconclusive_with_the_reason():
     c = judged(evidence({("cifar10", "vit"): {a: {0: v[0]} for a, v in ORDERED.items()}}), "1")
     assert c["verdict"] == "inconclusive" and "from 1 seed pair(s), too few for an interval" in c["summary"]

@@ -19,7 +19,13 @@ from torch.utils.data import DataLoader, DistributedSampler
 from torchvision.transforms.v2 import functional as TF
 
 from pipeline.data.fetch import fetch_dataset, source_meta, sources
-from pipeline.data.load.loaders import ShardSampler, build_loaders, stratified_order
+from pipeline.data.load.loaders import (
+    ShardSampler,
+    build_loaders,
+    holdout_pool,
+    stratified_order,
+    training_draw,
+)
 from pipeline.data.load.transforms import (
     Augment,
     ImageBatch,
@@ -428,3 +434,27 @@ def test_the_batched_evaluation_is_timms_within_one_level(images, in_chans, img_
     for got in (tensor, on_device):
         assert got.shape == expected.shape
         assert ((got - expected) * levels).abs().max() <= 1 + 1e-3
+
+
+def test_the_held_out_pool_is_fixed_and_never_trained_on(data_fmnist_like):
+    def train_indices(loaders):
+        return set(loaders.train.dataset.dataset.indices)
+
+    pools = {}
+    for seed in (0, 7):
+        loaders = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=seed, holdout=60)
+        pool = loaders.holdout.dataset.indices
+        pools[seed] = pool
+        assert len(pool) == 60 and not train_indices(loaders) & set(pool)
+        assert torch.bincount(torch.arange(200)[pool] % 10).tolist() == [6] * 10  # class-stratified
+        seen = torch.cat([_pixels(x)[:, 0, 0, 0] for x, _ in loaders.holdout])  # pixel value = the image's index
+        assert sorted(seen.tolist()) == sorted(pool)  # the eval transform: the images unaugmented
+        assert loaders.train_size == 50 and loaders.test_size == 51
+    assert pools[0] == pools[7]  # one pool for every seed
+    plain = _loaders(data_fmnist_like, train_subset=50, val_subset=20, seed=7)
+    assert plain.holdout is None
+    labels = torch.arange(200) % 10
+    assert training_draw(labels, 50, 7).tolist() == plain.train.dataset.dataset.indices  # no pool: as before
+    assert sorted(training_draw(labels, 0, 7, 60).tolist()) == sorted(set(range(200)) - set(pools[0]))
+    with pytest.raises(PipelineError, match="data.holdout"):
+        holdout_pool(labels, 200)

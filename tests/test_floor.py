@@ -15,7 +15,7 @@ import yaml
 from pipeline.analysis import floor as floor_stage
 from pipeline.analysis.runs import read_floors
 from pipeline.analysis.tables import headline_table, vit_table
-from pipeline.data.load.loaders import stratified_order
+from pipeline.data.load.loaders import holdout_pool, stratified_order
 from pipeline.data.store import load_split
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
@@ -31,6 +31,9 @@ def test_each_seed_trains_on_the_images_its_cells_draw(workdir):
         assert chosen.tolist() == stratified_order(labels, seed)[:12].tolist()
         assert np.bincount(labels[chosen].numpy()).tolist() == [4, 4, 4]  # class-stratified, as the cells draw
     assert floor_stage.seed_subset(labels, 0, 0).tolist() == list(range(64))  # 0 = the whole split
+    pool = set(holdout_pool(labels, 24).tolist())  # data.holdout: the cells' draw outside the pool
+    assert not pool & set(floor_stage.seed_subset(labels, 12, 0, 24).tolist())
+    assert sorted(floor_stage.seed_subset(labels, 0, 0, 24).tolist()) == sorted(set(range(64)) - pool)
 
 
 def test_the_floor_of_a_tiny_dataset(workdir):
@@ -59,7 +62,7 @@ def test_the_stage_writes_what_aggregate_reads(workdir):
     with pytest.raises(PipelineError, match="^dataset 'digits': not one of params `datasets`"):
         floor_stage.main(params, Namespace(dataset="digits"))
     stage = yaml.safe_load(render())["stages"]["floor"]
-    assert stage["deps"][0] == "data/${item.dataset}" and stage["params"] == ["seeds", "data.train_subset"]
+    assert stage["deps"][0] == "data/${item.dataset}" and stage["params"] == ["seeds", "data.train_subset", "data.holdout"]
     assert "pipeline/analysis/floor.py" in stage["deps"] and "results/floor" in yaml.safe_load(render())["stages"][
         "aggregate"]["deps"]
 

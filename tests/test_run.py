@@ -45,6 +45,27 @@ def test_a_run_scores_its_final_model_on_every_test_image(workdir):
     assert (part["val_size"], part["test_size"]) == (12, 32) and np.array_equal(correctness(r)[1], correct)
 
 
+def test_a_run_scores_the_held_out_pool_beside_the_test_split(workdir):
+    """With `data.holdout`, the final model also scores the pool (holdout_correct.npz, indexed by the images' places
+    in the train split), which it never trained on; the analysis reads the test images then the pool's."""
+    from pipeline.analysis.runs import RUN_FIELDS, _row
+    from pipeline.data.load.loaders import holdout_pool
+    from pipeline.data.store import load_split
+
+    r = tiny_run(holdout=24)
+    execute(r)
+    m = metrics(r)
+    with np.load(r.out / "holdout_correct.npz") as f:
+        index, correct = f["index"], f["correct"]
+    assert m["train_size"] == 64 - 24 and m["holdout_size"] == 24 == len(index) == len(correct)
+    assert m["holdout_top1"] == pytest.approx(correct.mean()) and "holdout_correct" not in m
+    row = _row(m, RUN_FIELDS, r.out)
+    assert len(row["pooled"]) == 32 + 24 and np.array_equal(row["pooled"][32:], correct)
+    assert row["top1"] == pytest.approx(m["test_top1"])  # the headline number stays the test split's
+    labels = load_split(workdir / "data/fashion_mnist/train.pt")[1]
+    assert index.tolist() == holdout_pool(labels, 24).tolist()  # the fixed pool, in the train split's order
+
+
 def test_a_finished_run_run_again_trains_again(workdir, capsys):
     """`dvc repro -f`, or a re-run DVC starts after a code change, must train: no checkpoint is left to resume."""
     r = tiny_run()

@@ -14,7 +14,7 @@ from pipeline.schema import digest
 from pipeline.training import engine, run
 
 
-def tiny_run(epochs: int = 2, lr: float = 1e-2, val_subset: int = 0, **recipe) -> run.Run:
+def tiny_run(epochs: int = 2, lr: float = 1e-2, val_subset: int = 0, holdout: int = 0, **recipe) -> run.Run:
     """A 2-layer MLP run on the `workdir` fixture's tiny Fashion-MNIST-shaped dataset (8 x 8, 3 classes)."""
     def build(meta, device):
         torch.manual_seed(0)
@@ -25,7 +25,8 @@ def tiny_run(epochs: int = 2, lr: float = 1e-2, val_subset: int = 0, **recipe) -
                            "ratio": [1.0, 1.0], "hflip": 0.0, "smoothing": 0.0} | recipe)
     config = {"cell": "fashion_mnist-tiny-0", "results": "results/train/fashion_mnist/tiny/seed0",
               "dataset": "fashion_mnist", "seed": 0, "train": dataclasses.asdict(train),
-              "data": {"train_subset": 0, "val_subset": val_subset, "mean": [0.286], "std": [0.353]}}
+              "data": {"train_subset": 0, "val_subset": val_subset, "mean": [0.286], "std": [0.353]}
+              | ({"holdout": holdout} if holdout else {})}
     return run.Run(config=config, build=build, input_size=lambda meta: (meta.image_size, meta.channels),
                    facts=lambda model: {"arm": "none"})
 

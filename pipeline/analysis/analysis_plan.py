@@ -18,7 +18,7 @@ from pipeline.errors import PipelineError
 PLAN = "plan.yaml"
 INTERVALS = (PAIRED, WELCH, SEEDS)
 #: what `defaults` and a claim may set for its comparisons
-SHARED = ("alpha", "power", "interval", "n", "family", "seed_sd", "image_sd")
+SHARED = ("alpha", "power", "interval", "n", "family", "seed_sd", "image_sd", "holdout")
 RULE_KEYS = ("a", "b", "direction", "margin", "effect", "note", "extra", *SHARED)
 #: what a claim's entry may hold besides the SHARED keys
 CLAIM_KEYS = ("comparisons", "thresholds", "secondary", "requires")
@@ -44,6 +44,8 @@ class Rule:
     extra: dict = field(default_factory=dict)
     seed_sd: float = 3.0  #: planning assumption: sd of one seed's difference a − b (points)
     image_sd: float = 20.0  #: planning assumption: sd of an image's own difference (points)
+    #: read over the test images and the held-out pool (`data.holdout`) where every run of the comparison scored one
+    holdout: bool = False
 
     @property
     def confidence(self) -> float:
@@ -59,7 +61,7 @@ class Rule:
         return {"claim": self.claim, "comparison": self.name, "a": self.a, "b": self.b,
                 "needs": f"{self.a} − {self.b} {self.criterion.need}", "effect": self.effect, "family": self.family,
                 "alpha": self.alpha, "interval": self.interval, "n": n, "n_from": self.n_from, "note": self.note,
-                "seed_sd": self.seed_sd, "image_sd": self.image_sd}
+                "seed_sd": self.seed_sd, "image_sd": self.image_sd, "holdout": self.holdout}
 
 
 @dataclass(frozen=True)
@@ -130,12 +132,16 @@ def _rule(claim: str, name: str, spec: dict, shared: dict, sizes: Mapping[str, i
                             " smallest effect of interest is a true difference the claim holds at")
     if s["interval"] not in INTERVALS:
         raise PipelineError(f"{where}: interval {s['interval']!r}; use one of {', '.join(INTERVALS)}")
+    if not isinstance(s.get("holdout", False), bool):
+        raise PipelineError(f"{where}: holdout = {s['holdout']!r}; use true (over the test images and the held-out"
+                            " pool of data.holdout) or false (the test images alone)")
     n, n_from = _planned_n(s["n"], sizes, where)
     if len(n) != (2 if s["interval"] == WELCH else 1):
         raise PipelineError(f"{where}: n = {s['n']!r}; a {s['interval']} interval plans "
                             + ("two numbers, [n of a, n of b]" if s["interval"] == WELCH else "one number"))
     return Rule(claim, name, str(s["a"]), str(s["b"]), criterion, effect, str(s.get("family", claim)), alpha, power,
-                s["interval"], n, n_from, str(s.get("note", "")), dict(s.get("extra") or {}), seed_sd, image_sd)
+                s["interval"], n, n_from, str(s.get("note", "")), dict(s.get("extra") or {}), seed_sd, image_sd,
+                bool(s.get("holdout", False)))
 
 
 def load_plan(paper_dir: str | Path, sizes: Mapping[str, int]) -> dict[str, ClaimPlan]:

@@ -26,6 +26,7 @@ from pipeline.analysis.power import describe as describe_power
 from pipeline.analysis.power import planned_from_estimate
 from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.runs import (
+    SeedScores,
     clip_epochs,
     convergence_columns,
     model3_rows,
@@ -69,6 +70,13 @@ SAME_ARMS = 0.01
 def _p(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{value:.2g}" if value >= 0.001 else "< 0.001"
 
+
+def _pooled(scores: SeedScores) -> SeedScores:
+    """A run group's scores over the test images and the held-out pool (`SeedScores.pooled`), the group's name,
+    untrained runs and regime kept."""
+    out = SeedScores(scores.pooled)
+    out.unit, out.untrained, out.regime = scores.unit, scores.untrained, scores.regime
+    return out
 
 @dataclass
 class Check:
@@ -118,7 +126,7 @@ class Check:
         """What the interval is over, e.g. '5 seed pair(s) × 10,000 test images' or 'Welch, 5 and 4 runs'."""
         e, over = self.estimate, self.count()
         if e.images:
-            return f"{over} × {e.images:,} test images"
+            return f"{over} × {e.images:,} {'test and held-out' if e.pool else 'test'} images"
         reason = "" if self.rule.interval == SEEDS else ", seeds only: no per-image correctness recorded"
         return over + reason
 
@@ -137,8 +145,9 @@ class Check:
         if self.verdict != INCONCLUSIVE:
             return text
         residual = math.sqrt(sum(v * v for v in e.interaction_sds) / len(e.interaction_sds))
+        kind = "test and held-out" if e.pool else "test"
         sd = f"seed sd {num(e.std)} pts" + (f", image sd {num(e.image_sd)} and seed × image sd {num(residual)} pts"
-                                            f" on its {e.images:,} test images" if e.images else "")
+                                            f" on its {e.images:,} {kind} images" if e.images else "")
         effect = f"a true difference of {num(r.effect, True)} pts"
         new = (f"a new experiment would need {self.new_seeds} seeds per arm" if self.new_seeds else
                "no new experiment of up to 1,000 seeds per arm would reach it (the test-image term alone is too"
@@ -236,9 +245,14 @@ class Evidence:
 
     @staticmethod
     def estimate(rule: Rule, a: Mapping[int, Scores], b: Mapping[int, Scores], labels: tuple[str, str]) -> Estimate:
-        """a − b as the rule's interval kind asks: paired over seeds and images, Welch, or over seeds only."""
+        """a − b as the rule's interval kind asks: paired over seeds and images, Welch, or over seeds only; over the
+        test images and the held-out pool where the rule says so and every run scored one (`Rule.holdout`)."""
         test = unpaired_difference if rule.interval == WELCH else paired_difference
-        return test(a, b, confidence=rule.confidence, labels=labels, images=rule.interval != SEEDS)
+        pooled = rule.holdout and all(getattr(s, "pooled", None) for s in (a, b))
+        if pooled:
+            a, b = _pooled(a), _pooled(b)
+        e = test(a, b, confidence=rule.confidence, labels=labels, images=rule.interval != SEEDS)
+        return replace(e, pool=True) if pooled else e
 
     def pair(self, rule: Rule, a: str, b: str, **where) -> Estimate:
         """a − b (arms) in points, within the ViT runs matching `where` (dataset=..., variant=...)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ CLAIM_FRAMES = {"headline": ("vit",), "1": ("vit",), "2": ("vit",), "3": ("vit",
                 "10": ("m3",), "11": ("vit", "configs"), "12": ("weight_selection",), "13": ("sia",),
                 "14": ("sia",), "15": ("m3",)}
 #: the columns of each frame besides a group's keys: what the claims read of a run
-RUN_COLUMNS = ["seed", "top1", "correct", "history", "params"]
+RUN_COLUMNS = ["seed", "top1", "correct", "pooled", "history", "params"]
 KEYS = {"vit": ["dataset", "variant", "arm", "model", "family", "num_heads"],
         "filters": ["dataset", "variant", "sigma", "heads"],
         "ci": ["dataset", "alpha", "arm"], "m3": ["dataset", "form", "arm", "qk", "value"],
@@ -47,19 +47,21 @@ BASE = 0.5
 
 @dataclass
 class Design:
-    """What one profile plans: the experiment, its plan, and each dataset's test-split size."""
+    """What one profile plans: the experiment, its plan, each dataset's test-split size and held-out pool."""
 
     name: str
     exp: Experiment
     plans: dict
     test_size: dict
+    holdout: dict = field(default_factory=dict)  #: {dataset: images of its held-out pool} (`data.holdout`)
 
     @classmethod
     def of(cls, params: Params, paper: str | Path = "paper", name: str | None = None) -> Design:
         exp = Experiment.from_params(params)
         datasets = {*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.ws_datasets}
         return cls(name or params.profile, exp, load_plan(paper, exp.sizes()),
-                   {d: DATASETS[d].eval_size for d in datasets if d in DATASETS and DATASETS[d].eval_size})
+                   {d: DATASETS[d].eval_size for d in datasets if d in DATASETS and DATASETS[d].eval_size},
+                   {d: n for d, n in (params.data.holdout or {}).items() if n})
 
     @classmethod
     def of_profile(cls, profile: str, root: str | Path) -> Design:
@@ -104,12 +106,14 @@ class Design:
         rows: dict[str, list] = {k: [] for k in KINDS}
         epochs = max(self.exp.convergence_epochs, default=1)
         for g, p in zip(groups, truth):
-            size = self.test_size.get(g["dataset"], 0)
+            size, pool = self.test_size.get(g["dataset"], 0), self.holdout.get(g["dataset"], 0)
             correct = np.arange(size) < round(p * size) if size else None
+            pooled = np.concatenate([correct, np.arange(pool) < round(p * pool)]) if size and pool else None
             top1 = float(correct.mean()) if size else p
             history = [{"epoch": e, "train_top1": p, "val_top1": p} for e in range(epochs)]
-            rows[g["kind"]] += [g | {"seed": s, "top1": top1, "correct": correct, "history": history,
-                                     "params": g.get("params", 5e4)} for s in self.seeds(g["kind"])]
+            rows[g["kind"]] += [g | {"seed": s, "top1": top1, "correct": correct, "pooled": pooled,
+                                     "history": history, "params": g.get("params", 5e4)}
+                                for s in self.seeds(g["kind"])]
         return self.frames(rows)
 
     def frames(self, rows: dict[str, list]) -> dict[str, pd.DataFrame]:

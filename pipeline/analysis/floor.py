@@ -1,8 +1,9 @@
 """A floor a reader knows, beside the grid's tables: a multinomial logistic regression on the raw pixels of the same
-training images each seed's cells train on (params `data.train_subset`, the class-stratified draw of that seed,
-`pipeline.data.load.loaders.take_subset`), scored on the whole test split the cells are scored on. A trained ViT
-that does not beat it has learnt no more than a linear read of the pixels (on all 60,000 Fashion-MNIST images
-such a model scores about 84 %: Xiao, Rasul and Vollgraf 2017, the dataset's benchmark).
+training images each seed's cells train on (params `data.train_subset`, the class-stratified draw of that seed
+outside the held-out pool of `data.holdout`, `pipeline.data.load.loaders.training_draw`), scored on the whole test
+split the cells are scored on. A trained ViT that does not beat it has learnt no more than a linear read of the
+pixels (on all 60,000 Fashion-MNIST images such a model scores about 84 %: Xiao, Rasul and Vollgraf 2017, the
+dataset's benchmark).
 
 Stage `floor@<dataset>`: results/floor/<dataset>/floor.json, which `aggregate` reads (`runs.read_floors`).
 scikit-learn's `LogisticRegression` (lbfgs) on pixels scaled to [0, 1], the grid's seeds; only tensor-stored
@@ -17,10 +18,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from pipeline import entry
 from pipeline.analysis.runs import FLOORS
-from pipeline.data.load.loaders import stratified_order
+from pipeline.data.load.loaders import training_draw
 from pipeline.data.store import load_split, read_manifest
 from pipeline.errors import PipelineError
 from pipeline.experiments import data_section
@@ -38,14 +40,12 @@ def pixels(images) -> np.ndarray:
     return array.reshape(len(array), -1) / 255.0
 
 
-def seed_subset(labels, n: int, seed: int) -> np.ndarray:
-    """The indices of a seed's training images, as the cells draw them (`take_subset`): all for 0 or >= the split."""
-    if n <= 0 or n >= len(labels):
-        return np.arange(len(labels))
-    return stratified_order(labels, seed)[:n].numpy()
+def seed_subset(labels, n: int, seed: int, holdout: int = 0) -> np.ndarray:
+    """The indices of a seed's training images, as the cells draw them (`training_draw`)."""
+    return training_draw(torch.as_tensor(labels, dtype=torch.int64), n, seed, holdout).numpy()
 
 
-def floor(root: str | Path, dataset: str, seeds: list[int], train_subset: int) -> dict:
+def floor(root: str | Path, dataset: str, seeds: list[int], train_subset: int, holdout: int = 0) -> dict:
     """The floor of `dataset` under `root`: per seed, the test top-1 (%) of a logistic regression trained on that
     seed's training images."""
     from sklearn.linear_model import LogisticRegression
@@ -60,14 +60,14 @@ def floor(root: str | Path, dataset: str, seeds: list[int], train_subset: int) -
     test_x, test_y = load_split(directory / manifest["splits"][manifest["eval_split"]]["file"])
     test_features, test_labels = pixels(test_x), np.asarray(test_y)
     for seed in seeds:
-        chosen = seed_subset(train_y, train_subset, seed)
+        chosen = seed_subset(train_y, train_subset, seed, holdout)
         model = LogisticRegression(max_iter=MAX_ITER)
         model.fit(pixels(train_x[chosen]), np.asarray(train_y)[chosen])
         top1 = 100.0 * float((model.predict(test_features) == test_labels).mean())
         record["seeds"][str(seed)] = {"top1": top1}
         print(f"floor@{dataset}: seed {seed}: {len(chosen)} training images -> {top1:.2f}% on {len(test_labels)}")
     tops = [s["top1"] for s in record["seeds"].values()]
-    return record | {"computed": True, "train_images": int(len(seed_subset(train_y, train_subset, seeds[0]))),
+    return record | {"computed": True, "train_images": int(len(seed_subset(train_y, train_subset, seeds[0], holdout))),
                      "test_images": int(len(test_labels)), "mean": float(np.mean(tops)),
                      "std": float(np.std(tops, ddof=1)) if len(tops) > 1 else None}
 
@@ -79,8 +79,8 @@ def add_arguments(parser) -> None:
 def main(params: Params, args) -> int:
     if args.dataset not in params.datasets:
         raise PipelineError(f"dataset {args.dataset!r}: not one of params `datasets` ({', '.join(params.datasets)})")
-    subset = data_section(params, args.dataset)["train_subset"]
-    record = floor(params.data.root, args.dataset, list(params.seeds), subset)
+    data = data_section(params, args.dataset)
+    record = floor(params.data.root, args.dataset, list(params.seeds), data["train_subset"], data.get("holdout", 0))
     write_text(FLOORS / args.dataset / "floor.json", json.dumps(record, indent=2) + "\n")
     return 0
 

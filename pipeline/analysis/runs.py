@@ -5,7 +5,8 @@ Which runs belong to the experiment is decided by params.yaml through the declar
 each stage's cells, their results folders and how their rows join a frame), not by what lies in results/; a cell it
 plans without a metrics.json is reported missing. Accuracies stay fractions. `top1` is the final model's test top-1
 where the run scored the test split (`correct` then holds its per-image correctness, ordered by image), else the
-last validation top-1.
+last validation top-1. Where a run also scored the held-out pool of `data.holdout`, `pooled` holds its correctness
+on the test images followed by the pool's, for the comparisons the plan reads over both (`Rule.holdout`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pipeline.analysis.trained import untrained_note
 from pipeline.errors import PipelineError
 from pipeline.experiments import CellStage, stages
 from pipeline.experiments.ci import MODEL3
-from pipeline.outputs import TEST_CORRECT
+from pipeline.outputs import HOLDOUT_CORRECT, TEST_CORRECT
 
 #: the stages' results folder, as their declarations name it
 RESULTS = Path("results")
@@ -34,9 +35,10 @@ FLOORS = RESULTS / "floor"
 RUN_FIELDS = ("top1", "top5", "best_top1", "best_epoch", "train_top1", "val_loss", "train_loss", "epochs",
               "wall_time_s", "images_per_s", "params", "train_size", "val_size", "test_size", "steps", "token_grid",
               "world_size", "git_rev", "python", "torch", "torchvision", "timm", "hardware", "cpu_count",
-              "config_digest", "amp_dtype", "data_path")
-#: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices
-SCORED = ("val_top1", "correct", "images")
+              "config_digest", "amp_dtype", "data_path", "holdout_top1", "holdout_size")
+#: columns every frame gets besides its fields: the validation top-1, per-image correctness and its image indices,
+#: and the correctness on the test images then the held-out pool's (None without a pool)
+SCORED = ("val_top1", "correct", "images", "pooled")
 
 
 def read_metrics(path: Path) -> dict:
@@ -66,9 +68,12 @@ def read_correct(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
 def _row(metrics: dict, fields: Sequence[str], folder: Path | None = None) -> dict:
     row = {k: metrics.get(k, math.nan) for k in fields} | {"history": metrics.get("history", [])}
     scored = read_correct(folder / TEST_CORRECT) if folder is not None else None
-    row |= {"val_top1": row.get("top1", math.nan), "correct": None, "images": None}
+    row |= {"val_top1": row.get("top1", math.nan), "correct": None, "images": None, "pooled": None}
     if scored is not None:
         row |= {"top1": float(scored[1].mean()), "images": scored[0], "correct": scored[1]}
+        pool = read_correct(folder / HOLDOUT_CORRECT)
+        if pool is not None:
+            row["pooled"] = np.concatenate([scored[1], pool[1]])
     return row
 
 
@@ -140,6 +145,8 @@ class SeedScores(dict):
     unit: str
     untrained: tuple = ()
     regime: str = ""  #: what its runs were reached with (`pipeline.analysis.regime.run_regime`)
+    #: {seed: correctness on the test images then the held-out pool's} when every run scored a pool, else None
+    pooled: dict | None = None
 
 
 def _matched(runs: pd.DataFrame, match: dict) -> pd.DataFrame:
@@ -170,8 +177,12 @@ def per_seed_scores(runs: pd.DataFrame, **match) -> SeedScores:
     `stats` takes as a run's scores."""
     rows = _matched(runs, match)
     correct = rows["correct"] if "correct" in rows else [None] * len(rows)
-    return _named({int(s): c if c is not None else 100.0 * float(v)
-                   for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows, match)
+    out = _named({int(s): c if c is not None else 100.0 * float(v)
+                  for s, c, v in zip(rows["seed"], correct, rows["top1"])}, rows, match)
+    pooled = list(rows["pooled"]) if "pooled" in rows else []
+    if len(rows) and all(p is not None for p in pooled):
+        out.pooled = {int(s): p for s, p in zip(rows["seed"], pooled)}
+    return out
 
 
 def convergence_columns(runs: pd.DataFrame, epochs: Sequence[int]) -> pd.DataFrame:

@@ -79,6 +79,7 @@ class Estimate:
     untrained: tuple = ()  #: the inputs' runs that did not train (`runs.SeedScores`): no evidence while non-empty
     #: the inputs' regime (`runs.SeedScores.regime`: images, steps, tokens, parameters), each distinct one once
     regime: str = ""
+    pool: bool = False  #: the images are the test split's and the held-out pool's (`data.holdout`)
 
     @property
     def enough(self) -> bool:

@@ -157,7 +157,9 @@ def data_section(params, dataset: str, train_subset: int | None = None) -> dict:
 
     mean, std = normalization_stats(dataset, params.data.normalization)
     subset = params.data.train_subset if train_subset is None else train_subset
-    return {"train_subset": subset, "val_subset": params.data.val_subset,
+    held = (params.data.holdout or {}).get(dataset, 0)
+    pool = {"holdout": held} if held else {}  # absent without a pool: no cell re-runs for the key
+    return {"train_subset": subset, "val_subset": params.data.val_subset, **pool,
             "normalization": params.data.normalization, "mean": list(mean), "std": list(std)}
 
 

@@ -572,7 +572,8 @@ def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt
         live_dir: Path | None = None, name: str = "run", resources) -> dict:
     """Train `model` on `loaders` with `recipe`; resume from `checkpoint` if it belongs to the same `attempt` (the
     caller's digest of what produced it; `resources` are not part of it). Returns a summary: final and best top-1/5,
-    losses, epochs, wall time, images/s, the per-epoch history and, with `loaders.test`, per-image `test_correct`."""
+    losses, epochs, wall time, images/s, the per-epoch history and, with `loaders.test`, per-image `test_correct`
+    (`holdout_correct` with `loaders.holdout`)."""
     steps = len(loaders.train)
     if steps == 0:
         raise PipelineError(f"[{name}] the training set gives no full batch of {recipe.batch_size}; lower"
@@ -595,6 +596,12 @@ def fit(model, loaders, recipe, *, seed: int, d: Dist, checkpoint: Path, attempt
         correct = score(parts.ema.module if parts.ema else parts.model, loaders.test, d, parts.autocast)
         summary |= {"test_top1": float(correct.mean()), "test_size": len(correct), "test_correct": correct,
                     "test_time_s": time.perf_counter() - start}
+    if getattr(loaders, "holdout", None) is not None:  # the held-out pool of the train split (data.holdout)
+        start = time.perf_counter()
+        correct = score(parts.ema.module if parts.ema else parts.model, loaders.holdout, d, parts.autocast)
+        summary |= {"holdout_top1": float(correct.mean()), "holdout_size": len(correct), "holdout_correct": correct,
+                    "holdout_index": np.asarray(loaders.holdout.dataset.indices, dtype=np.int32),
+                    "holdout_time_s": time.perf_counter() - start}
     return summary
 
 

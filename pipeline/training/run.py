@@ -2,8 +2,8 @@
 
 `execute` (one rank under torchrun) sets up the device and process group, builds the loaders and the model,
 trains with the engine (checkpointing to scratch/<results path>/last.pt, not a DVC out), writes the results
-folder on rank 0 all or nothing (metrics.json, test_correct.npz, config.json, model.pt, live/) and removes the
-checkpoint. `pipeline.cell` starts it.
+folder on rank 0 all or nothing (metrics.json, test_correct.npz, with `data.holdout` holdout_correct.npz,
+config.json, model.pt, live/) and removes the checkpoint. `pipeline.cell` starts it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pipeline.data.load.loaders import Loaders, build_loaders
 from pipeline.data.load.transforms import Augment
 from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.errors import PipelineError
-from pipeline.outputs import TEST_CORRECT, folder_aside
+from pipeline.outputs import HOLDOUT_CORRECT, TEST_CORRECT, folder_aside
 from pipeline.training.engine import Dist, amp_dtype, fit, setup_distributed, teardown_distributed
 
 RESULTS = Path("results")
@@ -89,7 +89,8 @@ def build_run_loaders(data: dict, root: str | Path, dataset: str, img_size: int,
                           in_chans=in_chans, batch_size=recipe.batch_size // d.world_size, seed=seed,
                           augment=augment, rank=d.rank, world_size=d.world_size, workers=resources.workers,
                           train_subset=data["train_subset"], val_subset=data["val_subset"],
-                          pin_memory=d.device.type == "cuda", sampler_ranks=recipe.sampler_ranks)
+                          pin_memory=d.device.type == "cuda", sampler_ranks=recipe.sampler_ranks,
+                          holdout=data.get("holdout", 0))
     if after:  # timm's own, on the whole batch (the device path's equal in law: device_data.Erasing)
         built.erase = RandomErasing(recipe.reprob, mode=recipe.remode, device=d.device.type)
     if device_data.choose(resources.data_on_device, built, augment, d.device):
@@ -142,7 +143,11 @@ def write_outputs(out: Path, summary: dict, config: dict, model: nn.Module, reco
             correct = summary["test_correct"]
             np.savez_compressed(tmp / TEST_CORRECT, index=np.arange(len(correct), dtype=np.int32),
                                 correct=correct)
-        metrics = {k: v for k, v in summary.items() if k not in ("history", "test_correct")} | record
+        if summary.get("holdout_correct") is not None:
+            np.savez_compressed(tmp / HOLDOUT_CORRECT, index=summary["holdout_index"],
+                                correct=summary["holdout_correct"])
+        metrics = {k: v for k, v in summary.items()
+                   if k not in ("history", "test_correct", "holdout_correct", "holdout_index")} | record
         metrics["history"] = summary["history"]
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
 

@@ -61,6 +61,8 @@ def choose(setting, loaders: Loaders, augment: Augment, device: torch.device) ->
     splits = [loaders.train.dataset, loaders.val.dataset]
     if loaders.test is not None and loaders.test is not loaders.val:
         splits.append(loaders.test.dataset)
+    if loaders.holdout is not None:
+        splits.append(loaders.holdout.dataset)
     reason = unsupported(augment)
     if any(tensor_images(s) is None for s in splits):
         reason = "the dataset is stored as files, not as tensors (only in-memory datasets go on the device)"
@@ -361,6 +363,8 @@ def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device:
     roles = [("train", DeviceAugment(**options)), ("val", EvalOnDevice(**options))]
     if loaders.test is not None and loaders.test is not loaders.val:
         roles.append(("test", roles[1][1]))
+    if loaders.holdout is not None:
+        roles.append(("holdout", roles[1][1]))
     built = {}
     for role, transform in roles:
         loader = getattr(loaders, role)
@@ -371,4 +375,5 @@ def device_loaders(loaders: Loaders, *, img_size: int, augment: Augment, device:
     test = built.get("test", built["val"] if loaders.test is loaders.val else None)
     return Loaders(built["train"], built["val"], loaders.num_classes, loaders.train_size, loaders.val_size,
                    loaders.classes, loaders.in_chans, loaders.mean, loaders.std, "device", test, loaders.test_size,
-                   Erasing(loaders.erase.probability, loaders.erase.mode) if loaders.erase is not None else None)
+                   Erasing(loaders.erase.probability, loaders.erase.mode) if loaders.erase is not None else None,
+                   built.get("holdout"))

@@ -9,7 +9,10 @@
 `batch_size` is per process; the train loader drops its last partial batch (timm's Mixup needs even batches).
 Epoch e's order and each image's augmentation depend only on (seed, e, its place) (`SeededOrder`), not on
 `resources.workers` or a resume. The eval loader shards without padding, so summed counts see each image once.
-`train_subset` is a class-stratified draw per run seed, the same for every arm of a seed.
+`train_subset` is a class-stratified draw per run seed, the same for every arm of a seed. `holdout` images of the
+train split (a fixed class-stratified draw, the same for every seed) are never drawn for training: the final model
+scores them beside the test split (`Loaders.holdout`), a second sample of the task's images for the comparisons whose
+margins are within the test split's own noise.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from pipeline.errors import PipelineError
 
 #: Seed of the fixed shuffle that `val_subset` takes its first n images from (`train_subset`: the run seed's).
 SUBSET_SEED = 0
+#: Seed of the fixed shuffle the held-out pool (`holdout`) is the first n images of: no run seed's draw
+HOLDOUT_SEED = 7_919
 #: Run seed s shuffles epoch e with generator seed s * SEED_STRIDE + e: distinct for every (s, e) with
 #: e < SEED_STRIDE (torch's DistributedSampler alone uses s + e, so seed 1 epoch 0 would repeat seed 0 epoch 1).
 SEED_STRIDE = 1_000_003
@@ -159,6 +164,7 @@ class Loaders:
     test_size: int = 0
     #: random erasing of a whole training batch after Mixup/CutMix (`erasing_after_mix`); None: the loader erases
     erase: Callable | None = None
+    holdout: DataLoader | None = None  #: the held-out pool of the train split, scored like `test` (`holdout`)
 
 
 class ShardSampler(Sampler[int]):
@@ -225,6 +231,30 @@ def take_subset(dataset, n: int, seed: int = SUBSET_SEED):
     return Subset(dataset, stratified_order(dataset_labels(dataset), seed)[:n].tolist())
 
 
+def holdout_pool(labels: torch.Tensor, holdout: int) -> torch.Tensor:
+    """The held-out pool's indices, ascending: the first `holdout` of the split's fixed stratified shuffle
+    (HOLDOUT_SEED); empty for 0."""
+    if holdout <= 0:
+        return torch.zeros(0, dtype=torch.int64)
+    if holdout >= len(labels):
+        raise PipelineError(f"data.holdout = {holdout} leaves none of the {len(labels):,} training images to train"
+                            " on; lower it")
+    return stratified_order(labels, HOLDOUT_SEED)[:holdout].sort().values
+
+
+def training_draw(labels: torch.Tensor, n: int, seed: int, holdout: int = 0) -> torch.Tensor:
+    """The indices a run seed trains on: the first `n` of a stratified shuffle seeded by `seed` of the split less the
+    held-out pool (all of it for n 0 or >= what is left). Without a pool, `take_subset`'s draw exactly."""
+    rest = torch.arange(len(labels))
+    if holdout > 0:
+        keep = torch.ones(len(labels), dtype=torch.bool)
+        keep[holdout_pool(labels, holdout)] = False
+        rest = rest[keep]
+    if n <= 0 or n >= len(rest):
+        return rest
+    return rest[stratified_order(labels[rest], seed)[:n]]
+
+
 def open_split(manifest: dict, directory: Path, split: str, transform=None):
     fmt, expected = manifest["format"], manifest["splits"][split]["images"]
     if fmt == "tensors":
@@ -260,11 +290,12 @@ def train_order(dataset, *, seed: int, rank: int, world_size: int, aug_repeats: 
 def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], img_size: int, in_chans: int | None,
                   batch_size: int, seed: int, augment: Augment, rank: int = 0, world_size: int = 1, workers: int = 0,
                   train_subset: int = 0, val_subset: int = 0, pin_memory: bool = False,
-                  sampler_ranks: int = 1) -> Loaders:
+                  sampler_ranks: int = 1, holdout: int = 0) -> Loaders:
     """Train and eval loaders of fetched dataset `name` under `root` (module docstring).
 
     `stats` is the (mean, std) to normalise with (`registry.normalization_stats`); `in_chans` None takes the
-    dataset's channels; a subset of 0 keeps the whole split.
+    dataset's channels; a subset of 0 keeps the whole split; `holdout` > 0 holds that many training images out
+    (module docstring).
     """
     directory = Path(root) / name
     manifest = read_manifest(directory, name)
@@ -281,8 +312,15 @@ def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], im
             transform, collates[role] = None, TensorBatchTransform(training=role == "train", **options)
         else:
             transform, collates[role] = pil_transform(training=role == "train", **options), None
-        sets[role] = take_subset(open_split(manifest, directory, split, transform), subset,
-                                 seed if role == "train" else SUBSET_SEED)
+        split_set = open_split(manifest, directory, split, transform)
+        if role == "train" and holdout > 0:
+            labels = dataset_labels(split_set)
+            sets["train"] = Subset(split_set, training_draw(labels, subset, seed, holdout).tolist())
+            pool = Subset(open_split(manifest, directory, split, None if backend == "tensor" else
+                                     pil_transform(training=False, **options)),
+                          holdout_pool(labels, holdout).tolist())
+        else:
+            sets[role] = take_subset(split_set, subset, seed if role == "train" else SUBSET_SEED)
     whole = sets["val"].dataset if isinstance(sets["val"], Subset) else None  # the eval split, for `test`
     if len(sets["train"]) < batch_size * world_size:
         raise PipelineError(f"train.batch_size: {batch_size} per process x {world_size} process(es) exceeds the "
@@ -303,4 +341,5 @@ def build_loaders(name: str, root: str | Path, *, stats: tuple[tuple, tuple], im
     val = evaluation(sets["val"])
     test = evaluation(whole) if whole is not None else val
     return Loaders(train, val, meta.num_classes, len(sets["train"]), len(sets["val"]),
-                   manifest["classes"], in_chans, mean, std, backend, test, len(test.dataset))
+                   manifest["classes"], in_chans, mean, std, backend, test, len(test.dataset),
+                   holdout=evaluation(pool) if holdout > 0 else None)
