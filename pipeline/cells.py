@@ -9,14 +9,21 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
 (docs/scale-out.md).
 
     python -m pipeline cells save        # after a run: cells/<profile>/ from results/ (commit it)
+    python -m pipeline cells save --partial   # mid-run: the finished cells, and their lock entries (commit them)
+    python -m pipeline cells resume      # in a fresh clone: put a partial run back and record its cells as done, so
+                                         #   `make repro PROFILE=<profile>` trains only what is missing
     python -m pipeline cells restore     # put cells/<profile>/ back where the stages write them
     python -m pipeline cells rederive    # restore, then the plan history, aggregate, figures, report and README
                                          #   blocks from them: no training, a few minutes on 2 cores (the figures'
                                          #   example images need the dataset: fetched first where it is missing)
 
-`save` refuses a run with a planned cell missing (a partial run is not what a document quotes); `restore` refuses a
-cell whose resolved configuration is not the one params.yaml now plans (`configs/`), naming it, so a committed cell
-never stands in for another recipe.
+`save` refuses a run with a planned cell missing (a partial run is not what a document quotes) unless told
+`--partial`, which is for a long run spread over several sittings or machines: it keeps the finished cells and their
+dvc.lock entries (`PARTIAL_LOCK`). `resume` restores them and records in dvc.lock, with `dvc commit`, each cell
+whose recorded code, configuration and data equal what this clone has (`dvc status` then finds only its outs
+changed: the checkpoint the compact form leaves out); a cell whose inputs moved is left stale, so it trains again.
+`restore` refuses a cell whose resolved configuration is not the one params.yaml now plans (`configs/`), naming it,
+so a committed cell never stands in for another recipe.
 """
 
 from __future__ import annotations
@@ -36,19 +43,27 @@ RESULTS = Path("results")
 DERIVED = (RESULTS / "tables", RESULTS / "summary.json", RESULTS / "plan_history.json")
 #: what the compact form leaves out of an out: checkpoints and dvclive's per-step logs
 DROPPED_SUFFIXES, DROPPED_DIRS = (".pt",), ("live",)
+#: a partial run's dvc.lock entries of its finished cells, beside them in cells/<profile>/
+PARTIAL_LOCK = "partial.lock"
 #: the light stages, in order, that turn cells into the report (as dvc.yaml runs them), then the README's blocks
 REDERIVE = ("pipeline.analysis.plan_history", "pipeline.analysis.aggregate", "pipeline.analysis.figures",
             "pipeline.analysis.report")
 
 
-def planned_outs(root: Path = Path(".")) -> list[Path]:
-    """The results/ outs of every stage dvc.yaml defines for params.yaml, less the derived ones (module docstring)."""
+def planned_stages(root: Path = Path(".")) -> dict[Path, str]:
+    """{results/ out: its stage's name} of every stage dvc.yaml defines for params.yaml, less the derived outs."""
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
-        outs = [Path(out.fs_path).relative_to(Path(repo.root_dir).resolve()) for stage in repo.index.stages
-                for out in stage.outs]
-    return sorted(o for o in outs if o.parts[0] == RESULTS.name and o not in DERIVED)
+        base = Path(repo.root_dir).resolve()
+        found = {Path(out.fs_path).relative_to(base): stage.addressing for stage in repo.index.stages
+                 for out in stage.outs}
+    return {o: found[o] for o in sorted(found) if o.parts[0] == RESULTS.name and o not in DERIVED}
+
+
+def planned_outs(root: Path = Path(".")) -> list[Path]:
+    """The results/ outs of every stage dvc.yaml defines for params.yaml, less the derived ones (module docstring)."""
+    return list(planned_stages(root))
 
 
 def kept(path: Path) -> bool:
@@ -66,17 +81,36 @@ def store(params: Params) -> Path:
     return CELLS / params.profile
 
 
-def save(params: Params, root: Path = Path(".")) -> Path:
+def lock_entries(root: Path, names) -> dict:
+    """dvc.lock's entries of the stages `names` (those it records)."""
+    import yaml
+
+    lock = root / "dvc.lock"
+    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}) if lock.is_file() else {}
+    return {n: stages[n] for n in names if n in stages}
+
+
+def save(params: Params, root: Path = Path("."), partial: bool = False) -> Path:
     """Copy the compact form of every planned cell into cells/<profile>/, replacing what was there; refuses (naming
-    them) when a planned cell has not run."""
-    outs = planned_outs(root)
-    missing = [str(o) for o in outs if not (root / o).exists()]
-    if missing:
+    them) when a planned cell has not run, unless `partial` (then the finished ones and their lock entries)."""
+    import yaml
+
+    planned = planned_stages(root)
+    missing = [str(o) for o in planned if not (root / o).exists()]
+    if missing and not partial:
         raise PipelineError(f"{len(missing)} planned cell(s) have not run, e.g. {', '.join(missing[:3])}; run `python"
-                            " -m pipeline repro` first (cells save keeps whole runs only)")
+                            " -m pipeline repro` first, or keep what finished with `cells save --partial`")
+    outs = [o for o in planned if (root / o).exists()]
+    entries = lock_entries(root, [planned[o] for o in outs]) if partial else {}
+    if partial and len(entries) < len(outs):
+        raise PipelineError(f"{len(outs) - len(entries)} finished cell(s) have no dvc.lock entry (run by hand, not"
+                            " by DVC); run `python -m pipeline repro` to record them first")
     dest = root / store(params)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if partial:
+        (tmp / PARTIAL_LOCK).write_text(yaml.safe_dump({"schema": "2.0", "stages": entries}, sort_keys=True))
     for out in outs:
         for f in compact_files(root / out):
             target = tmp / f.relative_to(root)
@@ -104,16 +138,18 @@ def resolved_config(root: Path, out: Path) -> dict | None:
     return None
 
 
-def restore(params: Params, root: Path = Path(".")) -> list[Path]:
+def restore(params: Params, root: Path = Path("."), partial: bool = False) -> list[Path]:
     """Put cells/<profile>/ back under results/; refuses a cell whose recorded configuration differs from the one
-    params.yaml now resolves (configs/, written by `python -m pipeline resolve`)."""
+    params.yaml now resolves (configs/, written by `python -m pipeline resolve`). `partial`: the cells it holds."""
     source = root / store(params)
     if not source.is_dir():
         raise PipelineError(f"{source}: no committed cells for profile {params.profile!r}; `python -m pipeline cells"
                             " save` after its run writes them")
     outs = planned_outs(root)
     absent = [str(o) for o in outs if not (source / o).exists()]
-    if absent:
+    if partial:
+        outs = [o for o in outs if (source / o).exists()]
+    elif absent:
         raise PipelineError(f"{source} lacks {len(absent)} planned cell(s), e.g. {', '.join(absent[:3])}: params.yaml"
                             f" plans another run than the one committed for {params.profile!r}")
     moved = []
@@ -132,6 +168,40 @@ def restore(params: Params, root: Path = Path(".")) -> list[Path]:
             shutil.copytree(source / out, root / out)
         moved.append(out)
     return moved
+
+
+def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]]:
+    """Restore a partial run's cells and record in dvc.lock those whose inputs are unchanged (module docstring):
+    (the stages recorded, the stages left to train again)."""
+    import yaml
+    from dvc.repo import Repo
+
+    source = root / store(params) / PARTIAL_LOCK
+    if not source.is_file():
+        raise PipelineError(f"{source}: no partial run of profile {params.profile!r} is committed (`python -m"
+                            " pipeline cells save --partial` keeps one)")
+    recorded = (yaml.safe_load(source.read_text()) or {}).get("stages", {})
+    run("-m", "pipeline", "resolve")
+    moved = restore(params, root, partial=True)
+    lock_path = root / "dvc.lock"
+    lock = (yaml.safe_load(lock_path.read_text()) or {}) if lock_path.is_file() else {}
+    lock.setdefault("schema", "2.0")
+    lock["stages"] = (lock.get("stages") or {}) | recorded
+    lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
+    adopted, stale = [], []
+    with Repo(str(root)) as repo:
+        for name in recorded:
+            changes = [k for change in repo.status(targets=[name]).get(name, []) if isinstance(change, dict)
+                       for k in change]
+            if any(k != "changed outs" for k in changes):
+                stale.append(name)
+                continue
+            repo.commit(name, force=True)
+            adopted.append(name)
+    print(f"cells: restored {len(moved)} cell(s) of profile {params.profile!r}; recorded {len(adopted)} as done;"
+          f" {len(stale)} left to train again (their code, configuration or data changed"
+          + (f", e.g. {', '.join(stale[:3])})" if stale else ")"), flush=True)
+    return adopted, stale
 
 
 def run(*argv: str) -> None:
@@ -155,12 +225,15 @@ def rederive(params: Params) -> None:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("save", "restore", "rederive"), help="see the module docstring")
+    parser.add_argument("action", choices=("save", "restore", "resume", "rederive"), help="see the module docstring")
+    parser.add_argument("--partial", action="store_true", help="save: keep the finished cells of a run under way")
 
 
 def main(params: Params, args) -> int:
     if args.action == "save":
-        print(f"cells: wrote {save(params)} (commit it)")
+        print(f"cells: wrote {save(params, partial=getattr(args, 'partial', False))} (commit it)")
+    elif args.action == "resume":
+        resume(params)
     elif args.action == "restore":
         print(f"cells: restored {len(restore(params))} cell(s) from {store(params)}")
     else:

@@ -63,3 +63,33 @@ def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
     sh(repo, "python", "-m", "pipeline", "readme", "--check")
     summary = json.loads((repo / "results/summary.json").read_text())
     assert summary == json.loads((ROOT / "results/summary.json").read_text())
+
+
+def test_a_partial_run_resumes_in_a_fresh_clone_training_only_what_is_missing(smoke_built, tmp_path):
+    """`cells save --partial` mid-run keeps the finished cells and their lock entries; in a fresh clone (no results,
+    no DVC cache, no lock entries for them) `cells resume` records them as done, so the runner plans only the cell
+    that had not finished, and a cell whose code stamp moved trains again."""
+    import yaml
+
+    repo = copy_built(smoke_built[0], tmp_path / "repo")
+    unfinished = "results/train/fashion_mnist/vit/impulse/seed0"
+    shutil.rmtree(repo / unfinished)  # a run stopped before this cell finished
+    out = sh(repo, "python", "-m", "pipeline", "cells", "save", check=False)
+    assert "keep what finished with `cells save --partial`" in out
+    sh(repo, "python", "-m", "pipeline", "cells", "save", "--partial")
+    partial = yaml.safe_load((repo / "cells/smoke/partial.lock").read_text())["stages"]
+    assert "train@fashion_mnist-vit-default-0" in partial and "train@fashion_mnist-vit-impulse-0" not in partial
+    for gone in ("results", "reports", ".dvc/cache"):  # a fresh clone on another machine
+        shutil.rmtree(repo / gone, ignore_errors=True)
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    lock["stages"] = {k: v for k, v in lock["stages"].items() if k not in partial}
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    moved = "train@fashion_mnist-vit-mimetic-0"  # made with another code than this clone's: trains again
+    partial[moved]["deps"][0]["md5"] = "0" * 32
+    (repo / "cells/smoke/partial.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": partial}))
+    out = sh(repo, "python", "-m", "pipeline", "cells", "resume")
+    assert f"recorded {len(partial) - 1} as done; 1 left to train again" in out and moved in out
+    plan = sh(repo, "python", "-m", "pipeline", "repro", "--dry")
+    stale = {line.split(":")[0].strip() for line in plan.splitlines() if ": stale;" in line}
+    assert {"train@fashion_mnist-vit-impulse-0", moved} <= stale
+    assert not stale & (set(partial) - {moved})
