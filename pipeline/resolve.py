@@ -1,6 +1,6 @@
-"""`python -m pipeline resolve` (dvc.yaml's first stage, `configs`): validate params.yaml as `check` does, then
-write each training cell's resolved configuration, configs/<stage>/<cell>.json, each runtime module's code stamp,
-configs/code/<module>.json, and configs/runtime.json.
+"""`python -m pipeline resolve` (dvc.yaml's first stage, `configs`): validate params.yaml (`pipeline.validation`, as
+`check` does), then write each training cell's resolved configuration, configs/<stage>/<cell>.json, each runtime
+module's code stamp, configs/code/<module>.json, and configs/runtime.json.
 
 A cell depends on its own configuration and its runtime's stamp, never on params.yaml or this code: a change that
 leaves both files byte for byte the same leaves the cell up to date. The stamp lists the sha256 of every file the
@@ -62,7 +62,7 @@ def add_arguments(parser) -> None:
 
 def main(params, args) -> int:
     if not args.no_check:
-        from pipeline.check import validate
+        from pipeline.validation import validate
 
         validate(params)
     cells = write(params)

@@ -273,7 +273,7 @@ KEYS = leaf_keys(RAW)
 def test_check_rejects_a_bad_value_of_every_key_naming_it(key, value):
     """Generated: every key of params.yaml, given values of the wrong kind (and for choices and names, an unknown
     one), stops `load_params` or `check`'s model builds with one PipelineError that names the key."""
-    from pipeline.check import validate
+    from pipeline.validation import validate
 
     candidates = bad_values(value) if key not in FREE_TEXT else [12345]
     if isinstance(value, str) and key not in FREE_TEXT:

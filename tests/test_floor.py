@@ -62,7 +62,8 @@ def test_the_stage_writes_what_aggregate_reads(workdir):
     with pytest.raises(PipelineError, match="^dataset 'digits': not one of params `datasets`"):
         floor_stage.main(params, Namespace(dataset="digits"))
     stage = yaml.safe_load(render())["stages"]["floor"]
-    assert stage["deps"][0] == "data/${item.dataset}" and stage["params"] == ["seeds", "data.train_subset", "data.holdout"]
+    assert stage["deps"][0] == "data/${item.dataset}"
+    assert stage["params"] == ["seeds", "data.train_subset", "data.holdout"]
     assert "pipeline/analysis/floor.py" in stage["deps"] and "results/floor" in yaml.safe_load(render())["stages"][
         "aggregate"]["deps"]
 

@@ -119,7 +119,7 @@ def test_check_imports_your_init_and_binds_its_options(own, capsys, overrides, m
 
 
 def test_a_module_that_fails_to_import_is_named_by_check(own):
-    from pipeline.check import validate
+    from pipeline.validation import validate
 
     (own / "box_helpers.py").write_text("raise ImportError('no such thing here')\n")
     with pytest.raises(PipelineError, match=r"^inits.local_box = 'my_inits:local_box': importing my_inits failed:"

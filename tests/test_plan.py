@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pipeline.__main__ import main
-from pipeline.check import check_builds, decide_lines, estimate_lines, unused_arm_lines
+from pipeline.check import decide_lines, estimate_lines, unused_arm_lines
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
 from pipeline.profiles import apply_profile
+from pipeline.validation import check_builds
 
 #: the earlier CPU default's recipe (3,000 images, batch 128, 6 epochs, 5 seeds), whose arithmetic the estimate tests
 #: below spell out

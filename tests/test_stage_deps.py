@@ -155,6 +155,14 @@ def test_training_cells_reach_no_config_cli_registry_download_analysis_or_scale_
     assert "pipeline/training/engine.py" in reached and any(f.startswith("pipeline/method/") for f in reached)
 
 
+def test_the_configs_stage_validates_without_the_analysis():
+    """The first stage (`pipeline.resolve`, validation) imports nothing of pipeline/analysis: planning and power stay
+    in `check` on the command line, so an edit of the analysis never re-runs the configs stage."""
+    reached = [f.relative_to(ROOT).as_posix() for f in closure("pipeline.resolve")]
+    assert "pipeline/validation.py" in reached and "pipeline/check.py" not in reached
+    assert not [f for f in reached if f.startswith("pipeline/analysis/")]
+
+
 def test_the_filter_study_does_not_depend_on_the_init_library():
     assert not any("pipeline/method/inits" in f.as_posix() for f in closure("pipeline.training.filter_study"))
 

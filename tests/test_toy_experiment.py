@@ -75,7 +75,8 @@ SCRIPT = '''
 import json, sys
 from pipeline.analysis import plan_history
 from pipeline.cell import run_planned
-from pipeline.check import cell_counts, validate
+from pipeline.check import cell_counts
+from pipeline.validation import validate
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
 from pipeline.stages import render
