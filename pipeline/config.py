@@ -377,6 +377,15 @@ class ReportConfig:
                 raise PipelineError(f"report.attention_layers: {layer!r} is not a layer index (0, 1, ..., -1)")
 
 
+#: sbatch options the runner sets from its own keys: where to say them instead
+SBATCH_OWN = {"nodes": "set resources.nnodes", "ntasks-per-node": "one task per node, always",
+              "cpus-per-task": "set slurm.cpus_per_task", "time": "set slurm.time", "signal": "set slurm.signal_s",
+              "job-name": "each job is named after its stage", "gpus-per-node": "set resources.nproc",
+              "partition": "set slurm.partition", "account": "set slurm.account",
+              "output": "the runner's log of the stage is submitit's", "error": "stderr joins the stage's log",
+              "array": "each cell is a job of its own"}
+
+
 @dataclass
 class SlurmConfig:
     """What `python -m pipeline repro --executor slurm` asks SLURM for, per training cell (see pipeline.scale.repro).
@@ -392,8 +401,14 @@ class SlurmConfig:
     time: int = 240  #: minutes per job (sbatch --time); a cell that needs longer is requeued and resumes
     requeues: int = 3  #: times a cell is requeued at its time limit (then the runner reports it failed)
     signal_s: int = 90  #: seconds before the limit that SLURM signals the job to requeue itself (sbatch --signal)
-    cpus_per_task: int = 0  #: CPUs per node; 0 = resources.nproc x (resources.threads + resources.workers)
+    #: CPUs per node; 0 = resources.nproc x (resources.threads + the loader workers its data path starts: none
+    #: where the batches are built on the GPU, `resources.data_on_device`)
+    cpus_per_task: int = 0
     gpus: bool = True  #: ask for resources.nproc GPUs per node (false for a CPU partition; device cpu never asks)
+    #: any other sbatch option your site asks for, as {long option: value}, e.g. {qos: high, constraint: a100,
+    #: mem: 64G, gres: 'gpu:a100:8'}; true for a flag (exclusive: true). The options this section or `resources`
+    #: set are refused here (say them through their own key)
+    options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.time <= 0:
@@ -402,3 +417,12 @@ class SlurmConfig:
             raise PipelineError(f"slurm.requeues = {self.requeues}, slurm.signal_s = {self.signal_s}: must be >= 0")
         if self.cpus_per_task < 0:
             raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
+        for key, value in (self.options or {}).items():
+            flag = str(key).replace("_", "-")
+            if not re.fullmatch(r"[a-z][a-z0-9-]*", flag):
+                raise PipelineError(f"slurm.options.{key}: not an sbatch long option (e.g. qos, constraint, mem)")
+            if flag in SBATCH_OWN:
+                raise PipelineError(f"slurm.options.{key}: the runner sets --{flag} itself; {SBATCH_OWN[flag]}")
+            if value is False or value is None or isinstance(value, dict | list):
+                raise PipelineError(f"slurm.options.{key} = {value!r}: give a string or number (true for a flag);"
+                                    " remove the key to leave the option out")

@@ -12,6 +12,7 @@ marked `slurm` and `slow`; skipped, saying why, where the daemons cannot run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -31,8 +32,11 @@ from workspace import copy_repo, run_metrics, sh, tool_env
 
 from pipeline.config import SlurmConfig
 from pipeline.errors import PipelineError
+from pipeline.params import load_params
 from pipeline.scale.executors import Request, SlurmExecutor, SubmitError
 from pipeline.training import launch
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SBIN = "/usr/sbin"
 TOOLS = ("mungekey", "munged", "slurmctld", "slurmd", "sbatch", "scontrol", "sacct")
@@ -278,6 +282,9 @@ def test_a_multi_node_cell_starts_torchrun_on_every_node_of_its_allocation(monke
     cmd = launch.srun_torchrun_command(recipe, ["train", "cifar10", "impulse", "0"])
     assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     assert {"--nnodes=2", "--nproc_per_node=8", "--rdzv_endpoint=gpu07:21234"} <= set(cmd)
+    assert not [c for c in cmd if c.startswith("--cpus-per-task")]  # the job asked for none
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "72")  # Slurm >= 22.05: a step does not inherit it; say it again
+    assert launch.srun_torchrun_command(recipe, ["train"])[4] == "--cpus-per-task=72"
     with pytest.raises(PipelineError, match="submit with --nodes=4"):
         launch.launch(SimpleNamespace(**{**vars(recipe), "nnodes": 4}), ["train"])
     monkeypatch.setenv("SLURM_STEP_ID", "0")  # inside `srun ... python -m pipeline train`: torchrun directly
@@ -304,6 +311,36 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
     assert "gpus_per_node" not in options and options["cpus_per_task"] == 3
     with pytest.raises(PipelineError, match="slurm.time"):
         SlurmConfig(time=0)
+    site = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(options={"qos": "high", "constraint": "a100|h100",
+                                                                           "mem": "64G", "exclusive": True}))
+    script = _make_sbatch_string(command="true", folder=tmp_path, **site.parameters("x", Request(True, gpu=True)))
+    for line in ["--qos=high", "--constraint='a100|h100'", "--mem=64G", "--exclusive"]:
+        assert f"#SBATCH {line}\n" in script
+
+
+def test_site_sbatch_options_are_checked_naming_the_key():
+    for options, message in (({"cpus-per-task": 4}, "slurm.options.cpus-per-task: the runner sets --cpus-per-task"
+                               " itself; set slurm.cpus_per_task"),
+                              ({"Bad Key": 1}, "slurm.options.Bad Key: not an sbatch long option"),
+                              ({"qos": None}, "slurm.options.qos = None: give a string or number")):
+        with pytest.raises(PipelineError, match=re.escape(message)):
+            SlurmConfig(options=options)
+    assert SlurmConfig(options={"gres_flags": "enforce-binding"}).options  # underscores are sbatch's dashes
+
+
+def test_a_cell_asks_for_cpus_for_the_loader_workers_its_data_path_starts():
+    """The device data path builds batches on the GPU and starts no DataLoader worker: its CPUs are the threads."""
+    from pipeline.scale.repro import request_for
+
+    def params(**resources):
+        p = load_params(ROOT / "params.yaml")
+        return dataclasses.replace(p, resources=dataclasses.replace(p.resources, **resources))
+
+    gpu = {"device": "cuda", "workers": 8, "threads": 1}
+    assert request_for(True, params(**gpu)).workers == 0  # data_on_device auto, Fashion-MNIST in memory: on the GPU
+    assert request_for(True, params(**gpu, data_on_device=False)).workers == 8
+    cpu = params(device="cpu", workers=2)
+    assert request_for(True, cpu).workers == 2 and request_for(False, cpu) == Request(training=False)
 
 
 def test_a_cell_sbatch_refuses_is_reported_by_name(tmp_path, monkeypatch):

@@ -197,11 +197,13 @@ class SlurmExecutor:
                                                python=f"exec {shlex.quote(sys.executable)}")
 
     def parameters(self, stage: str, request: Request) -> dict:
-        """sbatch options of one cell: nodes, one task per node, CPUs, GPUs, time, partition, account."""
+        """sbatch options of one cell: nodes, one task per node, CPUs, GPUs, time, partition, account, and the
+        site's own (`slurm.options`, as given)."""
         cpus = self.slurm.cpus_per_task or request.nproc * (request.threads + request.workers)
+        site = {str(k).replace("_", "-"): v for k, v in (self.slurm.options or {}).items()}
         options = {"job_name": stage, "nodes": request.nnodes, "ntasks_per_node": 1, "cpus_per_task": cpus,
                    "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True,
-                   "additional_parameters": {"signal": f"B:USR2@{self.slurm.signal_s}"}}
+                   "additional_parameters": site | {"signal": f"B:USR2@{self.slurm.signal_s}"}}
         if request.gpu and self.slurm.gpus:
             options["gpus_per_node"] = request.nproc
         if self.slurm.partition:

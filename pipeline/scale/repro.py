@@ -48,6 +48,7 @@ from pathlib import Path
 from dvc.repo import Repo, lock_repo
 from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
+from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import TRAINING
 from pipeline.params import Params
@@ -104,12 +105,28 @@ def config_changes(params: Params, root: Path = Path(".")) -> set[str]:
             and (by_name(name.split("/")[0]).runtime in new_code or differs(name, content))}
 
 
+def loader_workers(params: Params) -> int:
+    """The DataLoader workers a training process starts: none where its batches are built on the GPU
+    (`resources.data_on_device` true, or 'auto' on CUDA with every planned dataset small enough to live in memory,
+    as `pipeline.data.load.device.choose` decides), else `resources.workers`."""
+    r = params.resources
+    on_gpu = r.device != "cpu" and (r.data_on_device is True or r.data_on_device == "auto" and all(
+        DATASETS[d].in_memory for d in planned_datasets(params) if d in DATASETS))
+    return 0 if on_gpu else r.workers
+
+
+def planned_datasets(params: Params) -> set[str]:
+    return {*params.datasets, params.filter_study.dataset, *params.ci_alpha.datasets, *params.ci_model3.datasets,
+            *params.weight_selection.datasets, *params.sia.datasets}
+
+
 def request_for(training: bool, params: Params) -> Request:
-    """A stage's resources: none for a stage that does not train, else params `resources`."""
+    """A stage's resources: none for a stage that does not train, else params `resources` (the loader workers its
+    data path starts: `loader_workers`)."""
     if not training:
         return Request(training=False)
     r = params.resources
-    return Request(training=True, nproc=r.nproc, nnodes=r.nnodes, threads=r.threads, workers=r.workers,
+    return Request(training=True, nproc=r.nproc, nnodes=r.nnodes, threads=r.threads, workers=loader_workers(params),
                    gpu=r.device != "cpu")
 
 

@@ -194,7 +194,11 @@ def first_node() -> str:
 
 def srun_torchrun_command(resources, argv: list[str]) -> list[str]:
     endpoint = resources.rdzv_endpoint or f"{first_node()}:{20000 + int(os.environ['SLURM_JOB_ID']) % 20000}"
+    # since Slurm 22.05 a step no longer inherits the job's --cpus-per-task: without it, every rank of a node would
+    # share one CPU
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK")
     return ["srun", f"--nodes={resources.nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            *([f"--cpus-per-task={cpus}"] if cpus else []),
             *torchrun_command(resources.nproc, resources.nnodes, endpoint, resources.rdzv_id, argv)]
 
 
