@@ -397,7 +397,8 @@ def targets(found: list[dict]) -> list[str]:
 
 def paper_small_hours(rate: float) -> float:
     """GPU-hours of paper-small's training grid (its `train` stage's cells) at `rate` images/s, as `python -m pipeline
-    check` estimates them: the images trained under the 8 ranks' sampler, the evaluated ones at a third of the cost."""
+    check` estimates them: the images trained under the 8 ranks' sampler, the evaluated ones at a third of the cost,
+    and each cell's fixed cost (`pipeline.check.CELL_FIXED_S`)."""
     from pipeline.check import cost_groups, group_estimate
     from pipeline.params import Params
     from pipeline.profiles import merged_text

@@ -72,6 +72,11 @@ def throughput(model, table: list[dict], device: str) -> dict | None:
     return None
 
 
+#: A GPU cell's cost beyond its images (seconds): process start-up, a cold torch.compile, the data copied to the GPU
+#: and the outputs. docs/gpus.md: a one-epoch CIFAR-10 cell of paper-small ran 17 s compiled end to end on an H200
+#: (about 3 s of it training) and 27 s on an H100; rounded up for a larger dataset's copy to the GPU.
+CELL_FIXED_S = 30
+
 #: What one evaluated image costs against one trained image: the forward pass alone, a third of the forward and
 #: backward FLOPs (ViT-Ti/16: 2.51 of 7.52 GFLOP, `bench/gpu_check.py`'s count).
 EVAL_COST = 1 / 3
@@ -138,12 +143,16 @@ def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cel
     trained = recipe.epochs * epoch_images(n, recipe, ranks)
     evaluated = eval_images(dataset, data["val_subset"], recipe, data.get("holdout", 0))
     cost = trained + EVAL_COST * (evaluated or 0)
-    hours = cost / row["images_per_s"] / 3600
+    gpu = not row["device"].startswith("cpu")
+    hours = cost / row["images_per_s"] / 3600 + (CELL_FIXED_S * ranks / 3600 if gpu else 0.0)
     cells.append((hours / ranks, f"{label} on {dataset}", f"{ranks} x {row['device']}"))
     share = f" + {evaluated:,} evaluated ({EVAL_COST * evaluated / cost:.0%} of the cost)" if evaluated else ""
-    unit = "GPU-hours" if not row["device"].startswith("cpu") else f"hours on a {row['device']} CPU"
+    fixed = f" + {CELL_FIXED_S} s fixed per cell (start-up, cold compile, data to the GPU)" if gpu else ""
+    unit = "GPU-hours" if gpu else f"hours on a {row['device']} CPU"
+    source = f"a derived figure: {row['source'].removeprefix('derived: ')}" if row.get("derived") else row["source"]
     return (f"compute estimate of {label} on {dataset} at {row['images_per_s']} images/s per {row['device']}"
-            f" ({row['source']}): {runs} runs x {trained:,} images{share} = {hours:.2f} h each", hours * runs, unit)
+            f" ({source}): {runs} runs x {trained:,} images{share}{fixed}"
+            f" = {hours:.2f} h each", hours * runs, unit)
 
 
 def slurm_lines(params: Params, cells: list) -> list[str]:
@@ -172,8 +181,17 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
         lines.append(line)
         if unit:
             totals[unit] = totals.get(unit, 0.0) + hours
-    lines += [f"  total: {hours:.1f} {unit}" for unit, hours in totals.items()]
+    lines += [f"  total: {hours:.1f} {unit}" + (wall_clock(hours, cells) if unit == "GPU-hours" else "")
+              for unit, hours in totals.items()]
     return lines + slurm_lines(params, cells)
+
+
+def wall_clock(gpu_hours: float, cells: list) -> str:
+    """The wall-clock hours of `gpu_hours` on 1, 8 and 64 GPUs, one cell per resources.ranks GPUs at once: the total
+    shared out, never below the longest cell."""
+    longest = max((h for h, _, _ in cells), default=0.0)
+    walls = ", ".join(f"{max(gpu_hours / n, longest):.1f} h on {n}" for n in (1, 8, 64))
+    return f"; wall-clock about {walls} GPU(s) (cells side by side; the longest cell, {longest:.1f} h, bounds it)"
 
 
 #: the images per GPU the GPU check measures its throughput at (bench/gpu_check.py; bench/throughput.yaml's GPU rows)

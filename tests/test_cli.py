@@ -63,8 +63,8 @@ def test_planning_gpu_time_on_a_laptop(params_file, monkeypatch, capsys):
     assert "to plan the GPU time on this machine: python -m pipeline check --device <card>" in capsys.readouterr().err
     assert main(["--params", str(params_file), "--set", "resources.device=cuda", "check", "--device", "H200"]) == 0
     assert "planned for 1 x H200 per cell, without using one here: training needs one" in capsys.readouterr().out
-    assert main(["--params", str(params_file), "check", "--device", "A100"]) == 2
-    assert "--device 'A100': bench/throughput.yaml has no figures for it" in capsys.readouterr().err
+    assert main(["--params", str(params_file), "check", "--device", "MI300X"]) == 2
+    assert "--device 'MI300X': bench/throughput.yaml has no figures for it" in capsys.readouterr().err
 
 
 def test_check_refuses_more_gpus_than_present(params_file, monkeypatch, capsys):

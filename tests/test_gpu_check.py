@@ -61,9 +61,10 @@ def test_the_summary_judges_the_issues_targets():
     assert "  compiled / eager >= 1.3: 1.50 (met)" in lines
     assert "  zero host syncs per training step: 0 at most (met)" in lines
     # 15 runs of each dataset: 300 epochs of 183,808 trained images (the 8 ranks' steps x 512) and 301 evaluations
-    # of its 63,068 test images at a third of the cost: 922.1 M image-equivalents, 12.8 h at 20,000 img/s
-    assert round(check.paper_small_hours(20000.0), 1) == 12.8
-    assert "  paper-small's 90 cells at 18,000 img/s: 14.2 GPU-hours of training and evaluation (NOT met: <= 12;" \
+    # of its 63,068 test images at a third of the cost: 922.1 M image-equivalents, 12.8 h at 20,000 img/s, and 30 s
+    # fixed per cell (90 cells: 0.75 h)
+    assert round(check.paper_small_hours(20000.0), 1) == 13.6
+    assert "  paper-small's 90 cells at 18,000 img/s: 15.0 GPU-hours of training and evaluation (NOT met: <= 12;" \
            " check's estimate)" in lines
     assert check.throughput_rows(matrix + [dict(matrix[1], row={"device": "H100"})]) == [{"device": "H100"}]
 

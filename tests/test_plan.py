@@ -109,18 +109,33 @@ def test_the_profiles_every_planned_model_builds(params_file):
 
 
 def test_check_says_when_a_cell_outlasts_what_slurm_lets_it_run(params_file):
-    """paper-small on V100s (the paper's-hours row): a Food-101 cell needs ~40 h; 240 min x 4 jobs would kill it, the
-    profile's 720 min x 5 fits; Flowers-102 trains 2 x 512 images per epoch (the 8 ranks' steps)."""
+    """paper-small on V100s (a row derived from the H100's): a Food-101 cell needs ~2.2 h; 30 min x 2 jobs would kill
+    it, the profile's 720 min x 5 fits; Flowers-102 trains 2 x 512 images per epoch (the 8 ranks' steps)."""
     params = apply_profile("paper-small", params_file)
     lines = estimate_lines(params, "V100")
     assert any(line.startswith("compute estimate of train cells, variant vit on flowers102 ") and
                ": 15 runs x 307,200 images + " in line for line in lines)
-    assert lines[-1].startswith("slurm: the longest cell (train cells, variant vit on food101, ~40.1 h on 1 x V100)"
+    assert lines[-1].startswith("slurm: the longest cell (train cells, variant vit on food101, ~2.2 h on 1 x V100)"
                                 " fits")
-    line = estimate_lines(load_params(params_file, ["slurm.time=240", "slurm.requeues=3"]), "V100")[-1]
-    assert line.startswith("slurm: the longest cell (train cells, variant vit on food101) needs ~40.1 h on 1 x V100,"
-                           " beyond slurm.time x (slurm.requeues + 1) = 240 min x 4 = 16 h")
-    assert "set slurm.requeues: 11" in line
+    line = estimate_lines(load_params(params_file, ["slurm.time=30", "slurm.requeues=1"]), "V100")[-1]
+    assert line.startswith("slurm: the longest cell (train cells, variant vit on food101) needs ~2.2 h on 1 x V100,"
+                           " beyond slurm.time x (slurm.requeues + 1) = 30 min x 2 = 1 h")
+    assert "set slurm.requeues: 4" in line
+
+
+def test_check_plans_on_every_card_with_a_measured_or_derived_row(params_file):
+    """A100, V100 and L40S rows are derived from the measured H100's (labelled, with their source); each GPU cell
+    counts its fixed cost, and the total gives wall-clock hours on 1, 8 and 64 GPUs beside the GPU-hours."""
+    params = apply_profile("paper-small", params_file)
+    for card in ("A100", "V100", "L40S", "H100"):
+        lines = estimate_lines(params, card)
+        cells = [line for line in lines if line.startswith("compute estimate of train cells, variant vit on cifar10")]
+        assert cells and "+ 30 s fixed per cell" in cells[0]
+        assert ("(a derived figure: the H100 row (11,978) x " in cells[0]) == (card != "H100")
+        total = next(line for line in lines if line.startswith("  total: "))
+        assert "GPU-hours; wall-clock about " in total and " h on 8, " in total
+    v100 = next(line for line in estimate_lines(params, "V100") if line.startswith("  total: "))
+    assert 50 < float(v100.split()[1]) < 150  # not the paper's PIL-bound pipeline's 1,472
 
 
 def test_check_builds_and_costs_sias_cells(params_file):
