@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -324,7 +325,27 @@ def own_init_lines(params: Params) -> list[str]:
         role = "method under study" if arm == params.init else "baseline" if arm in params.baselines else "not run"
         lines.append(f"your own init {arm} ({role}): {own.function}, options {own.options or 'none'}; its cells"
                      f" re-run when {', '.join(files)} change(s) what they compute (not for comments or docstrings)")
+        loose = untracked(files)
+        if loose:
+            lines.append(f"warning: {', '.join(loose)} (your own init {arm}) is not tracked by git, so a commit or"
+                         " `dvc exp run` of this experiment would name code it does not hold: `git add"
+                         f" {' '.join(loose)}`")
     return lines
+
+
+def untracked(files: list[str]) -> list[str]:
+    """The files of `files` git does not track here ([] outside a git repository: nothing to say)."""
+    try:
+        done = subprocess.run(["git", "ls-files", "--error-unmatch", "--", *files], capture_output=True, text=True)
+    except OSError:
+        return []
+    if done.returncode == 0:
+        return []
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
+    if inside.returncode:
+        return []
+    return [f for f in files if subprocess.run(["git", "ls-files", "--error-unmatch", "--", f],
+                                               capture_output=True).returncode]
 
 
 def resolved_lines(params: Params) -> list[str]:

@@ -6,6 +6,7 @@ when its code changes what it computes, and only then."""
 from __future__ import annotations
 
 import json
+import subprocess
 from argparse import Namespace
 from pathlib import Path
 
@@ -79,6 +80,24 @@ def test_your_init_is_an_arm_wherever_a_built_in_one_is(own, capsys):
     assert ("your own init local_box (method under study): my_inits:local_box, options none; its cells re-run when"
             " box_helpers.py, my_inits.py change(s) what they compute") in out
     assert "train: 3 = 1 dataset x 1 variant x 3 arm x 1 seed" in out
+
+
+def test_check_says_to_git_add_your_init_when_git_does_not_track_it(own, capsys):
+    """An experiment's commit (or `dvc exp run`'s) holds params.yaml and dvc.lock; your init's code travels with it
+    only when git tracks it."""
+    from pipeline.__main__ import main
+
+    def run_check() -> str:
+        assert main(["--params", "params.yaml", *(f"--set={o}" for o in [*TINY, *OWN]), "check"]) == 0
+        return capsys.readouterr().out
+
+    assert "not tracked by git" not in run_check()  # no repository: nothing to say
+    subprocess.run(["git", "init", "-q"], check=True)
+    assert ("warning: box_helpers.py, my_inits.py (your own init local_box) is not tracked by git, so a commit or `dvc"
+            " exp run` of this experiment would name code it does not hold: `git add box_helpers.py my_inits.py`"
+            in run_check())
+    subprocess.run(["git", "add", "my_inits.py", "box_helpers.py"], check=True)
+    assert "not tracked by git" not in run_check()
 
 
 @pytest.mark.parametrize("overrides, message", [
