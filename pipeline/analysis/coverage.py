@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from pipeline.analysis.document import TableBlock
-from pipeline.analysis.fidelity import KEBAB, text_value
+from pipeline.analysis.fidelity import KEBAB, entry_list, text_value
 from pipeline.errors import PipelineError
 
 COVERAGE = "coverage.yaml"
@@ -82,15 +80,8 @@ def parse_entry(entry, index: int, where: str) -> CoverageEntry:
 def load_coverage(paper_dir: str | Path) -> list[CoverageEntry]:
     """paper/coverage.yaml, checked: every key of every entry, ids and (paper, item) pairs unique."""
     path = Path(paper_dir) / COVERAGE
-    if not path.is_file():
-        raise PipelineError(f"{path}: not found; it is the coverage matrix the report prints (one entry per table"
-                            " and figure of [NeurIPS], [SIA] and [CI])")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise PipelineError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(raw, list):
-        raise PipelineError(f"{path}: expected a list of entries, got {type(raw).__name__}")
+    raw = entry_list(path, "the coverage matrix the report prints (one entry per table and figure of [NeurIPS],"
+                           " [SIA] and [CI])")
     entries = [parse_entry(e, i, str(path)) for i, e in enumerate(raw)]
     ids: set[str] = set()
     items: set[tuple[str, str]] = set()

@@ -131,18 +131,25 @@ def parse_entry(entry, index: int, where: str, root: Path | None = None) -> Fide
                          text_value(entry, "effect", here))
 
 
-def load_fidelity(paper_dir: str | Path) -> list[FidelityEntry]:
-    """paper/fidelity.yaml, checked: every key of every entry, ids unique."""
-    path = Path(paper_dir) / FIDELITY
+def entry_list(path: Path, what: str) -> list:
+    """The list of entries a paper/*.yaml table file holds (fidelity.yaml, coverage.yaml); a PipelineError naming the
+    file when it is missing (`what`: what it is), not YAML or not a list."""
     if not path.is_file():
-        raise PipelineError(f"{path}: not found; it is the fidelity table the report prints (one entry per arm and"
-                            " experiment, against the official code)")
+        raise PipelineError(f"{path}: not found; it is {what}")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(raw, list):
         raise PipelineError(f"{path}: expected a list of entries, got {type(raw).__name__}")
+    return raw
+
+
+def load_fidelity(paper_dir: str | Path) -> list[FidelityEntry]:
+    """paper/fidelity.yaml, checked: every key of every entry, ids unique."""
+    path = Path(paper_dir) / FIDELITY
+    raw = entry_list(path, "the fidelity table the report prints (one entry per arm and experiment, against the"
+                           " official code)")
     beside = path.resolve().parent.parent  # the paper folder's repository, else the one the command runs in
     root = beside if (beside / "params.yaml").is_file() else Path.cwd()
     entries = [parse_entry(e, i, str(path), root) for i, e in enumerate(raw)]
