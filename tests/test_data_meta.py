@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -256,3 +257,32 @@ def test_fetch_at_folder_depends_on_the_folders_content(tmp_path):
     shutil.copy(spec.root / "train" / "c00" / "000.png", spec.root / "train" / "c00" / "new.png")
     out, images = fetch()
     assert "Running stage 'fetch@folder'" in out and images == 13
+    for image in spec.root.rglob("*.png"):  # the same bytes with a new modification time: nothing re-runs
+        os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 10**9))
+    out, images = fetch()
+    assert "Running stage 'sources'" in out and "Running stage 'fetch@folder'" not in out
+
+
+def test_the_folder_digest_is_of_the_images_bytes_and_reads_a_file_once(tmp_path, monkeypatch):
+    """`listing_digest`: a copy or a `touch` of the same bytes gives the same digest, an edit another; an unchanged
+    file is not read again (its stat is the cache's)."""
+    import hashlib
+
+    from pipeline.data.fetch.userdata import listing_digest
+
+    spec = make_image_folder(tmp_path / "mine")
+    splits = ("train", "test" if (spec.root / "test").is_dir() else "val")
+    cache = tmp_path / "cache"
+    first = listing_digest(spec.root, splits, cache)
+    reads, real = [], hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda f, algorithm: reads.append(1) or real(f, algorithm))
+    assert listing_digest(spec.root, splits, cache) == first and not reads  # the stat cache: nothing read
+    for image in spec.root.rglob("*.png"):
+        os.utime(image, ns=(0, image.stat().st_mtime_ns + 10**9))
+    assert listing_digest(spec.root, splits, cache) == first and reads  # read again, the same bytes
+    copy = tmp_path / "copy"
+    shutil.copytree(spec.root, copy, copy_function=shutil.copy)  # new modification times, another place
+    assert listing_digest(copy, splits, cache) == first
+    image = next(spec.root.rglob("*.png"))
+    image.write_bytes(image.read_bytes() + b"\0")
+    assert listing_digest(spec.root, splits, cache) != first

@@ -18,14 +18,17 @@ folders), and `pipeline.data.load.images.open_image` converts each image to the 
   to count them). A colour image between the sampled ones of an otherwise grayscale folder loads as gray.
 - Image size: the median (the lower one of an even count) of the sampled train images' shorter sides.
 - At least two class folders: one class would label every image the same and "train" to 100 %.
-- `folder` only: `listing_digest`, a digest of every image's path, size and modification time (what DVC itself
-  compares before re-hashing a file), is recorded in the manifest and in data/sources/folder.json
-  (`pipeline.data.fetch.fingerprint`), so images added, removed or edited make fetch@folder run again.
+- `folder` only: `listing_digest`, a digest of every image's path and content, is recorded in the manifest and in
+  data/sources/folder.json (`pipeline.data.fetch.fingerprint`), so images added, removed or edited make fetch@folder
+  run again, while a `touch`, a copy or an unzip of the same bytes re-runs nothing. Each file's content hash is kept
+  in a stat cache (path, size, modification time: what DVC itself compares before re-hashing a file), so an
+  unchanged folder is listed, not re-read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import statistics
 from pathlib import Path
@@ -119,15 +122,40 @@ def read_header(path: str, where: str) -> tuple[bool, int]:
         raise PipelineError(f"{where}: {path} is not an image PIL can read ({exc}); remove or replace it") from None
 
 
-def listing_digest(root: Path, splits: tuple[str, ...]) -> str:
-    """A digest of every image file of `splits` under `root`: relative path, size and modification time."""
-    h = hashlib.sha256()
+#: where the content hashes of a user's folder are cached between runs, keyed by file (scratch/: never a DVC out)
+DIGEST_CACHE = Path("scratch") / "folder-digests"
+
+
+def listing_digest(root: Path, splits: tuple[str, ...], cache_dir: Path = DIGEST_CACHE) -> str:
+    """A digest of every image file of `splits` under `root`: its relative path and the sha256 of its bytes, read
+    again only for a file whose (size, modification time) differs from the cache's (module docstring)."""
+    cache_path = cache_dir / f"{hashlib.sha256(str(root).encode()).hexdigest()[:16]}.json"
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    fresh, h = {}, hashlib.sha256()
     for split in splits:
         for entry in sorted(os.scandir(root / split), key=lambda e: e.name):
             if entry.is_dir():
                 for f in class_images(entry.path):
-                    st = os.stat(f)
-                    h.update(f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                    rel, st = os.path.relpath(f, root), os.stat(f)
+                    known = cache.get(rel)
+                    if known and known[:2] == [st.st_size, st.st_mtime_ns]:
+                        content = known[2]
+                    else:
+                        with open(f, "rb") as handle:
+                            content = hashlib.file_digest(handle, "sha256").hexdigest()
+                    fresh[rel] = [st.st_size, st.st_mtime_ns, content]
+                    h.update(f"{rel}\0{content}\n".encode())
+    if fresh != cache:
+        try:
+            cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(fresh))
+            tmp.replace(cache_path)
+        except OSError:
+            pass  # a read-only checkout: the digest is the same, only slower next time
     return h.hexdigest()[:16]
 
 
