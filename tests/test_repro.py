@@ -373,3 +373,33 @@ def test_cells_that_cannot_fit_stop_before_anything_runs(params_file):
 def test_repro_refuses_overrides_dvc_would_not_see(capsys):
     assert cli(["--set", "resources.threads=2", "repro"]) == 2
     assert "edit params.yaml" in capsys.readouterr().err
+
+
+def test_the_runner_polls_slurm_jobs_less_often_while_nothing_changes(tmp_path, monkeypatch):
+    """The wait between polls doubles from poll_s up to max_poll_s while no job starts or ends, and starts over
+    after one does: a day-long SLURM run asks slurmctld a few times a minute, not five times a second."""
+    from pipeline.scale.executors import Request
+
+    class Job:
+        where, log = "SLURM job 1", tmp_path / "log"
+
+        def __init__(self, polls: int):
+            self.polls = polls
+
+        def poll(self):
+            self.polls -= 1
+            return 0 if self.polls < 0 else None
+
+    class Executor:
+        def submit(self, stage, command, request, overrides):
+            return Job(8)
+
+    waits = []
+    monkeypatch.setattr(repro.time, "sleep", waits.append)
+    cells = [repro.Cell("a", [], Request(True), True), repro.Cell("b", ["a"], Request(True), True)]
+    scheduler = repro.Scheduler({"local": Executor(), "slurm": Executor()}, {"local": 1, "slurm": 2},
+                                repro.DevicePool([]), echo=lambda line: None, max_poll_s=1.0)
+    outcomes = scheduler.run(cells)
+    assert [o.status for o in outcomes.values()] == ["unchanged", "unchanged"]
+    assert waits[:6] == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # a started, then nothing changes: back off to the cap
+    assert 0.2 in waits[6:]  # a finished and b started: the wait starts over

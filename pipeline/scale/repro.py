@@ -275,6 +275,10 @@ def log_tail(log: Path | None, lines: int = 4) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+#: the longest wait between two polls of running SLURM jobs (`Scheduler.max_poll_s`)
+SLURM_POLL_S = 10.0
+
+
 @dataclass
 class Scheduler:
     """Starts each cell once its upstream cells succeeded, within each executor's capacity and the free GPUs."""
@@ -282,10 +286,14 @@ class Scheduler:
     executors: dict  #: 'local' (always) and 'slurm' (with --executor slurm) -> executor
     capacity: dict  #: executor name -> cells at once
     pool: DevicePool
-    poll_s: float = 0.2
+    poll_s: float = 0.2  #: the first wait between polls after something changed
     echo: object = field(default=lambda line: print(line, flush=True))
     outcomes: dict = field(default_factory=dict)
     heartbeat_s: float = 120.0  #: a progress line this often while no stage finishes
+    #: the longest wait between polls: it doubles from poll_s while nothing changes, so a long wait on SLURM jobs
+    #: asks slurmctld (`scontrol`, from the login node) a few times a minute, not five times a second (SLURM_POLL_S);
+    #: local processes are polled every poll_s, so a free core is never left idle
+    max_poll_s: float = 0.2
 
     def route(self, cell: Cell) -> str:
         return "slurm" if "slurm" in self.executors and cell.request.training else "local"
@@ -342,8 +350,10 @@ class Scheduler:
         pending, running = list(cells), {}
         progress = Progress(len(cells), sum(self.capacity.values()))
         last = time.monotonic()
+        wait = self.poll_s
         try:
             while pending or running:
+                before = (len(pending), len(running))
                 for cell in list(pending):
                     blocked = [u for u in cell.upstream if u in self.outcomes and self.outcomes[u].status in
                                ("failed", "skipped")]
@@ -365,7 +375,8 @@ class Scheduler:
                 if running and time.monotonic() - last > self.heartbeat_s:
                     self.echo(f"...    [{progress.line(pending, running)}]")
                     last = time.monotonic()
-                time.sleep(self.poll_s)
+                wait = self.poll_s if (len(pending), len(running)) != before else min(2 * wait, self.max_poll_s)
+                time.sleep(wait)
         except KeyboardInterrupt:
             self.echo(f"interrupted: cancelling {len(running)} running stage(s)")
             for run in running.values():
@@ -451,7 +462,8 @@ def scheduler_for(cells: list[Cell], params: Params, args, devices: list[str], l
     if args.executor == "slurm":
         capacity = {"local": local_jobs, "slurm": args.jobs or len(cells) or 1}
         executors["slurm"] = SlurmExecutor(Path.cwd(), SLURM_DIR.resolve(), params.slurm)
-    scheduler = Scheduler(executors, capacity, DevicePool(devices))
+    scheduler = Scheduler(executors, capacity, DevicePool(devices),
+                          max_poll_s=SLURM_POLL_S if "slurm" in executors else 0.2)
     stale = sum(c.stale for c in cells)
     print(f"repro: {stale} stale stage(s), {len(cells) - stale} downstream to check; executor {args.executor},"
           f" {' + '.join(f'{k} {v} at once' for k, v in capacity.items())}"
