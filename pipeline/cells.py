@@ -92,19 +92,20 @@ def lock_entries(root: Path, names) -> dict:
 
 def save(params: Params, root: Path = Path("."), partial: bool = False) -> Path:
     """Copy the compact form of every planned cell into cells/<profile>/, replacing what was there; refuses (naming
-    them) when a planned cell has not run, unless `partial` (then the finished ones and their lock entries)."""
+    them) when a planned cell has not run, unless `partial`: then the cells DVC has recorded as finished (those with a
+    dvc.lock entry, not one still training) and their lock entries."""
     import yaml
 
     planned = planned_stages(root)
-    missing = [str(o) for o in planned if not (root / o).exists()]
+    recorded = lock_entries(root, planned.values())
+    # finished = there and recorded by DVC: an out without its lock entry is a cell still training (dvclive writes
+    # into it as it goes) or one run by hand
+    outs = [o for o in planned if (root / o).exists() and planned[o] in recorded]
+    missing = [str(o) for o in planned if o not in outs]
     if missing and not partial:
-        raise PipelineError(f"{len(missing)} planned cell(s) have not run, e.g. {', '.join(missing[:3])}; run `python"
-                            " -m pipeline repro` first, or keep what finished with `cells save --partial`")
-    outs = [o for o in planned if (root / o).exists()]
-    entries = lock_entries(root, [planned[o] for o in outs]) if partial else {}
-    if partial and len(entries) < len(outs):
-        raise PipelineError(f"{len(outs) - len(entries)} finished cell(s) have no dvc.lock entry (run by hand, not"
-                            " by DVC); run `python -m pipeline repro` to record them first")
+        raise PipelineError(f"{len(missing)} planned cell(s) have not finished, e.g. {', '.join(missing[:3])}; run"
+                            " `python -m pipeline repro` first, or keep what finished with `cells save --partial`")
+    entries = {planned[o]: recorded[planned[o]] for o in outs} if partial else {}
     dest = root / store(params)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -73,12 +73,17 @@ def test_a_partial_run_resumes_in_a_fresh_clone_training_only_what_is_missing(sm
 
     repo = copy_built(smoke_built[0], tmp_path / "repo")
     unfinished = "results/train/fashion_mnist/vit/impulse/seed0"
-    shutil.rmtree(repo / unfinished)  # a run stopped before this cell finished
+    shutil.rmtree(repo / unfinished)  # a run stopped while this cell trained: its out holds dvclive's logs only,
+    (repo / unfinished / "live").mkdir(parents=True)  # and DVC has recorded nothing for it
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    del lock["stages"]["train@fashion_mnist-vit-impulse-0"]
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
     out = sh(repo, "python", "-m", "pipeline", "cells", "save", check=False)
     assert "keep what finished with `cells save --partial`" in out
     sh(repo, "python", "-m", "pipeline", "cells", "save", "--partial")
     partial = yaml.safe_load((repo / "cells/smoke/partial.lock").read_text())["stages"]
     assert "train@fashion_mnist-vit-default-0" in partial and "train@fashion_mnist-vit-impulse-0" not in partial
+    assert not (repo / "cells/smoke" / unfinished).exists()  # a cell still training is not kept
     for gone in ("results", "reports", ".dvc/cache"):  # a fresh clone on another machine
         shutil.rmtree(repo / gone, ignore_errors=True)
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
