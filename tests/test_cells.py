@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from workspace import copy_built, set_params, sh
 
 from pipeline.params import load_params
@@ -65,6 +66,7 @@ def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
     assert summary == json.loads((ROOT / "results/summary.json").read_text())
 
 
+@pytest.mark.slow("runs DVC's status and commit over every cell of the smoke build and plans the runner's repro")
 def test_a_partial_run_resumes_in_a_fresh_clone_training_only_what_is_missing(smoke_built, tmp_path):
     """`cells save --partial` mid-run keeps the finished cells and their lock entries; in a fresh clone (no results,
     no DVC cache, no lock entries for them) `cells resume` records them as done, so the runner plans only the cell
