@@ -34,6 +34,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from pipeline.errors import PipelineError
 from pipeline.params import Params
 
@@ -83,8 +85,6 @@ def store(params: Params) -> Path:
 
 def lock_entries(root: Path, names) -> dict:
     """dvc.lock's entries of the stages `names` (those it records)."""
-    import yaml
-
     lock = root / "dvc.lock"
     stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}) if lock.is_file() else {}
     return {n: stages[n] for n in names if n in stages}
@@ -94,8 +94,6 @@ def save(params: Params, root: Path = Path("."), partial: bool = False) -> Path:
     """Copy the compact form of every planned cell into cells/<profile>/, replacing what was there; refuses (naming
     them) when a planned cell has not run, unless `partial`: then the cells DVC has recorded as finished (those with a
     dvc.lock entry, not one still training) and their lock entries."""
-    import yaml
-
     planned = planned_stages(root)
     recorded = lock_entries(root, planned.values())
     # finished = there and recorded by DVC: an out without its lock entry is a cell still training (dvclive writes
@@ -174,7 +172,6 @@ def restore(params: Params, root: Path = Path("."), partial: bool = False) -> li
 def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]]:
     """Restore a partial run's cells and record in dvc.lock those whose inputs are unchanged (module docstring):
     (the stages recorded, the stages left to train again)."""
-    import yaml
     from dvc.repo import Repo
 
     source = root / store(params) / PARTIAL_LOCK

@@ -336,16 +336,13 @@ def own_init_lines(params: Params) -> list[str]:
 def untracked(files: list[str]) -> list[str]:
     """The files of `files` git does not track here ([] outside a git repository: nothing to say)."""
     try:
-        done = subprocess.run(["git", "ls-files", "--error-unmatch", "--", *files], capture_output=True, text=True)
+        listed = subprocess.run(["git", "ls-files", "-z", "--", *files], capture_output=True, text=True)
     except OSError:
         return []
-    if done.returncode == 0:
+    if listed.returncode:  # not a git repository
         return []
-    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
-    if inside.returncode:
-        return []
-    return [f for f in files if subprocess.run(["git", "ls-files", "--error-unmatch", "--", f],
-                                               capture_output=True).returncode]
+    tracked = set(listed.stdout.split("\0"))
+    return [f for f in files if f not in tracked]
 
 
 def resolved_lines(params: Params) -> list[str]:
