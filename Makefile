@@ -2,7 +2,9 @@
 # Both create .venv from requirements.lock on first use and reuse it afterwards (a stamp file records
 # which lock it was built from, so a changed lock reinstalls and an unchanged one costs nothing).
 # `make repro CUDA=12` (or CUDA=12 in the environment) installs requirements-cu126.lock instead: the same torch and
-# torchvision built for CUDA 12.6, for NVIDIA drivers older than 580 and for V100s (sm_70); switching rebuilds .venv.
+# torchvision built for CUDA 12.6, for NVIDIA drivers older than 580 and for V100s (sm_70); `make repro CPU=1`
+# installs requirements-cpu.lock: PyTorch's CPU-only build of the same torch, without the 4 GB of CUDA libraries and
+# triton, for a machine without an NVIDIA GPU. Switching either way rebuilds .venv.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,12 +13,15 @@ FMNIST := /usr/share/datasets/fashion-mnist
 ifeq ($(CUDA),12)
 LOCK   := requirements-cu126.lock
 STAMP  := $(VENV)/.installed-cu126
-OTHER  := $(VENV)/.installed
+else ifeq ($(CPU),1)
+LOCK   := requirements-cpu.lock
+STAMP  := $(VENV)/.installed-cpu
 else
 LOCK   := requirements.lock
 STAMP  := $(VENV)/.installed
-OTHER  := $(VENV)/.installed-cu126
 endif
+#: the stamps of the other locks: a venv built from one of them is rebuilt
+OTHER  := $(filter-out $(STAMP),$(VENV)/.installed $(VENV)/.installed-cu126 $(VENV)/.installed-cpu)
 
 .PHONY: repro test test-all release-check lint env system-deps clean-venv bench-gpu
 
@@ -67,7 +72,7 @@ UV := uv==0.13.9
 env: $(STAMP)
 
 $(STAMP): $(LOCK) pyproject.toml
-	@if [ -e $(OTHER) ]; then echo "rebuilding .venv from $(LOCK)"; rm -rf $(VENV); fi
+	@if ls $(OTHER) >/dev/null 2>&1; then echo "rebuilding .venv from $(LOCK)"; rm -rf $(VENV); fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --disable-pip-version-check $(UV)
 	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match --compile-bytecode -r $(LOCK)
@@ -90,12 +95,18 @@ system-deps:
 clean-venv:
 	rm -rf $(VENV)
 
-# requirements.lock's pins with torch/torchvision as PyTorch's +cu126 builds and without the CUDA 13 libraries
-# (torch's metadata pins the CUDA 12.6 ones); remade whenever requirements.lock changes (tests/test_locks.py).
-CUDA13_ONLY := ^(cuda-bindings|cuda-pathfinder|cuda-toolkit|nvidia-(cu|nccl|nvjit|nvshmem|nvtx|cufile))
-requirements-cu126.lock: requirements.lock
-	@{ echo "# The CUDA 12.6 build of requirements.lock's stack, for NVIDIA drivers >= 525 and V100 (sm_70) GPUs, which"; \
-	   echo "# its CUDA 13 wheels cannot use (driver >= 580, no sm_70 kernels): \`make repro CUDA=12\`. Made by"; \
-	   echo "# \`make requirements-cu126.lock\` (see the Makefile); do not edit."; \
-	   echo "--extra-index-url https://download.pytorch.org/whl/cu126"; \
-	   grep -vE '$(CUDA13_ONLY)' requirements.lock | sed -E 's/^(torch|torchvision)==([0-9.]+)$$/\1==\2+cu126/'; } > $@
+# The two locks made from requirements.lock, remade whenever it changes (tests/test_locks.py): its pins with torch and
+# torchvision as PyTorch's +<build> wheels (from PyTorch's index for <build>), less the packages that build needs not.
+# cu126: the CUDA 13 libraries go (torch's metadata pins the CUDA 12.6 ones); cpu: every CUDA library and triton go
+# (torch's compiler uses its C++ backend on CPU).
+requirements-cu126.lock: ABOUT = The CUDA 12.6 build of requirements.lock's stack, for NVIDIA drivers >= 525 and \
+  V100 (sm_70) GPUs, which its CUDA 13 wheels cannot use (driver >= 580, no sm_70 kernels): \`make repro CUDA=12\`.
+requirements-cu126.lock: DROP = ^(cuda-bindings|cuda-pathfinder|cuda-toolkit|nvidia-(cu|nccl|nvjit|nvshmem|nvtx|cufile))
+requirements-cpu.lock: ABOUT = The CPU-only build of requirements.lock's stack, for a machine without an NVIDIA GPU, \
+  4 GB less to install (no CUDA libraries, no triton): \`make repro CPU=1\`.
+requirements-cpu.lock: DROP = ^(cuda-bindings|cuda-pathfinder|cuda-toolkit|nvidia-(cu|nccl|nvjit|nvshmem|nvtx|cufile)|triton==)
+requirements-%.lock: requirements.lock
+	@{ echo "# $(ABOUT)" | fold -s -w 116 | sed -e 's/ *$$//' -e '2,$$s/^/# /'; \
+	   echo "# Made by \`make $@\` (see the Makefile); do not edit."; \
+	   echo "--extra-index-url https://download.pytorch.org/whl/$*"; \
+	   grep -vE '$(DROP)' requirements.lock | sed -E 's/^(torch|torchvision)==([0-9.]+)$$/\1==\2+$*/'; } > $@
