@@ -16,6 +16,8 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
     python -m pipeline cells rederive    # restore, then the plan history, aggregate, figures, report and README
                                          #   blocks from them: no training, a few minutes on 2 cores (the figures'
                                          #   example images need the dataset: fetched first where it is missing)
+    python -m pipeline cells compare     # your own run (results/) against them: which cells, comparisons and
+                                         #   verdicts moved (`pipeline.analysis.reproduction`); changes neither
 
 `save` refuses a run with a planned cell missing (a partial run is not what a document quotes) unless told
 `--partial`, which is for a long run spread over several sittings or machines: it keeps the finished cells and their
@@ -223,7 +225,8 @@ def rederive(params: Params) -> None:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("save", "restore", "resume", "rederive"), help="see the module docstring")
+    parser.add_argument("action", choices=("save", "restore", "resume", "rederive", "compare"),
+                        help="see the module docstring")
     parser.add_argument("--partial", action="store_true", help="save: keep the finished cells of a run under way")
 
 
@@ -234,6 +237,12 @@ def main(params: Params, args) -> int:
         resume(params)
     elif args.action == "restore":
         print(f"cells: restored {len(restore(params))} cell(s) from {store(params)}")
+    elif args.action == "compare":
+        from pipeline.analysis.reproduction import compare  # the analysis only for this action
+
+        lines, changed = compare(params, store(params))
+        print("\n".join(lines))
+        return 1 if changed else 0
     else:
         rederive(params)
     return 0

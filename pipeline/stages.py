@@ -80,8 +80,8 @@ ANALYSIS: list[tuple[str, str, dict]] = [
                    "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization", "ci_alpha"],
         "outs": ["reports/figures"]}),
     ("aggregate", "pipeline.analysis.aggregate", {
-        "deps": ["paper", "bench/ci_fit.yaml", "results/plan_history.json", "results/train", "results/ci_alpha",
-                 "results/ci_model3", "results/ci_table1", "results/train_config", "results/sia",
+        "deps": ["paper", "bench/ci_fit.yaml", "bench/cross_cpu.yaml", "results/plan_history.json", "results/train",
+                 "results/ci_alpha", "results/ci_model3", "results/ci_table1", "results/train_config", "results/sia",
                  "results/weight_selection", "results/filter_study", "results/attention", "results/floor"],
         "params": [{"params.yaml": None}], "outs": ["results/tables"],
         "metrics": [{"results/summary.json": {"cache": False}}]}),

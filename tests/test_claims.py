@@ -501,3 +501,35 @@ def test_claim_11_asks_every_training_configuration_and_the_grids_own():
     c = judged(evidence({("cifar10", "vit"): ORDERED}, configs=config_frame({"lr_half": ORDERED, "randaug": flipped})),
                "11")
     assert c["verdict"] == "contradicted" and "cifar10, vit, randaug" in c["summary"]
+
+
+# --- at the edge: a verdict another CPU's spread could turn ------------------------------------------------------
+
+def test_a_verdict_within_the_cross_cpu_spread_of_its_boundary_is_marked_at_the_edge():
+    from pipeline.analysis.claims_report import verdict_cell
+
+    near = dict(ORDERED, impulse=shifted(ORDERED["mimetic"], {0: 0.9, 1: 1.1, 2: 1.0}))  # impulse − mimetic ≈ +1
+    c = judged(evidence({("cifar10", "vit"): near}, cpu_spread=1.0), "1")
+    close = next(x for x in c["comparisons"] if (x["a"], x["b"]) == ("impulse", "mimetic"))
+    assert close["verdict"] == "supported" and close["low"] > 0
+    assert close["cpu_shift"] == pytest.approx(1.0 * np.sqrt(2 / 3))  # one pt a cell, 3 seed pairs
+    assert close["edge_verdict"] == "inconclusive"  # the mean 0.82 lower: its interval reaches 0
+    assert c["verdict"] == "supported" and c["edge_verdict"] == "inconclusive"
+    assert "at the edge: a shift of ±0.82 pts" in " ".join(c["evidence"])
+    assert verdict_cell(c) == "**supported** (at the edge: on another CPU, inconclusive)"
+    far = next(x for x in c["comparisons"] if (x["a"], x["b"]) == ("mimetic", "default"))
+    assert far["verdict"] == "supported" and far["edge_verdict"] is None  # +2 pts: beyond the spread's reach
+
+
+def test_without_a_measured_spread_no_verdict_is_at_the_edge():
+    near = dict(ORDERED, impulse=shifted(ORDERED["mimetic"], {0: 0.9, 1: 1.1, 2: 1.0}))
+    c = judged(evidence({("cifar10", "vit"): near}), "1")
+    assert c["edge_verdict"] is None and all(x["edge_verdict"] is None and x["cpu_shift"] == 0
+                                             for x in c["comparisons"])
+
+
+def test_the_cross_cpu_shift_of_a_welch_comparison_counts_both_arms_runs():
+    from pipeline.analysis.stats import WELCH, Estimate
+
+    e = Estimate("a", "b", WELCH, 4, 9, 0, 1.0, 0.5, 8.0, 0.0, 2.0, 0.95, (1.0, 1.0), 0.0, (), ())
+    assert claims.cross_cpu_shift(e, 1.5) == pytest.approx(1.5 * np.sqrt(1 / 4 + 1 / 9))

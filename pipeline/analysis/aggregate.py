@@ -42,6 +42,7 @@ from pipeline.analysis import plan_history, tables, trained
 from pipeline.analysis.analysis_plan import load_confirmatory, load_plan, load_training_rule
 from pipeline.analysis.filter_tables import filter_table, gaussian_table
 from pipeline.analysis.published import load_claims, load_published
+from pipeline.analysis.reproducibility import CROSS_CPU, cell_spread, load_cross_cpu
 from pipeline.analysis.runs import check_images, planned_cells, read_floors, read_frames, read_metrics
 from pipeline.analysis.stats import mean_std
 from pipeline.datasets import DATASETS
@@ -426,9 +427,10 @@ def plan_record(plans: dict, paper: str | Path, exp: Experiment, claims: list[di
 
 
 def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: str | Path = CI_FIT,
-              repo: str | Path | None = None) -> Aggregate:
+              repo: str | Path | None = None, cross_cpu: str | Path = CROSS_CPU) -> Aggregate:
     """Read the experiment's runs, paper/ and the plan, and build the tables, claims, metrics and what was run;
-    with `repo` (a git work tree), the plan's history from it too."""
+    with `repo` (a git work tree), the plan's history from it too; `cross_cpu`'s measured spread of a cell across CPU
+    code paths marks the verdicts at the edge."""
     results = Path(results)
     plans = load_plan(paper, exp.sizes())
     check_confidence(plans, exp)
@@ -443,7 +445,8 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
                                exp.kernel_size, exp.filter_dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
-                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings), published)
+                               frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings), published,
+                               cell_spread(load_cross_cpu(cross_cpu)))
     head = headline_rows(ev)
     floors = read_floors(results / "floor")
     built = build_tables(runs, filters, ci, published, exp, head, load_fit_reference(ci_fit), m3, floors)

@@ -88,10 +88,30 @@ class Check:
     rule: Rule
     verdict: str = INCONCLUSIVE
     p_holm: float = math.nan
+    #: how far the mean difference may move when the same cells train on another CPU's kernels (points; 0: not
+    #: judged), set by `mark_edges`
+    shift: float = 0.0
 
     @property
     def criterion(self) -> Criterion:
         return self.rule.criterion
+
+    def verdict_at(self, delta: float) -> str:
+        """The verdict with the mean difference moved by `delta` points, the same standard error, degrees of freedom
+        and Holm multiplier (the adjusted over the raw p of the reverse, this check's rank in its family kept)."""
+        e = replace(self.estimate, mean=self.estimate.mean + delta)
+        p_reverse = self.criterion.p_reverse(e)
+        multiplier = self.p_holm / self.p_reverse if self.p_reverse > 0 and math.isfinite(self.p_holm) else 1.0
+        return _decide(self.criterion.p_supported(e), min(1.0, p_reverse * multiplier), self.rule.alpha)
+
+    @property
+    def edge_verdict(self) -> str | None:
+        """The other verdict a cross-CPU `shift` of the mean either way gives, or None when both keep this one (a
+        verdict not at the edge)."""
+        if not self.shift or self.verdict == NOT_TESTED or not self.estimate.enough:
+            return None
+        moved = [v for v in (self.verdict_at(-self.shift), self.verdict_at(self.shift)) if v != self.verdict]
+        return moved[0] if moved else None
 
     @property
     def p_supported(self) -> float:
@@ -163,7 +183,12 @@ class Check:
         return (f"{self.label}: {e.a} − {e.b} = {num(e.mean, True)} pts, {100 * e.confidence:g}% CI {interval(e)}"
                 f" over {self.runs()} ({self.planned()}); needs the interval {self.criterion.need}: {self.verdict}"
                 f" (one-sided p {_p(self.p_supported)} for the claim, Holm-adjusted p {_p(self.p_holm)} for the"
-                f" reverse; {self.power_text()})")
+                f" reverse; {self.power_text()}){self.edge_text()}")
+
+    def edge_text(self) -> str:
+        alt = self.edge_verdict
+        return "" if alt is None else (f"; at the edge: a shift of ±{num(self.shift)} pts, the spread of the same"
+                                       f" cells on another CPU's kernels (bench/cross_cpu.yaml), makes it {alt}")
 
     def as_dict(self) -> dict:
         r, c = self.rule, self.criterion
@@ -172,7 +197,7 @@ class Check:
             "family": r.family, "alpha": r.alpha, "effect": r.effect, "planned_n": list(r.n),
             "verdict": self.verdict, "p_supported": self.p_supported, "p_reverse": self.p_reverse,
             "p_reverse_holm": self.p_holm, "detectable": self.detectable, "new_experiment_seeds": self.new_seeds,
-            "power": self.power_text()}
+            "power": self.power_text(), "cpu_shift": self.shift, "edge_verdict": self.edge_verdict}
 
 
 def judge(checks: Sequence[Check]) -> None:
@@ -189,7 +214,48 @@ def judge(checks: Sequence[Check]) -> None:
         rejected, adjusted = holm([c.p_reverse for c in members], alpha)
         for c, reject, p in zip(members, rejected, adjusted):
             c.p_holm = p if math.isfinite(c.p_reverse) else math.nan
-            c.verdict = (SUPPORTED if c.p_supported < alpha else CONTRADICTED if reject else INCONCLUSIVE)
+            c.verdict = _decide(c.p_supported, p if reject else 1.0, alpha)
+
+
+def _decide(p_supported: float, p_reverse_holm: float, alpha: float) -> str:
+    """Supported at α on the claimed side, else contradicted when Holm rejects the reverse, else inconclusive."""
+    return SUPPORTED if p_supported < alpha else CONTRADICTED if p_reverse_holm <= alpha else INCONCLUSIVE
+
+
+def cross_cpu_shift(e: Estimate, cell_spread: float) -> float:
+    """How far the mean difference may move when every cell it compares trains on another CPU's kernels, each cell's
+    top-1 moving by about `cell_spread` points independently (bench/cross_cpu.yaml: the same cell on two code
+    paths): the contrast's weights over its runs (paired: per seed, Welch: per arm's runs)."""
+    if not cell_spread or not e.enough:
+        return 0.0
+    if e.kind == WELCH:
+        return cell_spread * math.sqrt(1 / e.n + 1 / e.n_b)
+    weights = sum(w * w for _, w in e.terms) if e.terms else 2.0
+    return cell_spread * math.sqrt(weights / e.n)
+
+
+def mark_edges(checks: Sequence[Check], cell_spread: float) -> None:
+    """Give each judged check its cross-CPU shift (`Check.edge_verdict` then says whether its verdict is at the
+    edge)."""
+    for c in checks:
+        c.shift = cross_cpu_shift(c.estimate, cell_spread)
+
+
+def claim_edge_verdict(checks: Sequence[Check]) -> str | None:
+    """The claim verdict one comparison's cross-CPU shift could give instead of this one, or None (not at the edge)."""
+    verdict = claim_verdict(list(checks))
+    for c in checks:
+        alt = c.edge_verdict
+        if alt is None:
+            continue
+        moved = [_Verdict(alt if other is c else other.verdict) for other in checks]
+        if (other := claim_verdict(moved)) != verdict:
+            return other
+    return None
+
+
+class _Verdict(NamedTuple):
+    verdict: str
 
 
 class Finding(NamedTuple):
@@ -235,6 +301,9 @@ class Evidence:
     weight_selection: pd.DataFrame | None = None  #: [NeurIPS] Table 4's cells (frame `weight_selection`)
     settings: dict = field(default_factory=dict)  #: params key -> value, for the plans' `requires`
     published: pd.DataFrame | None = None  #: paper/*.csv (`published.load_published`), for the published scale
+    #: how far one cell's top-1 lands on another CPU's kernels (points; bench/cross_cpu.yaml, 0: not measured): the
+    #: verdicts within it of their boundary are marked at the edge (`mark_edges`)
+    cpu_spread: float = 0.0
 
     def __post_init__(self):
         """Name each frame (`DataFrame.attrs['unit']`), so each comparison knows the run groups it contrasts."""
@@ -858,13 +927,15 @@ def check_claims(claims: list[dict], ev: Evidence) -> list[dict]:
         found = (CLAIMS[claim["id"]](ev, plan_for(ev.plans, claim["id"])) if claim["id"] in CLAIMS
                  else Finding([], ["no check implemented"]))
         judge(found.checks)
+        mark_edges(found.checks, ev.cpu_spread)
         verdict = found.verdict or claim_verdict(found.checks)
         power = run_power(found.checks) if verdict != NOT_TESTED else None
         evidence = [c.evidence() for c in found.checks] + found.notes
         out.append(claim | {"verdict": verdict,
                             "summary": found.summary or summary_line(verdict, found.checks, found.notes, power),
                             "evidence": evidence + ([describe_power(power)] if power else []),
-                            "comparisons": [c.as_dict() for c in found.checks], "power": power})
+                            "comparisons": [c.as_dict() for c in found.checks], "power": power,
+                            "edge_verdict": None if found.verdict else claim_edge_verdict(found.checks)})
     return out
 
 
@@ -875,5 +946,6 @@ def headline(ev: Evidence) -> list[tuple[str, str, Check]]:
     for d, v in ev.cells(["vit", "swin", "mixer", ""], small=None):
         checks = [Check(f"{d}, {v}", ev.pair(rule, ev.arms[0], b, dataset=d, variant=v), rule) for b in ev.arms[1:]]
         judge(checks)
+        mark_edges(checks, ev.cpu_spread)
         out += [(d, v, c) for c in checks]
     return out

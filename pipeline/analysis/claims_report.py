@@ -147,9 +147,22 @@ def deciding(claim: dict, limit: int = 6) -> str:
     first = [c for c in comps if c["verdict"] == verdict] if verdict in ("contradicted", "inconclusive") else []
     chosen = first + [c for c in comps if c not in first]
     text = "; ".join(f"{c['label']}: {c['a']} − {c['b']} {num(c['mean'], True)} {_interval(c)} (needs {c['needs']}:"
-                     f" {MARKS.get(c['verdict'], c['verdict'])})" for c in chosen[:limit])
+                     f" {MARKS.get(c['verdict'], c['verdict'])}{edge_mark(c)})" for c in chosen[:limit])
     more = len(chosen) - limit
     return text + (f"; {more} more in the report" if more > 0 else "")
+
+
+def verdict_cell(claim: dict) -> str:
+    """'**inconclusive**', with 'at the edge: another CPU, supported' when a comparison's cross-CPU shift could turn
+    it (`claims.claim_edge_verdict`)."""
+    alt = claim.get("edge_verdict")
+    return f"**{claim['verdict']}**" + (f" (at the edge: on another CPU, {alt})" if alt else "")
+
+
+def edge_mark(c: dict) -> str:
+    """A comparison's ', at the edge (another CPU: supported)' when its cross-CPU shift could turn its verdict."""
+    alt = c.get("edge_verdict")
+    return f", at the edge (another CPU: {alt})" if alt else ""
 
 
 def claim_regime(claim: dict) -> str:
@@ -168,7 +181,7 @@ def verdict_counts(claims: list[dict]) -> str:
 def claims_table(claims: dict, ran: dict) -> TableBlock:
     """Every claim: verdict, the regime it was reached in, its plan, its comparisons with intervals."""
     history = (claims.get("plan") or {}).get("history") or {}
-    rows = [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c), plan_word(c, history),
+    rows = [[c["id"], c.get("short") or c["claim"], verdict_cell(c), claim_regime(c), plan_word(c, history),
              deciding(c)] for c in claims.get("claims", [])]
     return TableBlock("Every claim, its verdict and the comparisons that decide it",
                       ["#", "Claim", "Verdict", "Regime", "Plan", "Comparisons (95% CI, pts)"],

@@ -144,8 +144,11 @@ def main(params: Params, args) -> int:
         new[where[name]] = spliced
     if args.check:
         for name in stale:
-            print(f"{where[name]}: the {name} block differs from {SOURCES[name]}; run `python -m pipeline readme`",
-                  file=sys.stderr)
+            print(f"{where[name]}: the {name} block differs from {SOURCES[name]}", file=sys.stderr)
+        if stale:
+            print("A run of your own on another machine lands a little apart (docs/reliability.md): `python -m"
+                  " pipeline cells compare` says which cells and verdicts moved against the committed ones. To"
+                  " publish this run's numbers instead (a release): `python -m pipeline readme`.", file=sys.stderr)
         if not stale:
             print(f"the {', '.join(texts)} blocks match their sources")
         return 1 if stale else 0

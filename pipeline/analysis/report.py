@@ -37,8 +37,10 @@ from pipeline.analysis.claims_report import (
     claim_detail,
     claim_regime,
     claims_markdown,
+    edge_mark,
     history_blocks,
     plan_word,
+    verdict_cell,
     verdict_counts,
 )
 from pipeline.analysis.coverage import CoverageEntry, coverage_table, load_coverage, run_verdicts
@@ -132,7 +134,7 @@ def _versus(c: dict) -> str:
         diff += f" ({c['b']} {c['b_rising']})"
     if c["low"] is None:
         return f"{diff} from {c['n']} seed pair(s), too few for an interval"
-    return f"{diff} [{num(c['low'], True)}, {num(c['high'], True)}], {c['verdict']}"
+    return f"{diff} [{num(c['low'], True)}, {num(c['high'], True)}], {c['verdict']}{edge_mark(c)}"
 
 
 def final(comparisons: list[dict]) -> str:
@@ -194,12 +196,12 @@ def glance_table(inp: ReportInputs) -> TableBlock:
     if history.get("available"):
         return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Regime", "Plan",
                                                                    "Evidence"],
-                          [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c),
+                          [[c["id"], c.get("short") or c["claim"], verdict_cell(c), claim_regime(c),
                             plan_word(c, history), c.get("summary", "")] for c in claims],
                           caption + " Plan: confirmatory, post hoc (changes a verdict depends on, made after a result"
                           " of the claim was recorded: 'The plan's history'), or exploratory.")
     return TableBlock("The claims of the papers at a glance", ["#", "Claim", "Verdict", "Regime", "Evidence"],
-                      [[c["id"], c.get("short") or c["claim"], f"**{c['verdict']}**", claim_regime(c),
+                      [[c["id"], c.get("short") or c["claim"], verdict_cell(c), claim_regime(c),
                         c.get("summary", "")] for c in claims], caption)
 
 

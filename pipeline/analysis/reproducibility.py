@@ -19,6 +19,13 @@ def load_cross_cpu(path: str | Path = CROSS_CPU) -> dict:
     return (yaml_load(path.read_text()) or {}) if path.is_file() else {}
 
 
+def cell_spread(data: dict) -> float:
+    """The largest distance in points between one cell's final top-1 on two CPU code paths (part `train`), 0 when it
+    was not measured: what a cell may move by on another CPU (`claims.mark_edges`)."""
+    results = (data.get("train") or {}).get("results") or {}
+    return max((float(r.get("spread_pts") or 0.0) for r in results.values()), default=0.0)
+
+
 def _entries(c: dict) -> str:
     if not c["differ"]:
         return "bit-identical"
