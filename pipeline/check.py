@@ -7,8 +7,10 @@ can decide. Costs come from bench/throughput.yaml (each entry names its source);
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import statistics
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +18,7 @@ from types import SimpleNamespace
 import torch
 
 from pipeline.config import TrainConfig
+from pipeline.data.fetch.userdata import read_header, scan_split
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import init_section, plugin_section, stages
@@ -126,9 +129,12 @@ def cost_groups(params: Params) -> list[tuple[str, dict, str, dict, dict, int]]:
     return found
 
 
-def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cells: list) -> tuple[str, float, str]:
+def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cells: list,
+                   known: dict | None = None) -> tuple[str, float, str]:
     """One line estimating a group of cells' compute (evaluation included, EVAL_COST per image), its total hours and
-    their unit; each cell's wall time goes to `cells` as (hours, where, device)."""
+    their unit; each cell's wall time goes to `cells` as (hours, where, device); `known`: training images of the
+    datasets only the data can size (`known_train_sizes`)."""
+    known = known or {}
     label, model, dataset, train, data, runs = group
     row = throughput(model, table, device)
     name = throughput_key(model)[0]
@@ -137,7 +143,8 @@ def group_estimate(group: tuple, table: list[dict], device: str, ranks: int, cel
         return (f"compute estimate of {label} on {dataset}: no throughput figure for {name} at this size on {device}"
                 + (f" (bench/throughput.yaml has {', '.join(others)})" if others else "")
                 + "; measure it with bench/gpu_check.py (GPU) or bench/bench_train.py", 0.0, "")
-    n = train_images(dataset, data["train_subset"], data.get("holdout", 0))
+    n = (min(data["train_subset"] or known[dataset], known[dataset]) if dataset in known
+         else train_images(dataset, data["train_subset"], data.get("holdout", 0)))
     if n is None:
         return f"compute estimate of {label} on {dataset}: size unknown until fetched", 0.0, ""
     recipe = SimpleNamespace(**train)
@@ -178,7 +185,8 @@ def estimate_lines(params: Params, device: str | None = None) -> list[str]:
     table = yaml_load(THROUGHPUT.read_text()) if THROUGHPUT.exists() else []
     device, lines, cells, totals = device or run_device(params), [], [], {}
     for group in cost_groups(params):
-        line, hours, unit = group_estimate(group, table, device, params.resources.ranks, cells)
+        line, hours, unit = group_estimate(group, table, device, params.resources.ranks, cells,
+                                           known_train_sizes(params))
         lines.append(line)
         if unit:
             totals[unit] = totals.get(unit, 0.0) + hours
@@ -249,24 +257,70 @@ def holdout_lines(params: Params) -> list[str]:
             f" of claim(s) {', '.join(marked) or 'none'} (paper/plan.yaml `holdout: true`)"]
 
 
+FOLDER = "folder"  #: the user's ImageFolder dataset (pipeline.datasets; `data.folder_path`)
+
+
+@functools.cache
+def _scan_folder(path: str) -> tuple[int, int, int, int] | None:
+    """(training images, classes, the median shorter side of a sample, the sample's size) of the ImageFolder tree at
+    `path` (its train/ listing and a few image headers, as the fetch stage reads them); None when it cannot be read
+    (`validate` says why)."""
+    try:
+        counts, sample = scan_split(Path(path).expanduser() / "train", "data.folder_path")
+        sides = [read_header(f, "data.folder_path")[1] for f in sample]
+    except PipelineError:
+        return None
+    return sum(counts.values()), len(counts), statistics.median_low(sides), len(sides)
+
+
+def known_train_sizes(params: Params) -> dict[str, int]:
+    """Training images of the datasets whose size only the data says (the user's folder), where it can be read."""
+    scan = _scan_folder(params.data.folder_path) if params.data.folder_path else None
+    return {FOLDER: scan[0]} if scan else {}
+
+
+def folder_lines(params: Params, img_sizes: set) -> list[str]:
+    """What the user's folder holds and what its images become: the model's input size, by timm's resize."""
+    scan = _scan_folder(params.data.folder_path)
+    if scan is None or not img_sizes:
+        return []
+    n, classes, side, sampled = scan
+    px = ", ".join(f"{s} px" for s in sorted(img_sizes))
+    lines = [f"{FOLDER} ({params.data.folder_path}): {n:,} training images in {classes} classes, shorter side {side} px"
+             f" (median of {sampled} read); the models take {px}: each image is resized to it (timm's random-resized"
+             " crops in training, resize and centre crop in evaluation)"]
+    small = min(img_sizes)
+    if side < small:
+        lines.append(f"warning: {FOLDER}: its images ({side} px) are upsampled about {small / side:.1f}x to the models'"
+                     f" {small} px input: the model sees no more detail than {side} px hold (set models.<variant>"
+                     f".img_size nearer {side}, or use larger images)")
+    return lines
+
+
 def data_lines(params: Params) -> list[str]:
     """Warnings on the data each planned cell reads: a training subset larger than the split (every seed then trains
     on the same images) and a validation subset that is the whole test split (the curves, the best epoch and the
     plateau are then read on the images that test)."""
     used: dict[str, set] = {}
+    sizes: dict[str, set] = {}  #: dataset -> the input sizes of the models that read it
     for stage in stages():
         for cell in stage.cells(params):
             config = stage.resolve(params, cell)
             data = config.get("data") or {}
             if config.get("dataset") in DATASETS and data:
                 used.setdefault(config["dataset"], set()).add((data["train_subset"], data["val_subset"]))
+                if (config.get("model") or {}).get("img_size"):
+                    sizes.setdefault(config["dataset"], set()).add(config["model"]["img_size"])
     lines, whole = [], []
     for dataset, subsets in used.items():
         info = DATASETS[dataset]
+        size = known_train_sizes(params).get(dataset) or info.train_size
+        if dataset == FOLDER:
+            lines += folder_lines(params, sizes.get(dataset, set()))
         for train, val in sorted(subsets):
-            if info.train_size and train >= info.train_size:
-                lines.append(f"warning: {dataset}: data.train_subset {train} >= its {info.train_size:,} training"
-                             f" images: every seed trains on all {info.train_size:,}, the same images (the seeds"
+            if size and train >= size:
+                lines.append(f"warning: {dataset}: data.train_subset {train} >= its {size:,} training"
+                             f" images: every seed trains on all {size:,}, the same images (the seeds"
                              " differ in init, order and augmentation only)")
             if info.eval_size and (not val or val >= info.eval_size):
                 whole.append(f"{dataset} ({info.eval_size:,})")

@@ -217,3 +217,24 @@ def test_check_warns_when_a_set_arm_option_trains_nothing(params_file):
     assert "add -S init=impulse" in line
     assert unused_arm_lines(load_params(params_file, ["impulse.offsets=random"])) == []
     assert unused_arm_lines(load_params(params_file)) == []
+
+
+def test_a_users_folder_is_planned_at_its_real_size_and_its_resize_is_said(params_file, tmp_path):
+    """A folder of 8 x 8 images, 3 classes x 30 training images: the estimate trains 90 images a pass, not
+    data.train_subset's 2,000, and check says the images are upsampled to the model's 28 px."""
+    from datasets_fixtures import make_image_folder
+
+    from pipeline.check import data_lines, epoch_images
+
+    folder = make_image_folder(tmp_path / "mine", classes=3, train_per_class=30, val_per_class=2, sizes=[(8, 8)])
+    params = load_params(params_file, ["datasets=[folder]", f"data.folder_path={folder.root}",
+                                       "filter_study.filters=[]", "filter_study.gaussian_sigmas=[]"])
+    lines = data_lines(params)
+    assert f"folder ({folder.root}): 90 training images in 3 classes, shorter side 8 px (median of" in lines[0]
+    assert "the models take 28 px: each image is resized to it" in lines[0]
+    assert lines[1].startswith("warning: folder: its images (8 px) are upsampled about 3.5x to the models' 28 px")
+    assert lines[2].startswith("warning: folder: data.train_subset 2000 >= its 90 training images: every seed trains"
+                               " on all 90")
+    estimate = next(line for line in estimate_lines(params) if " on folder " in line)
+    trained = params.train.epochs * epoch_images(90, params.train, 1)
+    assert f" runs x {trained:,} images" in estimate and trained < params.train.epochs * 2000
