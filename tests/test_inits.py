@@ -464,3 +464,20 @@ def test_the_readmes_init_library_snippet_runs_as_shown_with_the_library_alone(t
     assert proc.returncode == 0, proc.stderr[-2000:]
     heads = [float(v) for v in proc.stdout.split("[", 1)[1].split("]", 1)[0].split(",")]
     assert len(heads) == 3 and min(heads) > 0.95  # each impulse head peaks at its offset
+
+
+#: the init library's limit (docs/init-library.md, "Where the impulse fits"): the largest token grid a head dimension
+#: carries the impulse on, measured with the full construction; one grid inside and one beyond it
+LIMITS = [(32, 12, True), (32, 14, False), (64, 20, True), (64, 22, False)]
+
+
+@pytest.mark.parametrize("head_dim, side, fits", LIMITS)
+def test_the_impulse_fits_a_token_grid_up_to_what_its_head_dimension_carries(head_dim, side, fits):
+    model = timm.create_model("vit_small_patch16_224", pretrained=False, weight_init="skip", img_size=16 * side,
+                              num_heads=384 // head_dim, depth=1)
+    if fits:
+        apply_init(model, "impulse", generator=torch.Generator().manual_seed(0))
+    else:
+        with pytest.raises(PipelineError, match=f"head_dim {head_dim} .* below the rank the impulse needs on the"
+                                                f" {side}x{side} grid"):
+            apply_init(model, "impulse", generator=torch.Generator().manual_seed(0))
