@@ -403,3 +403,16 @@ def test_the_runner_polls_slurm_jobs_less_often_while_nothing_changes(tmp_path, 
     assert [o.status for o in outcomes.values()] == ["unchanged", "unchanged"]
     assert waits[:6] == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]  # a started, then nothing changes: back off to the cap
     assert 0.2 in waits[6:]  # a finished and b started: the wait starts over
+
+
+def test_lock_entries_of_stages_no_longer_planned_are_dropped_and_the_rest_kept(tmp_path, monkeypatch):
+    project = make_project(tmp_path / "project")
+    monkeypatch.setenv("PATH", tool_env()["PATH"])
+    sh(project, "dvc", "repro")
+    lock = project / "dvc.lock"
+    kept = lock.read_text()
+    gone = "  cell@9:\n    cmd: python step.py cell 9\n    deps: []\n"  # a seed params.yaml no longer plans
+    lock.write_text(kept + gone)
+    assert repro.prune_lock(project) == 1
+    assert lock.read_text() == kept  # DVC's own writer: the planned entries byte for byte
+    assert repro.prune_lock(project) == 0 and is_clean(project)

@@ -485,4 +485,26 @@ def run(cells: list[Cell], params: Params, args, devices: list[str], local_jobs:
     outcomes = scheduler.run(cells)
     for line in summary_lines(outcomes, time.monotonic() - t0):
         print(line, flush=True)
-    return 1 if any(o.status == "failed" for o in outcomes.values()) else 0
+    failed = any(o.status == "failed" for o in outcomes.values())
+    if not failed and not args.targets and (dropped := prune_lock()):
+        print(f"dvc.lock: dropped {dropped} entr{'y' if dropped == 1 else 'ies'} of stages params.yaml no longer"
+              " plans (their outputs stay in DVC's cache and run-cache: a later run that plans them again restores"
+              " them without training)", flush=True)
+    return 1 if failed else 0
+
+
+def prune_lock(root: Path | None = None) -> int:
+    """Drop dvc.lock's entries of the stages dvc.yaml does not define for params.yaml (a removed arm, variant or
+    seed), under DVC's repository lock and with DVC's own YAML writer; how many went."""
+    from dvc.utils.serialize import modify_yaml
+
+    with contextlib.chdir(Path(root or ".")), Repo(_wait_for_lock=True) as repo, lock_repo(repo):
+        lock = Path(repo.root_dir) / "dvc.lock"
+        if not lock.is_file():
+            return 0
+        planned = {stage.addressing for stage in repo.index.stages}
+        with modify_yaml(lock) as data:
+            gone = [name for name in data.get("stages", {}) if name not in planned]
+            for name in gone:
+                del data["stages"][name]
+        return len(gone)
