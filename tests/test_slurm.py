@@ -5,8 +5,9 @@ slurm-client of slurm-wlm, with munge for authentication; `.ci/run` installs the
 temporary folder (slurm.conf below: its own ports, state, logs and munge socket; job completions logged to a file, so
 `sacct --completion` reports them without a database). It runs the smoke profile's stale cells as SLURM jobs, two at
 a time on the 2 CPUs, and checks what SLURM says about them (their job ids, states, times, logs), that `dvc status` is
-clean and a plain `dvc repro` executes nothing, and that every run's metrics equal a serial `dvc repro`'s. Minutes:
-marked `slurm` and `slow`; skipped, saying why, where the daemons cannot run.
+clean and a plain `dvc repro` executes nothing, and that every run's metrics equal a serial `dvc repro`'s; a
+two-node cluster (two slurmd on 127.0.0.1) runs a multi-node cell through real `srun`. Minutes: marked `slurm` and
+`slow`; skipped, saying why, where the daemons cannot run.
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
+SlurmdSpoolDir={dir}/spool/%n
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
+SlurmdLogFile={dir}/slurmd-%n.log
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -67,9 +68,12 @@ JobAcctGatherType=jobacct_gather/none
 MinJobAge=3600
 MpiDefault=none
 ReturnToService=2
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN
+{nodes}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+#: one node's line: every node is a slurmd of its own on 127.0.0.1 (its own port), so one machine holds a cluster
+#: of several nodes, each running its job steps as a real node does
+NODE = "NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs={cpus} RealMemory=2000 State=UNKNOWN"
 
 
 def free_port() -> int:
@@ -92,16 +96,16 @@ def why_not() -> str | None:
 
 def stop(folder: Path) -> None:
     """Stop the daemons this test started (by the pid files they wrote)."""
-    for name in ("slurmd", "slurmctld", "munged"):
-        pid_file = folder / f"{name}.pid"
+    for pid_file in [*folder.glob("slurmd-*.pid"), folder / "slurmctld.pid", folder / "munged.pid"]:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A one-node SLURM on 127.0.0.1; yields the environment its clients need (SLURM_CONF)."""
+@contextlib.contextmanager
+def slurm_cluster(nodes: dict[str, int]):
+    """A SLURM cluster on 127.0.0.1 of `nodes` {name: CPUs}, each its own slurmd; yields the environment its clients
+    need (SLURM_CONF). Skips the test, saying why, where the daemons cannot run."""
     reason = why_not()
     if reason:
         pytest.skip(reason)
@@ -109,32 +113,46 @@ def cluster():
     (folder / "state").mkdir()
     (folder / "spool").mkdir()
     env = tool_env(SLURM_CONF=str(folder / "slurm.conf"), PATH=f"{tool_env()['PATH']}{os.pathsep}{SBIN}")
+    lines = "\n".join(NODE.format(name=name, port=free_port(), cpus=cpus) for name, cpus in nodes.items())
     (folder / "slurm.conf").write_text(SLURM_CONF.format(dir=folder, ctld_port=free_port(), d_port=free_port(),
-                                                         cpus=len(os.sched_getaffinity(0))))
+                                                         nodes=lines))
     steps = [["mungekey", "--create", f"--keyfile={folder}/munge.key", "--force"],
              ["munged", "--force", f"--socket={folder}/munge.socket", f"--key-file={folder}/munge.key",
               f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
               f"--seed-file={folder}/munged.seed"],
              ["slurmctld", "-f", f"{folder}/slurm.conf"],
-             ["slurmd", "-f", f"{folder}/slurm.conf", "-N", "localhost"]]
+             *(["slurmd", "-f", f"{folder}/slurm.conf", "-N", name] for name in nodes)]
     try:
         for cmd in steps:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if proc.returncode:
                 pytest.skip(f"`{cmd[0]}` could not start here: {(proc.stdout + proc.stderr).strip()[-300:]}")
         deadline = time.time() + 60
-        while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True,
-                                           text=True).stdout:
+        while subprocess.run(["sinfo", "-h", "-o", "%t %D"], env=env, capture_output=True,
+                             text=True).stdout.split() != ["idle", str(len(nodes))]:
             if time.time() > deadline:
-                logs = "".join((folder / f).read_text()[-400:] for f in ("slurmctld.log", "slurmd.log")
-                               if (folder / f).exists())
-                pytest.skip(f"the SLURM node did not come up within 60 s: {logs}")
+                logs = "".join(f.read_text()[-400:] for f in [folder / "slurmctld.log", *folder.glob("slurmd-*.log")])
+                pytest.skip(f"the SLURM node(s) did not come up within 60 s: {logs}")
             time.sleep(0.5)
         yield env
     finally:
         subprocess.run(["scancel", "--user=root"], env=env, capture_output=True)
         stop(folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A one-node SLURM on 127.0.0.1 with every CPU of this machine."""
+    with slurm_cluster({"localhost": len(os.sched_getaffinity(0))}) as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A two-node SLURM on 127.0.0.1 (nodes n1 and n2, one CPU each): a multi-node cell's real srun across nodes."""
+    with slurm_cluster({"n1": 1, "n2": 1}) as env:
+        yield env
 
 
 def completion(env: dict, job_ids: list[str]) -> dict[str, dict]:
@@ -268,6 +286,35 @@ def test_a_cell_at_its_time_limit_is_requeued_and_resumes_in_its_own_slurm_envir
                                                                               "nodelist": "localhost"}
     assert metrics["slurm"]["restarts"] >= 1
     assert metrics["epochs"] == epochs and [r["epoch"] for r in metrics["history"]] == list(range(epochs))
+    assert "up to date" in sh(repo, "dvc", "status", cell)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow("trains a smoke cell as one job across two SLURM nodes (two slurmd on 127.0.0.1)")
+@pytest.mark.timeout(900)
+def test_a_multi_node_cell_trains_across_two_nodes_through_real_srun(two_nodes, tmp_path):
+    """resources.nnodes 2: the runner's SLURM executor asks for two nodes, the cell's stage command (its batch step, on
+    n1) starts torchrun on each node with srun (`launch.srun_torchrun_command`), the two agents meet at the c10d
+    rendezvous and train one DDP cell of world size 2 (gloo). The rendezvous endpoint is given (the node names n1/n2
+    resolve nowhere; the derivation from the first node is the unit test below's)."""
+    cell = "train@fashion_mnist-vit-impulse-0"
+    endpoint = f"127.0.0.1:{free_port()}"
+    repo = copy_repo(tmp_path / "multi", "smoke", {"resources.threads": 1, "resources.nnodes": 2, "resources.nproc": 1,
+                                                   "resources.device": "cpu", "resources.rdzv_endpoint": endpoint,
+                                                   "slurm.gpus": False, "slurm.time": 30})
+    out = sh(repo, sys.executable, "-m", "pipeline", "repro", "--executor", "slurm", cell, env=two_nodes)
+    job, log = re.search(rf"start  {re.escape(cell)}  \(SLURM job (\d+); log (\S+)\)", out).groups()
+    assert "0 failed" in out, out
+    assert completion(two_nodes, [job])[job]["State"] == "COMPLETED"
+    text = Path(log).read_text()
+    launched = next(line for line in text.splitlines() if line.startswith("launching 2 node(s) x 1 process(es): "))
+    # each node's rank gets the CPUs the job asked for
+    assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 --cpus-per-task=1 " in launched, launched
+    assert f"--nproc_per_node=1 --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint={endpoint}" in launched, launched
+    metrics = json.loads((repo / "results/train/fashion_mnist/vit/impulse/seed0/metrics.json").read_text())
+    assert metrics["world_size"] == 2  # two ranks, one per node, in one process group
+    assert {k: metrics["slurm"][k] for k in ("job_id", "nodes", "nodelist")} == {"job_id": job, "nodes": 2,
+                                                                                 "nodelist": "n[1-2]"}
     assert "up to date" in sh(repo, "dvc", "status", cell)
 
 

@@ -201,9 +201,13 @@ class SlurmExecutor:
         site's own (`slurm.options`, as given)."""
         cpus = self.slurm.cpus_per_task or request.nproc * (request.threads + request.workers)
         site = {str(k).replace("_", "-"): v for k, v in (self.slurm.options or {}).items()}
-        options = {"job_name": stage, "nodes": request.nnodes, "ntasks_per_node": 1, "cpus_per_task": cpus,
+        # the nodes go to sbatch as a site option would, not as submitit's `nodes`: submitit counts nodes x tasks per
+        # node as the job's tasks and waits for each one's result, but the command runs once (`use_srun`: False) and
+        # its own srun fans out to the other nodes (`launch.srun_torchrun_command`)
+        options = {"job_name": stage, "nodes": 1, "ntasks_per_node": 1, "cpus_per_task": cpus,
                    "time": self.slurm.time, "use_srun": False, "stderr_to_stdout": True,
-                   "additional_parameters": site | {"signal": f"B:USR2@{self.slurm.signal_s}"}}
+                   "additional_parameters": site | {"nodes": request.nnodes,
+                                                    "signal": f"B:USR2@{self.slurm.signal_s}"}}
         if request.gpu and self.slurm.gpus:
             options["gpus_per_node"] = request.nproc
         if self.slurm.partition:
