@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from workspace import copy_built, sh, tool_env
 
 from pipeline.analysis.reproduction import cell_moves, compare
 from pipeline.errors import PipelineError
@@ -80,3 +84,34 @@ def test_a_committed_cell_missing_from_the_run_is_counted(mine):
 def test_no_run_of_ones_own_is_a_message(tmp_path):
     with pytest.raises(PipelineError, match="no run of your own to compare; run `make repro` first"):
         _compare(tmp_path / "results")
+
+
+@pytest.mark.slow("re-trains two smoke cells on another CPU code path (about a minute on 2 cores, beside the"
+                         " shared smoke build)")
+def test_a_run_on_another_cpu_code_path_is_compared_cell_by_cell(smoke_built, tmp_path):
+    """The smoke run's cells committed, two of them re-trained on the SSE4.2 path (bench/cross_cpu.yaml's `paths`,
+    as bench/bench_cross_cpu.py stands in for another CPU): `cells compare` names what moved by how much, or says
+    identical where the path changed nothing, and exits 1 exactly when a verdict changed."""
+    other = copy_built(smoke_built[0], tmp_path / "other")
+    sh(other, "python", "-m", "pipeline", "cells", "save")
+    path = yaml.safe_load((ROOT / "bench/cross_cpu.yaml").read_text())["paths"]["sse4.2"]
+    cells = ["train@fashion_mnist-vit-impulse-0", "train@fashion_mnist-vit-mimetic-0"]
+    for stage in cells:
+        sh(other, "dvc", "repro", "-f", "--single-item", stage, env=tool_env(**path))
+    def scores(root: Path, stage: str) -> tuple:
+        cell = root / "train/fashion_mnist/vit" / stage.split("-")[2] / "seed0"
+        with np.load(cell / "test_correct.npz") as z:
+            return json.loads((cell / "metrics.json").read_text())["test_top1"], z["correct"].tobytes()
+
+    committed, mine = other / "cells/smoke/results", other / "results"
+    moved = [c for c in cells if scores(committed, c) != scores(mine, c)]
+    total = sum("test_top1" in json.loads(m.read_text()) for m in committed.rglob("metrics.json"))
+    done = subprocess.run([sys.executable, "-m", "pipeline", "cells", "compare"], cwd=other, env=tool_env(),
+                          capture_output=True, text=True)
+    out = done.stdout + done.stderr
+    assert f"  cells: {total - len(moved)} identical, {len(moved)} moved" in out, out
+    for c in moved:
+        before, after = scores(committed, c)[0], scores(mine, c)[0]
+        assert f"results/train/fashion_mnist/vit/{c.split('-')[2]}/seed0: top-1 {100 * before:.2f} →" \
+            f" {100 * after:.2f} %" in out, out
+    assert done.returncode == (0 if "  verdicts: 0 changed (the same answer)" in out else 1), out
