@@ -22,7 +22,7 @@ from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
-from pipeline.analysis.claims_report import SET_RUN, claim_regime, claims_markdown, verdict_cell
+from pipeline.analysis.claims_report import SET_RUN, claim_regime, claims_markdown, table_profile, verdict_cell
 from pipeline.analysis.coverage import load_coverage
 from pipeline.analysis.document import block_markdown, to_markdown
 from pipeline.analysis.fidelity import load_fidelity
@@ -76,7 +76,7 @@ def built(tmp_path_factory) -> tuple[Path, ...]:
 def report(root: Path, figures: str = "reports/figures") -> tuple[Path, ...]:
     inp = read_inputs(root / "results/tables", root / figures, PAPER)
     return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports",
-                        claims_markdown(inp.claims, inp.ran, "cpu-all"))
+                        claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile"))))
 
 
 def markdown(root: Path) -> str:
@@ -205,7 +205,9 @@ def marked_readme(path: Path, *names: str) -> Path:
 def test_claims_md_is_the_laptop_sets_table_or_says_not_run_yet(built):
     """reports/claims.md: every claim with its verdict, the profile and revision it came from and its deciding
     comparisons with intervals, from a run of the plan's confirmatory profile; otherwise 'not run yet'."""
-    assert built[4].read_text().startswith("**Every claim in one table: not run yet.** Profile `cpu-all`")
+    assert built[4].read_text().startswith("**Every claim in one table: not run yet.** Profile `laptop`")
+    assert [table_profile(p) for p in ("laptop", "laptop-rest", "cpu", "cpu-all", None)] == [
+        "laptop", "laptop-rest", "laptop", "laptop", "laptop"]  # a laptop-set run's own table; else the set's first
     inp = read_inputs(built[0] / "results/tables", built[0] / "reports/figures", PAPER)
     text = claims_markdown(inp.claims, inp.ran | {"profile": "cpu-all"}, "cpu-all")
     assert text.startswith(SET_RUN + " `cpu-all`, one run.**")

@@ -13,6 +13,14 @@ from pipeline.analysis.numbers import NA, num
 
 #: how reports/claims.md of a run of the laptop set begins (the README's claims block is taken only from one)
 SET_RUN = "**Every claim in one table: profile"
+#: the profiles whose runs fill the README's one claims table: the laptop set (paper/plan.yaml's confirmatory entries
+#: `laptop` and `laptop-rest`; `cpu-all` and `cpu-rest` were its earlier design); the first is named when none ran
+LAPTOP_SET = ("laptop", "laptop-rest")
+
+
+def table_profile(run_profile: str | None) -> str:
+    """The laptop-set profile whose table reports/claims.md holds: the run's own where it is one, else the first."""
+    return run_profile if run_profile in LAPTOP_SET else LAPTOP_SET[0]
 #: the caption the claims table carries wherever it is printed
 CLAIMS_CAPTION = ("Verdicts by paper/plan.yaml from one run of the profile named (the revision its runs record):"
                   " supported = every comparison passes its one-sided test at 2.5 % (its 95 % interval on the claimed"

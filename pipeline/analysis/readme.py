@@ -2,7 +2,7 @@
 
 Each block sits between two marker comments (`markers`) in one of README.md and docs/*.md:
 
-- claims (README.md): reports/claims.md of a run of the laptop set (the plan's confirmatory profile, cpu-all): every
+- claims (README.md): reports/claims.md of a run of the laptop set (`claims_report.LAPTOP_SET`): every
   claim, its verdict, the profile and revision it came from, its plan and its deciding comparisons with intervals
   (`pipeline.analysis.claims_report`); a run of another profile leaves it as it is;
 - headline (README.md): reports/headline.md, which the report stage writes (the question, the headline table, the
@@ -40,7 +40,7 @@ from pipeline.params import Params
 README, HEADLINE, PAPER, TABLES = Path("README.md"), Path("reports/headline.md"), Path("paper"), Path("results/tables")
 CLAIMS = Path("reports/claims.md")
 #: block -> what it is generated from
-SOURCES = {"claims": "reports/claims.md of a cpu-all run", "headline": "reports/headline.md",
+SOURCES = {"claims": "reports/claims.md of a laptop-set run", "headline": "reports/headline.md",
            "coverage": "paper/coverage.yaml and results/tables/claims.json",
            "fidelity": "paper/fidelity.yaml", "papers": "paper/*.yaml and paper/*.csv"}
 
@@ -122,7 +122,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--paper", default=str(PAPER), help="coverage.yaml, fidelity.yaml, the CSVs (default: paper)")
     parser.add_argument("--tables", default=str(TABLES), help="the run's verdicts (default: results/tables)")
     parser.add_argument("--claims", default=str(CLAIMS), help="the laptop set's claims table (default:"
-                        " reports/claims.md; read only when it is a cpu-all run's)")
+                        " reports/claims.md; read only when it is a laptop-set run's)")
 
 
 def main(params: Params, args) -> int:

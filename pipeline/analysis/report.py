@@ -40,6 +40,7 @@ from pipeline.analysis.claims_report import (
     edge_mark,
     history_blocks,
     plan_word,
+    table_profile,
     verdict_cell,
     verdict_counts,
 )
@@ -496,8 +497,7 @@ def main(params: Params, args) -> int:
     inp = read_inputs(getattr(args, "tables", TABLES), getattr(args, "figures", FIGURES), getattr(args, "paper", PAPER),
                       getattr(args, "cross_cpu", CROSS_CPU))
     paper = Path(getattr(args, "paper", PAPER))
-    confirmatory = load_confirmatory(paper)
-    table = claims_markdown(inp.claims, inp.ran, confirmatory.profile if confirmatory else params.profile)
+    table = claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile")))
     own = load_confirmatory(paper, inp.ran.get("profile"))
     measures = own.measures if own is not None and own.profile == inp.ran.get("profile") else ""
     md, pdf, head, claims = write_report(params.report.title, build_report(inp, out, measures),
