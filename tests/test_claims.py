@@ -219,7 +219,8 @@ def test_claim_3_gains_grow_with_heads_paired_by_seed():
 
 def test_claim_3_needs_two_head_counts():
     c = judged(evidence({("cifar100", "vit"): ORDERED, ("cifar100", "swin"): ORDERED}), "3")
-    assert c["verdict"] == "not tested" and "vit (vit_tiny_patch16_224, 3 heads)" in c["summary"]
+    assert c["verdict"] == "not tested"
+    assert "vit (3 heads, 470k parameters; timm's vit_tiny_patch16_224 class)" in c["summary"]
 
 
 def filter_frame(top1: dict) -> pd.DataFrame:

@@ -276,8 +276,13 @@ class VariantFacts:
     params: float
 
     def label(self) -> str:
-        heads = f", {self.num_heads} heads" if self.num_heads else ""
-        return f"{self.name} ({self.model}{heads})"
+        """'vit (3 heads, 385k parameters; timm's vit_tiny_patch16_224 class)': what the model is, then the class it
+        is built from (a class name alone reads as that model's size)."""
+        size = [f"{self.num_heads} heads"] if self.num_heads else []
+        if math.isfinite(self.params) and self.params > 0:
+            size.append(f"{self.params / 1e6:.1f}M parameters" if self.params >= 1e6 else
+                        f"{self.params / 1e3:.0f}k parameters")
+        return f"{self.name} ({', '.join(size)}{'; ' if size else ''}timm's {self.model} class)"
 
 
 @dataclass
