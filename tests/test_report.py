@@ -487,3 +487,16 @@ def test_the_headline_says_what_its_design_measures_from_the_plan(built, tmp_pat
     (tmp_path / "plan.yaml").write_text("confirmatory:\n- profile: test\n  seeds: [0]\n  measures: [1]\n")
     with pytest.raises(PipelineError, match="measures must be a sentence"):
         load_confirmatory(tmp_path)
+
+
+def test_a_reproduction_made_after_a_plan_change_checks_equal_but_a_verdict_does_not():
+    """The plan column reads the plan's changes against the run's revision: the committed run's "post hoc (8)" is a
+    later reproduction's "confirmatory (...all before this run)", the same numbers (`readme.RUN_FACTS`)."""
+    committed = ("| 3 | Gains grow | **not tested** | – | post hoc (8) (changed since this run) | needs runs |\n"
+                 "| 5a | ConvMixer | **supported** | 2,000 images | exploratory | impulse − learned +0.1 |")
+    later = ("| 3 | Gains grow | **not tested** | – | confirmatory (the plan was revised 8 times after earlier runs'"
+             " results, all before this run) | needs runs |\n"
+             "| 5a | ConvMixer | **supported** | 2,000 images | confirmatory | impulse − learned +0.1 |")
+    assert readme.comparable(committed) == readme.comparable(later)
+    assert readme.comparable(committed) != readme.comparable(later.replace("**supported**", "**inconclusive**"))
+    assert readme.comparable(committed) != readme.comparable(later.replace("+0.1", "+0.2"))

@@ -54,9 +54,12 @@ def markers(name: str) -> tuple[str, str]:
 BEGIN, END = markers("headline")
 
 
-#: what two runs of the same code and params differ in (`run_line`'s wall time, the source line's git revision)
+#: what two runs of the same code and params differ in: `run_line`'s wall time, the source line's git revision, and
+#: the claims tables' plan column, which reads the plan's changes against the revision the run's cells record (a
+#: reproduction made after a change sees it as before its run: `claims_report.plan_word`)
 RUN_FACTS = [(re.compile(r"\d+(\.\d+)? min of training in total"), "… min of training in total"),
-             (re.compile(r"git revision [0-9a-f]{7,40}(, [0-9a-f]{7,40})*"), "git revision …")]
+             (re.compile(r"git revision [0-9a-f]{7,40}(, [0-9a-f]{7,40})*"), "git revision …"),
+             (re.compile(r"\| (?:confirmatory|post hoc|exploratory)[^|]*\|"), "| plan … |")]
 
 
 def comparable(text: str) -> str:
