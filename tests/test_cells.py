@@ -47,16 +47,21 @@ def test_a_committed_cell_never_stands_in_for_another_recipe(smoke_built, tmp_pa
     assert "results/train/fashion_mnist/" in out
 
 
+def clone_here(repo: Path) -> Path:
+    """A git clone of this repository with this working tree on top (its history is the plan's history)."""
+    sh(ROOT, "git", "clone", "-q", str(ROOT), str(repo))
+    for name in sh(ROOT, "git", "ls-files", "-co", "--exclude-standard").splitlines():
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    return repo
+
+
 def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
     """The README's headline and the docs' generated blocks are the committed run's: re-derived from
     cells/<profile>/ in a clone (its git history is the plan's history), without training, they are the README's
     (`readme --check`), and the run's summary is results/summary.json's."""
-    repo = tmp_path / "repo"
-    sh(ROOT, "git", "clone", "-q", str(ROOT), str(repo))
-    for name in sh(ROOT, "git", "ls-files", "-co", "--exclude-standard").splitlines():  # this working tree on top
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
+    repo = clone_here(tmp_path / "repo")
     profile = load_params(repo / "params.yaml").profile
     assert (repo / "cells" / profile).is_dir(), f"cells/{profile}/ is not committed: the README's run is not either"
     out = sh(repo, "python", "-m", "pipeline", "cells", "rederive")
@@ -100,3 +105,17 @@ def test_a_partial_run_resumes_in_a_fresh_clone_training_only_what_is_missing(sm
     stale = {line.split(":")[0].strip() for line in plan.splitlines() if ": stale;" in line}
     assert {"train@fashion_mnist-vit-impulse-0", moved} <= stale
     assert not stale & (set(partial) - {moved})
+
+
+@pytest.mark.slow("re-derives the laptop set's 95 committed cells into its report (about a minute and a half on 2"
+                  " cores)")
+def test_the_committed_laptop_cells_rederive_the_readmes_claims_table(tmp_path):
+    """The README's one claims table is `laptop`'s run: its committed cells re-derived in a clone give the same
+    table (`readme --check` with the run's reports/claims.md)."""
+    repo = clone_here(tmp_path / "repo")
+    sh(repo, "python", "-m", "pipeline", "profile", "laptop")
+    out = sh(repo, "python", "-m", "pipeline", "cells", "rederive")
+    assert "cell(s) of profile 'laptop' from cells/laptop" in out and "final top-1" not in out  # nothing trained
+    claims = (repo / "reports/claims.md").read_text()
+    assert claims.startswith("**Every claim in one table: profile `laptop`, one run.**")
+    sh(ROOT, "python", "-m", "pipeline", "readme", "--check", "--claims", str(repo / "reports/claims.md"))
