@@ -10,8 +10,9 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
 
     python -m pipeline cells save        # after a run: cells/<profile>/ from results/ (commit it)
     python -m pipeline cells save --partial   # mid-run: the finished cells, and their lock entries (commit them)
-    python -m pipeline cells resume      # in a fresh clone: put a partial run back and record its cells as done, so
-                                         #   `make repro PROFILE=<profile>` trains only what is missing
+    python -m pipeline cells resume      # in a fresh clone: fetch the data, put a partial run back and record its
+                                         #   cells as done, so `make repro PROFILE=<profile>` trains only what is
+                                         #   missing
     python -m pipeline cells restore     # put cells/<profile>/ back where the stages write them
     python -m pipeline cells rederive    # restore, then the plan history, aggregate, figures, report and README
                                          #   blocks from them: no training, a few minutes on 2 cores (the figures'
@@ -182,6 +183,7 @@ def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]
                             " pipeline cells save --partial` keeps one)")
     recorded = (yaml.safe_load(source.read_text()) or {}).get("stages", {})
     run("-m", "pipeline", "resolve")
+    fetch_missing(params)  # every cell depends on its dataset: a fresh clone has none, so every cell would be stale
     moved = restore(params, root, partial=True)
     lock_path = root / "dvc.lock"
     lock = (yaml.safe_load(lock_path.read_text()) or {}) if lock_path.is_file() else {}
@@ -210,13 +212,19 @@ def run(*argv: str) -> None:
         raise PipelineError(f"`python {' '.join(argv)}` exited {done.returncode}; its output above says why")
 
 
-def rederive(params: Params) -> None:
-    """Restore the committed cells, then the light stages and the README's blocks from them (module docstring)."""
-    run("-m", "pipeline", "resolve")
-    for dataset in params.datasets:  # the figures draw example images (offline for the default's Fashion-MNIST)
+def fetch_missing(params: Params) -> None:
+    """Fetch each planned dataset this clone lacks, as its dvc.yaml stage does (offline for the default's
+    Fashion-MNIST): the same files, so a restored cell's recorded data dependency matches."""
+    for dataset in params.datasets:
         if not (Path(params.data.root) / dataset).is_dir():
             run("-m", "pipeline.stage", "pipeline.data.fetch.fingerprint")
             run("-m", "pipeline.stage", "pipeline.data.fetch", dataset)
+
+
+def rederive(params: Params) -> None:
+    """Restore the committed cells, then the light stages and the README's blocks from them (module docstring)."""
+    run("-m", "pipeline", "resolve")
+    fetch_missing(params)  # the figures draw example images
     moved = restore(params)
     print(f"cells: restored {len(moved)} cell(s) of profile {params.profile!r} from {store(params)}", flush=True)
     for module in REDERIVE:
