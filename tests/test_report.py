@@ -212,13 +212,18 @@ def test_claims_md_is_the_laptop_sets_table_or_says_not_run_yet(built):
     text = claims_markdown(inp.claims, inp.ran | {"profile": "cpu-all"}, "cpu-all")
     assert text.startswith(SET_RUN + " `cpu-all`, one run.**")
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert rows[0] == "| # | Claim | Verdict | Regime | Plan | Comparisons (95% CI, pts) |"
+    assert rows[0] == ("| # | Claim | Verdict | Regime | Plan | Arms (mean top-1, %) | Comparisons (95% CI, pts)"
+                       " |")
     assert len(rows) == 1 + len(inp.claims["claims"]) and "revision(s) abc1234;" in text.splitlines()[0]
     counts = sum(f"{sum(c['verdict'] == v for c in inp.claims['claims'])} {v}" in text.splitlines()[0]
                  for v in ("supported", "inconclusive", "not tested"))
     assert counts >= 1 and "images · " in rows[1]  # the count of verdicts above, each claim's regime in its row
     one = next(c for c in inp.claims["claims"] if c["id"] == "1")
     assert f"| {verdict_cell(one)} |" in rows[1] and f"{one['comparisons'][0]['label']}:" in rows[1]
+    first = one["comparisons"][0]  # each arm's accuracy, beside the differences: a − b is their difference
+    arms = rows[1].split(" | ")[5]
+    assert f"{first['a']} {first['arm_means'][0]:.2f}" in arms and f"{first['b']} {first['arm_means'][1]:.2f}" in arms
+    assert first["arm_means"][0] - first["arm_means"][1] == pytest.approx(first["mean"])
     assert all("[" in r for r in rows[1:] if "| **supported**" in r or "| **inconclusive**" in r)
     # two seeds a pair: a cell's cross-CPU point (bench/cross_cpu.yaml) moves the mean by a point, enough to turn it
     assert one["edge_verdict"] == "inconclusive" and "(at the edge: on another CPU, inconclusive)" in rows[1]

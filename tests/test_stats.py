@@ -234,3 +234,17 @@ def test_an_estimate_keeps_each_seeds_difference_and_the_run_groups_it_contrasts
     w = unpaired_difference(a, b, confidence=0.95)
     assert w.runs == ((80.0, 90.0), (70.0, 60.0)) and w.terms == e.terms
     assert paired_difference({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.5}, confidence=0.95).terms == ()  # unnamed inputs
+
+
+def test_an_estimate_keeps_each_arms_mean_over_the_runs_it_compares():
+    """The claims table prints each arm's accuracy beside the difference: paired, over the seeds both arms ran (seed
+    2 of a has no partner and is left out); Welch, over every run of each arm; per-image correctness as a percent."""
+    a, b = {0: 80.0, 1: 82.0, 2: 99.0}, {0: 75.0, 1: 76.0}
+    assert paired_difference(a, b, confidence=0.95).arm_means == pytest.approx((81.0, 75.5))
+    assert unpaired_difference(a, b, confidence=0.95).arm_means == pytest.approx((87.0, 75.5))
+    images = {0: np.array([1, 1, 0, 0], bool), 1: np.array([1, 1, 1, 0], bool)}
+    other = {0: np.array([1, 0, 0, 0], bool), 1: np.array([0, 0, 0, 0], bool)}
+    e = paired_difference(images, other, confidence=0.95)
+    assert e.arm_means == pytest.approx((62.5, 12.5)) and e.as_dict()["arm_means"] == pytest.approx([62.5, 12.5])
+    gains = paired_contrast([a, b, b, a], [1, -1, -1, 1], confidence=0.95, labels=("x", "y"))
+    assert len(gains.arm_means) == 4  # one per input arm

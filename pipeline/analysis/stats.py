@@ -80,6 +80,8 @@ class Estimate:
     #: the inputs' regime (`runs.SeedScores.regime`: images, steps, tokens, parameters), each distinct one once
     regime: str = ""
     pool: bool = False  #: the images are the test split's and the held-out pool's (`data.holdout`)
+    #: each input arm's mean top-1 (%) over the runs compared (paired: the seeds every arm ran), in input order
+    arm_means: tuple = ()
 
     @property
     def enough(self) -> bool:
@@ -121,7 +123,7 @@ class Estimate:
             "interaction_sds": [None if math.isnan(s) else s for s in self.interaction_sds],
             "std": None if math.isnan(self.std) else self.std, "per_seed": list(self.per_seed),
             "runs": [list(r) for r in self.runs], "terms": [list(t) for t in self.terms],
-            "untrained": list(self.untrained)}
+            "untrained": list(self.untrained), "arm_means": [None if math.isnan(m) else m for m in self.arm_means]}
 
 
 def satterthwaite(variances: Sequence[float], dfs: Sequence[float]) -> float:
@@ -215,8 +217,9 @@ def paired_contrast(arms: Sequence[Mapping[int, Scores]], weights: Sequence[floa
         x = sum(w * m for w, m in zip(weights, matrices))
     else:
         x = np.asarray([sum(w * _value(p[j]) for w, p in zip(weights, per_arm)) for j in range(len(seeds))])
+    means = tuple(float(np.mean([_value(v) for v in p])) if p else math.nan for p in per_arm)
     return replace(crossed(x, confidence, labels, seeds, terms_of(arms, weights)), untrained=untrained_of(arms),
-                   regime=regime_of(arms))
+                   regime=regime_of(arms), arm_means=means)
 
 
 def paired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, confidence: float,
@@ -235,10 +238,11 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     mean = float(va.mean() - vb.mean()) if na and nb else math.nan
     values, groups = (tuple(map(float, va)), tuple(map(float, vb))), terms_of([a, b], [1.0, -1.0])
     untrained, regime = untrained_of([a, b]), regime_of([a, b])
+    means = tuple(float(v.mean()) if v.size else math.nan for v in (va, vb))
     if min(na, nb) < 2:
         return Estimate(*labels, WELCH, na, nb, 0, mean, math.nan, math.nan, math.nan, math.nan, confidence,
                         (math.nan, math.nan), math.nan, (math.nan, math.nan), (), (), values, groups, untrained,
-                        regime)
+                        regime, arm_means=means)
     ma, mb = (_matrix(runs_a), _matrix(runs_b)) if images else (None, None)
     n_images = ma.shape[1] if ma is not None and mb is not None and ma.shape[1] == mb.shape[1] else 0
     sa, sb = float(va.std(ddof=1)), float(vb.std(ddof=1))
@@ -251,7 +255,7 @@ def unpaired_difference(a: Mapping[int, Scores], b: Mapping[int, Scores], *, con
     own = max(0.0, image_var - residual[0] / na - residual[1] / nb)
     return Estimate(*labels, WELCH, na, nb, n_images, mean, se, df, low, high, confidence, (sa, sb),
                     math.sqrt(own), (math.sqrt(residual[0]), math.sqrt(residual[1])), (), (), values, groups,
-                    untrained, regime)
+                    untrained, regime, arm_means=means)
 
 
 @dataclass(frozen=True)
