@@ -15,7 +15,7 @@ import yaml
 
 from pipeline import entry
 from pipeline.closure import ROOT, closure
-from pipeline.experiments import TRAINING, CellStage, stages
+from pipeline.experiments import TRAINING, CellStage, analysis_deps, stages
 from pipeline.resolve import CONFIGS, code_stamp
 
 DVC_YAML = ROOT / "dvc.yaml"
@@ -73,16 +73,15 @@ ANALYSIS: list[tuple[str, str, dict]] = [
     ("floor", "pipeline.analysis.floor", {
         "matrix": {"dataset": "${datasets}"}, "args": "${item.dataset}", "deps": ["data/${item.dataset}"],
         "params": ["seeds", "data.train_subset", "data.holdout"], "outs": ["results/floor/${item.dataset}"]}),
+    # the results folders each of the next two reads are added from the experiments' declarations (`analysis_deps`)
     ("figures", "pipeline.analysis.figures", {
-        "deps": ["data/${datasets[0]}", "results/attention", "results/train", "results/filter_study",
-                 "results/ci_alpha", "paper/coverage.yaml", "results/tables"],
+        "deps": ["data/${datasets[0]}", "results/attention", "paper/coverage.yaml", "results/tables"],
         "params": ["init", "baselines", "seeds", "datasets", "models", "filter_study", "report", "train",
                    "impulse.kernel_size", "impulse.offsets", "data.val_subset", "data.normalization", "ci_alpha"],
         "outs": ["reports/figures"]}),
     ("aggregate", "pipeline.analysis.aggregate", {
-        "deps": ["paper", "bench/ci_fit.yaml", "bench/cross_cpu.yaml", "results/plan_history.json", "results/train",
-                 "results/ci_alpha", "results/ci_model3", "results/ci_table1", "results/train_config", "results/sia",
-                 "results/weight_selection", "results/filter_study", "results/attention", "results/floor"],
+        "deps": ["paper", "bench/ci_fit.yaml", "bench/cross_cpu.yaml", "results/plan_history.json",
+                 "results/attention", "results/floor"],
         "params": [{"params.yaml": None}], "outs": ["results/tables"],
         "metrics": [{"results/summary.json": {"cache": False}}]}),
     ("report", "pipeline.analysis.report", {
@@ -124,7 +123,9 @@ def static_stage(module: str, spec: dict) -> dict:
     out["cmd"] = " ".join(["python", "-m", LAUNCHER, module, *([out.pop("args")] if "args" in out else [])])
     # the configs stage digests every runtime module's code into its stamps: it depends on all of it
     runtimes = sorted({stage.runtime for stage in stages()}) if module == "pipeline.resolve" else []
-    out["deps"] = [*spec.get("deps", []), *code_deps(module, LAUNCHER, *runtimes)]
+    reads = {"pipeline.analysis.aggregate": "aggregate", "pipeline.analysis.figures": "figures"}.get(module)
+    results = analysis_deps(reads) if reads else []
+    out["deps"] = [*spec.get("deps", []), *results, *code_deps(module, LAUNCHER, *runtimes)]
     return {k: out[k] for k in ("matrix", "cmd", "always_changed", "deps", "params", "outs", "metrics") if k in out}
 
 

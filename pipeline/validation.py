@@ -25,7 +25,7 @@ from pipeline.data.meta import DatasetMeta, dataset_meta
 from pipeline.data.store import MANIFEST
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
-from pipeline.experiments import experiment_modules
+from pipeline.experiments import check_frames, experiment_modules
 from pipeline.method.plugins import check_call, load
 from pipeline.params import Params
 from pipeline.schema import yaml_load
@@ -163,6 +163,7 @@ def validate(params: Params, devices: bool = True) -> int:
     """Everything `check` checks before any stage runs; returns how many models were built."""
     if devices:
         check_devices(params)
+    check_frames()
     check_holdout(params)
     check_own_inits(params)
     return check_builds(params)

@@ -3,6 +3,7 @@ resolved configuration, data or code changes (`pipeline.stages`, `pipeline.exper
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -29,6 +30,36 @@ ALL_ON = ["ci_alpha.datasets=[fashion_mnist]", "ci_model3.datasets=[fashion_mnis
 
 def test_dvc_yaml_is_what_the_declarations_write():
     assert DVC_YAML.read_text() == render(), "dvc.yaml is stale: run `python -m pipeline dvc-yaml`"
+
+
+def test_the_analysis_stages_depend_on_every_declared_experiments_results():
+    """aggregate waits for and re-runs on every stage whose cells join a frame, figures on the ones it draws: the
+    deps come from the declarations, so a new experiment's results are among them without an edit here."""
+    dvc = yaml.safe_load(DVC_YAML.read_text())["stages"]
+    framed = {s.results_root for s in stages() if s.frame}
+    assert framed <= set(dvc["aggregate"]["deps"]) and "results/pretrain" not in dvc["aggregate"]["deps"]
+    assert {s.results_root for s in stages() if s.figures} <= set(dvc["figures"]["deps"])
+    assert "results/sia" not in dvc["figures"]["deps"]
+
+
+def test_a_frame_is_its_experiments_own_unless_another_declares_it_joins():
+    """A copied module that kept the filter study's frame would feed claims 5a and 6 with its cells: refused, with
+    the two ways out; declared in JOINS, accepted."""
+    from types import SimpleNamespace
+
+    from pipeline.errors import PipelineError
+    from pipeline.experiments import check_frames, experiment_modules
+    from pipeline.experiments import filter_study as original
+
+    check_frames()  # the registry as it is
+    copy = SimpleNamespace(__name__="pipeline.experiments.my_study",
+                           STAGES=[dataclasses.replace(original.STAGES[0], name="my_study")])
+    with pytest.raises(PipelineError, match=r"experiment 'my_study': stage 'my_study' feeds the analysis frame"
+                                            r" 'filters' of experiment 'filter_study'.*JOINS = \('filters',\)"):
+        check_frames([*experiment_modules(), copy])
+    check_frames([*experiment_modules(), SimpleNamespace(**vars(copy), JOINS=("filters",))])
+    check_frames([*experiment_modules(), SimpleNamespace(
+        __name__=copy.__name__, STAGES=[dataclasses.replace(original.STAGES[0], name="my_study", frame="mine")])])
 
 
 def dvc_stage_names(overrides: list[str]) -> set[str]:

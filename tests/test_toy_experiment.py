@@ -1,9 +1,9 @@
 """A new experiment is its module, one line of the registry and its params section: a toy (the filter study's
 ConvMixer under a params section of its own, `toy_study`) added to a copy of the package is loaded and validated with
-params, written into dvc.yaml, built by `check` (which catches a mistyped optimizer in its recipe), listed with its
-cells, given to the plan's history as a seed list; one of its cells trains on a tiny dataset and `aggregate` reads it
-(the "Were the runs trained?" table). Nothing else of the package is edited (the copy's other files are compared with
-the repository's)."""
+params, written into dvc.yaml (aggregate depending on its results), built by `check` (which catches a mistyped
+optimizer in its recipe), listed with its cells, given to the plan's history as a seed list; one of its cells trains
+on a tiny dataset and `aggregate` reads it (the "Were the runs trained?" table). Nothing else of the package is edited
+(the copy's other files are compared with the repository's)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ toy_study:
 #: what the subprocess checks, with the copy's package first on sys.path (the working directory)
 SCRIPT = '''
 import json, sys
+import yaml
 from pipeline.analysis import plan_history
 from pipeline.cell import run_planned
 from pipeline.check import cell_counts
@@ -85,6 +86,7 @@ tiny = ["data.train_subset=0", "data.val_subset=0"]
 params = load_params("params.yaml", tiny)
 out = {"recipe_epochs": params.toy_recipe.epochs, "built": validate(params, devices=False),
        "counts": cell_counts(params), "dvc": "toy_study:" in render() and "pipeline.training.filter_study" in render(),
+       "aggregate_deps": yaml.safe_load(render())["stages"]["aggregate"]["deps"],
        "seed_keys": list(plan_history.SEED_KEYS)}
 for override in ("toy_study.train.opt=nosuchopt", "toy_study.seeds=[-1]", "toy_study.model.dim=0"):
     try:
@@ -121,6 +123,7 @@ def test_an_experiment_is_a_module_a_registry_line_and_a_params_section(workdir)
     assert out["recipe_epochs"] == 1 and out["built"] == 2  # the grid's variant and the toy's ConvMixer
     assert out["counts"][-1] == "  toy_study: 1 = 1 variant x 1 seed"
     assert out["dvc"] and "toy_study.seeds" in out["seed_keys"]
+    assert "results/toy_study" in out["aggregate_deps"]  # aggregate waits for its cells and re-runs on them
     assert out["toy_study.train.opt=nosuchopt"].startswith("toy_study.train: opt = 'nosuchopt'")
     assert out["toy_study.seeds=[-1]"] == "toy_study.seeds: -1 is not a non-negative integer seed"
     assert out["toy_study.model.dim=0"].startswith("filter_study.model.dim = 0: must be positive")  # its type's key

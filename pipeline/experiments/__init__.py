@@ -41,7 +41,10 @@ class CellStage:
         cost_note: what `check`'s estimate (its images trained and evaluated) leaves out of a cell's cost.
         frame, records, keys: how `aggregate` reads the cells' results (`pipeline.analysis.runs.read_frames`): the
             analysis frame their rows join ('' = not read), the fields of metrics.json the runtime records beyond
-            every run's, and a cell's key columns (default: its axis values, the seed as an int).
+            every run's, and a cell's key columns (default: its axis values, the seed as an int). A stage with a
+            frame makes `aggregate` depend on its results folder (`analysis_deps`); a frame is its experiment's own
+            unless the module lists it in `JOINS` (`check_frames`).
+        figures: whether the figures stage draws these cells (then it depends on their results folder too).
     """
 
     name: str
@@ -56,6 +59,12 @@ class CellStage:
     frame: str = ""
     records: tuple[str, ...] = ()
     keys: Callable[[dict], dict] | None = None
+    figures: bool = False
+
+    @property
+    def results_root(self) -> str:
+        """The folder under results/ every cell of the stage writes in ('results/train')."""
+        return "/".join(self.outs.split("/")[:2])
 
     def cells(self, params) -> list[dict]:
         """Every cell's axis values, in dvc.yaml's order, as strings (their spelling in stage names and paths)."""
@@ -113,13 +122,39 @@ def axis_values(data: dict, spec: Any) -> list[str]:
 #: params fields (`FIELDS`: (name, type, dataclasses.field), which `pipeline.params.Params` is assembled from), its
 #: seed lists (`SEED_KEYS`), its checks across sections (`validate(params)`), its stages of training cells
 #: (`STAGES`), the builds `check` makes (`check_builds(params, check)`) and the overrides that switch it on in the
-#: default params (`SWITCH_ON`); adding one is a module, a line here and its section in params.yaml.
+#: default params (`SWITCH_ON`); optionally the analysis frames of other experiments its stages join (`JOINS`).
+#: The analysis stages' results deps follow from the stages (`analysis_deps`); adding one is a module, a line here
+#: and its section in params.yaml.
 MODULES = ("filter_study", "grid", "weight_selection", "ci", "sia")
 
 
 def experiment_modules() -> list:
     """The registered experiments' modules, in `MODULES`' order."""
     return [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
+
+
+def analysis_deps(stage: str) -> list[str]:
+    """The results folders the analysis stage `stage` ('aggregate' or 'figures') reads, from the declarations: every
+    stage with a frame (aggregate) or drawn by the figures (figures), each folder once, in the registry's order."""
+    chosen = [s for s in stages() if (s.figures if stage == "figures" else bool(s.frame))]
+    return list(dict.fromkeys(s.results_root for s in chosen))
+
+
+def check_frames(modules: list | None = None) -> None:
+    """Each analysis frame belongs to the first experiment whose stages declare it; another experiment's stages join
+    it only where that module lists the frame in `JOINS`, since the claims that read a frame then read those cells too
+    (a copied module that kept its original's frame would silently feed the original's claims)."""
+    owners: dict[str, str] = {}
+    for module in modules if modules is not None else experiment_modules():
+        name = module.__name__.rsplit(".", 1)[-1]
+        for stage in module.STAGES:
+            owner = owners.setdefault(stage.frame, name) if stage.frame else name
+            if owner != name and stage.frame not in getattr(module, "JOINS", ()):
+                raise PipelineError(
+                    f"experiment {name!r}: stage {stage.name!r} feeds the analysis frame {stage.frame!r} of experiment"
+                    f" {owner!r}, whose claims would then read its cells; give the stage a frame of its own"
+                    f" (CellStage frame=...), or declare JOINS = ({stage.frame!r},) in"
+                    f" pipeline/experiments/{name}.py if its cells are meant to join {owner!r}'s")
 
 
 def seed_keys() -> tuple[str, ...]:

@@ -70,7 +70,7 @@ STAGES = [
                "seed": "${ci_alpha.seeds}"},
               "results/ci_alpha/{dataset}/alpha{alpha}/{arm}/seed{seed}", alpha_cell, command="ci-alpha",
               help="one cell of [CI]'s alpha grid: <dataset> <alpha> <arm> <seed>", frame="ci", records=RECORDS,
-              keys=lambda c: {"dataset": c["dataset"], "alpha": float(c["alpha"]), "arm": c["arm"],
+              figures=True, keys=lambda c: {"dataset": c["dataset"], "alpha": float(c["alpha"]), "arm": c["arm"],
                               "seed": int(c["seed"])}),
     CellStage("ci_model3", "pipeline.training.simple_vit",
               {"dataset": "${ci_model3.datasets}", "arm": "${ci_model3.arms}", "qk": "${ci_model3.qk}",

@@ -39,14 +39,14 @@ STAGES = [
               "results/filter_study/{variant}/seed{seed}",
               lambda params, cell: cell_config(params, cell["variant"], None, cell["seed"]), DATA,
               command="filter-study", help="one ConvMixer of the filter study: <variant> <seed>", frame="filters",
-              records=RECORDS),
+              records=RECORDS, figures=True),
     CellStage("filter_gaussian", "pipeline.training.filter_study",
               {"sigma": "${filter_study.gaussian_sigmas}", "heads": "${filter_study.gaussian_heads}",
                "seed": "${filter_study.seeds}"},
               "results/filter_study/gaussian-{sigma}-h{heads}/seed{seed}",
               lambda params, cell: cell_config(params, f"gaussian-{cell['sigma']}", int(cell["heads"]), cell["seed"]),
               DATA, command="filter-gaussian", help="one cell of the Gaussian filter grid: <sigma> <heads> <seed>",
-              frame="filters", records=RECORDS,
+              frame="filters", records=RECORDS, figures=True,
               keys=lambda c: {"variant": f"gaussian-{c['sigma']}-h{c['heads']}", "seed": int(c["seed"])}),
 ]
 

@@ -44,7 +44,7 @@ STAGES = [
               {"dataset": "${datasets}", "variant": "${models}", "arm": ARMS, "seed": "${seeds}"},
               "results/train/{dataset}/{variant}/{arm}/seed{seed}", train_config, command="train",
               help="one cell of the model grid: train <dataset> <variant> <arm> <seed>", frame="vit",
-              records=MODEL_RECORDS),
+              records=MODEL_RECORDS, figures=True),
     CellStage("train_config", "pipeline.training.train",
               {"dataset": "${train_config_cells.datasets}", "variant": "${train_config_cells.variants}",
                "config": "${train_configs}", "arm": ARMS,
