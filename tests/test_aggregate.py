@@ -25,6 +25,7 @@ from pipeline.analysis.filter_tables import beyond_paper, published_family
 from pipeline.analysis.published import load_claims, load_published
 from pipeline.analysis.runs import at_epoch, planned_cells, read_frames
 from pipeline.errors import PipelineError
+from pipeline.experiments import ci, filter_study, grid, sia, weight_selection
 from pipeline.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,15 +82,28 @@ def make_filters(results: Path, seeds=(0, 1)) -> None:
                       family="gaussian", frozen=True, heads=heads, sigma=sigma, kernel_size=3, dim=64, params=60_000)
 
 
+#: the test experiment's records (`Experiment.parts`): the filter study and its Gaussian grid on, the other blocks off
+PARTS = {"filter_study": filter_study.AnalysisPart("fashion_mnist", ("learned", "random", "impulse", "box-9", "softmax",
+                                                                     "perm"), (0.1, 1.0), (64, 4), (0, 1)),
+         "grid": grid.AnalysisPart(datasets=("fashion_mnist",), variants=("vit",)),
+         "weight_selection": weight_selection.AnalysisPart(), "ci": ci.AnalysisPart(),
+         "sia": sia.AnalysisPart(datasets=("fashion_mnist",))}
+
+
 def experiment(**overrides) -> Experiment:
     """An Experiment of these fields, reading the cells (and seed lists) the declared stages (`pipeline.experiments`)
-    plan for them."""
+    plan for them. An experiment's record changes by its name and a dict of its fields (`filter_study={"seeds":
+    (0,)}`; [CI]'s two grids as `alpha=` and `model3=`)."""
     base = dict(datasets=("fashion_mnist",), arms=("impulse", "default", "mimetic"), seeds=(0, 1),
-                filters=("learned", "random", "impulse", "box-9", "softmax", "perm"), sigmas=(0.1, 1.0), heads=(64, 4),
-                filter_seeds=(0, 1), filter_dataset="fashion_mnist", convergence_epochs=(2, 4, 8), confidence=0.95,
-                models=(("vit", "vit_tiny_patch16_224", 3),), kernel_size=3, profile="test", params_digest="d1g",
-                config_datasets=("fashion_mnist",), config_variants=("vit",), sia_datasets=("fashion_mnist",))
-    exp = Experiment(**(base | overrides))
+                convergence_epochs=(2, 4, 8), confidence=0.95, models=(("vit", "vit_tiny_patch16_224", 3),),
+                kernel_size=3, profile="test", params_digest="d1g")
+    parts = dict(PARTS)
+    for name in [k for k in overrides if k in parts]:
+        parts[name] = dataclasses.replace(parts[name], **overrides.pop(name))
+    for name in [k for k in overrides if k in ("alpha", "model3")]:
+        parts["ci"] = dataclasses.replace(parts["ci"], **{name: dataclasses.replace(getattr(parts["ci"], name),
+                                                                                     **overrides.pop(name))})
+    exp = Experiment(**(base | {"parts": tuple(parts.items())} | overrides))
     params = planning(exp)
     return dataclasses.replace(exp, cells=tuple(planned_cells(params)), seed_keys=seed_lists(params))
 
@@ -101,26 +115,26 @@ def planning(exp: Experiment):
     params.datasets, params.seeds = list(exp.datasets), list(exp.seeds)
     params.init, params.baselines = exp.arms[0], list(exp.arms[1:])
     params.models = {v: model for v in exp.variants}
-    study = params.filter_study
-    study.dataset, study.filters, study.seeds = exp.filter_dataset, list(exp.filters), list(exp.filter_seeds)
-    study.gaussian_sigmas, study.gaussian_heads = list(exp.sigmas), list(exp.heads)
-    ci = params.ci_alpha
-    ci.datasets, ci.alphas, ci.arms, ci.seeds = (list(exp.ci_datasets), list(exp.ci_alphas), list(exp.ci_arms),
-                                                 list(exp.ci_seeds))
-    m3 = params.ci_model3
-    m3.datasets, m3.arms, m3.qk, m3.value = list(exp.m3_datasets), list(exp.m3_arms), list(exp.m3_qk), list(
-        exp.m3_values)
-    m3.seeds, m3.forms = list(exp.m3_seeds), list(exp.m3_forms)
-    params.train_configs = {name: {} for name in exp.train_configs}
-    params.train_config_cells.datasets, params.train_config_cells.variants = (list(exp.config_datasets),
-                                                                            list(exp.config_variants))
+    study, part = params.filter_study, exp.filter_study
+    study.dataset, study.filters, study.seeds = part.dataset, list(part.filters), list(part.seeds)
+    study.gaussian_sigmas, study.gaussian_heads = list(part.sigmas), list(part.heads)
+    ci, alpha = params.ci_alpha, exp.ci.alpha
+    ci.datasets, ci.alphas, ci.arms, ci.seeds = list(alpha.datasets), list(alpha.alphas), list(alpha.arms), list(
+        alpha.seeds)
+    m3, model3 = params.ci_model3, exp.ci.model3
+    m3.datasets, m3.arms, m3.qk, m3.value = list(model3.datasets), list(model3.arms), list(model3.qk), list(
+        model3.values)
+    m3.seeds, m3.forms = list(model3.seeds), list(model3.forms)
+    params.train_configs = {name: {} for name in exp.grid.configs}
+    params.train_config_cells.datasets, params.train_config_cells.variants = (list(exp.grid.datasets),
+                                                                            list(exp.grid.variants))
     sia = params.sia
-    sia.datasets, sia.seeds = list(exp.sia_datasets), list(exp.sia_seeds)
-    sia.bases = [c.removeprefix("base_") for c in exp.sia_cells if c.startswith("base_")]
-    sia.fits = [c.removeprefix("fit_") for c in exp.sia_cells if c.startswith("fit_")]
-    ws = params.weight_selection
-    ws.datasets, ws.scratch, ws.seeds = list(exp.ws_datasets), list(exp.ws_scratch), list(exp.ws_seeds)
-    ws.teachers = {name: None for name in exp.ws_teachers}
+    sia.datasets, sia.seeds = list(exp.sia.datasets), list(exp.sia.seeds)
+    sia.bases = [c.removeprefix("base_") for c in exp.sia.cells if c.startswith("base_")]
+    sia.fits = [c.removeprefix("fit_") for c in exp.sia.cells if c.startswith("fit_")]
+    ws, block = params.weight_selection, exp.weight_selection
+    ws.datasets, ws.scratch, ws.seeds = list(block.datasets), list(block.scratch), list(block.seeds)
+    ws.teachers = {name: None for name in block.teachers}
     return params
 
 
@@ -215,7 +229,7 @@ def test_epoch_values_come_from_the_history_by_finished_epochs():
 def test_the_runs_read_are_the_declared_stages_cells_in_their_folders(results):
     """Each frame's rows come from the cells the declarations plan, at the folder each stage writes (the Gaussian
     grid at DVC's spelling of sigma); a planned cell without a metrics.json is reported missing, by its folder."""
-    exp = experiment(filters=(), sigmas=(1.0, 0.3), heads=(4,), filter_seeds=(0,))
+    exp = experiment(filter_study=dict(filters=(), sigmas=(1.0, 0.3), heads=(4,), seeds=(0,)))
     frames, missing = read_frames(results, exp.cells)
     gauss = frames["filters"]
     assert gauss["variant"].tolist() == ["gaussian-1.0-h4"] and gauss["top1"].tolist() == [0.77]
@@ -227,10 +241,10 @@ def test_the_runs_read_are_the_declared_stages_cells_in_their_folders(results):
 def test_a_frame_takes_its_keys_from_its_stages_declaration(tmp_path):
     """[CI]'s α is a number in its frame, Model III and Table 1's forms share one frame (Model III's form named),
     a weight-selection row names its teacher or scratch arm: what each stage declares, no reader of its own."""
-    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.1,), ci_arms=("impulse",), ci_seeds=(0,),
-                     m3_datasets=("cifar10",), m3_arms=("impulse",), m3_qk=("frozen",), m3_values=("value",),
-                     m3_seeds=(0,), m3_forms=("model2",), ws_datasets=("digits",), ws_teachers=("t",),
-                     ws_scratch=("default",), ws_seeds=(0,))
+    exp = experiment(alpha=dict(datasets=("cifar10",), alphas=(0.1,), arms=("impulse",), seeds=(0,)),
+                     model3=dict(datasets=("cifar10",), arms=("impulse",), qk=("frozen",), values=("value",),
+                                 seeds=(0,), forms=("model2",)),
+                     weight_selection=dict(datasets=("digits",), teachers=("t",), scratch=("default",), seeds=(0,)))
     for folder in ["ci_alpha/cifar10/alpha0.1/impulse/seed0", "ci_model3/cifar10/impulse/frozen/value/seed0",
                    "ci_table1/cifar10/model2/value/seed0", "weight_selection/digits/t/seed0",
                    "weight_selection/digits/scratch/default/seed0"]:
@@ -256,10 +270,10 @@ def test_the_experiment_reads_params_ci_alpha_when_it_exists(repo_root):
     """The experiment reads the [CI] grid and its impulse fit from params `ci_alpha`."""
     params = load_params(repo_root / "params.yaml")
     exp = Experiment.from_params(params)
-    assert (exp.ci_datasets, exp.ci_alphas, exp.ci_arms, exp.ci_seeds) == (
+    assert (exp.ci.alpha.datasets, exp.ci.alpha.alphas, exp.ci.alpha.arms, exp.ci.alpha.seeds) == (
         tuple(params.ci_alpha.datasets), tuple(float(a) for a in params.ci_alpha.alphas),
         tuple(params.ci_alpha.arms), tuple(params.ci_alpha.seeds))
-    assert f"{params.ci_alpha.impulse_fit.steps} steps" in exp.ci_setting  # the fit table names the grid's fit
+    assert f"{params.ci_alpha.impulse_fit.steps} steps" in exp.ci.alpha.setting  # the fit table names the grid's fit
 
 
 def test_an_empty_results_tree_gives_tables_and_not_tested_claims(tmp_path):
@@ -323,8 +337,8 @@ def test_convergence_table_reads_epochs_and_clips_to_the_run(results):
 
 def test_convergence_shows_the_papers_numbers_when_dataset_and_epoch_match(tmp_path):
     make_vit(tmp_path / "r", dataset="cifar10", epochs=10)
-    agg = aggregate(tmp_path / "r", PAPER, experiment(datasets=("cifar10",), convergence_epochs=(10,), filters=(),
-                                                      sigmas=()))
+    agg = aggregate(tmp_path / "r", PAPER, experiment(datasets=("cifar10",), convergence_epochs=(10,),
+                                                      filter_study=dict(filters=(), sigmas=())))
     t = table(agg, "convergence")
     assert t.columns[-1] == "paper train @10"
     assert {r[1]: r[-1] for r in t.rows} == {"default": "47.95", "mimetic": "49.05", "impulse": "54.62"}
@@ -340,8 +354,8 @@ def test_ci_alpha_table_sits_beside_the_published_cells(tmp_path):
             for seed in (0, 1):
                 write_run(tmp_path / "r" / "ci_alpha" / "cifar10" / f"alpha{alpha}" / arm / f"seed{seed}",
                           base + delta + 0.001 * seed, alpha=alpha)
-    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.0, 0.1), ci_arms=("impulse", "mimetic", "random"),
-                     ci_seeds=(0, 1), filters=(), sigmas=())
+    exp = experiment(alpha=dict(datasets=("cifar10",), alphas=(0.0, 0.1), arms=("impulse", "mimetic", "random"),
+                                seeds=(0, 1)), filter_study=dict(filters=(), sigmas=()))
     agg = aggregate(tmp_path / "r", PAPER, exp)
     t = table(agg, "ci_alpha")
     assert t.columns == ["Dataset", "Init", "α 0", "α 0.1"] and [r[1] for r in t.rows] == ["random", "mimetic",
@@ -362,9 +376,9 @@ def test_ci_table2_reads_the_model3_grid_beside_the_published_cells_and_judges_c
                     write_run(tmp_path / "r" / "ci_model3" / "cifar10" / arm / qk / value / f"seed{seed}",
                               top1 + 0.002 * seed + (0.01 if arm == "impulse" and seed == 1 else 0.0), arm=arm,
                               qk=qk, value=value)
-    exp = experiment(m3_datasets=("cifar10",), m3_arms=("impulse", "mimetic", "random"),
-                     m3_qk=("trained", "frozen"), m3_values=("value", "novalue"), m3_seeds=(0, 1, 2),
-                     filters=(), sigmas=())
+    exp = experiment(model3=dict(datasets=("cifar10",), arms=("impulse", "mimetic", "random"),
+                                 qk=("trained", "frozen"), values=("value", "novalue"), seeds=(0, 1, 2)),
+                     filter_study=dict(filters=(), sigmas=()))
     agg = aggregate(tmp_path / "r", PAPER, exp)
     t = table(agg, "ci_table2")
     assert t.columns == ["Dataset", "Init", "T w/ V", "T w/o V", "NT w/ V", "NT w/o V"]
@@ -388,8 +402,8 @@ def test_claim_10_at_both_readings_of_sigma(tmp_path):
                       top1 + 0.002 * seed, arm=arm, qk="frozen", value="value", impulse_fit=fit.get(arm))
     fits = (("impulse", {"sigma": 1.0, "steps": 1000, "lr": 0.01}),
             ("impulse_sens", {"sigma": 100.0, "steps": 10000, "lr": 0.0001}))
-    exp = experiment(m3_datasets=("cifar10",), m3_arms=tuple(base), m3_qk=("frozen",), m3_values=("value",),
-                     m3_seeds=(0, 1, 2), filters=(), sigmas=(), m3_fits=fits,
+    exp = experiment(model3=dict(datasets=("cifar10",), arms=tuple(base), qk=("frozen",), values=("value",),
+                                 seeds=(0, 1, 2), fits=fits), filter_study=dict(filters=(), sigmas=()),
                      settings=(("ci_model3.impulse_fit.sigma", 1.0), ("ci_model3.sensitivity_fit.sigma", 100.0)))
     agg = aggregate(tmp_path / "r", PAPER, exp)
     c = claim(agg, "10")
@@ -416,9 +430,9 @@ def test_ci_table1_reads_its_forms_beside_model3_rt_and_judges_claim_15(tmp_path
                           top1 + 0.002 * seed, arm="random", form=form, value=value)
             write_run(tmp_path / "r" / "ci_model3" / "cifar10" / "random" / "trained" / value / f"seed{seed}",
                       0.73 + 0.002 * seed, arm="random", qk="trained", value=value)
-    exp = experiment(m3_datasets=("cifar10",), m3_arms=("random",), m3_qk=("trained",),
-                     m3_values=("value", "novalue"), m3_seeds=(0, 1, 2), m3_forms=("simple", "simple_nope", "model1",
-                                                                                    "model2"), filters=(), sigmas=())
+    exp = experiment(model3=dict(datasets=("cifar10",), arms=("random",), qk=("trained",), values=("value", "novalue"),
+                                 seeds=(0, 1, 2), forms=("simple", "simple_nope", "model1", "model2")),
+                     filter_study=dict(filters=(), sigmas=()))
     agg = aggregate(tmp_path / "r", PAPER, exp)
     t = table(agg, "ci_table1")
     assert t.columns == ["Dataset", "Values", "Simple ViT", "Simple ViT, no PE", "Model I", "Model II",
@@ -446,8 +460,8 @@ def test_ci_fit_table_shows_every_layer_fit_of_the_impulse_cells_beside_the_reco
         "geometry": "official", "tokens": 16, "dim": 512, "heads": 8, "head_dim": 64, "device": "cpu",
         "date": "2026-11-24", "fit": {"steps": 10000, "lr": 1e-4, "sigma": 0.1, "renorm_every": 100, "window": 5},
         "layers": [{"seed": 0, "layer": 0, "mse": 0.0018, "target_mass": 0.317, "peak": 1.0}]}]}))
-    exp = experiment(ci_datasets=("cifar10",), ci_alphas=(0.0, 0.1), ci_arms=("impulse", "random"),
-                     ci_seeds=(0, 1), filters=(), sigmas=(), ci_setting="7×7 tokens, D 72")
+    exp = experiment(alpha=dict(datasets=("cifar10",), alphas=(0.0, 0.1), arms=("impulse", "random"), seeds=(0, 1),
+                                setting="7×7 tokens, D 72"), filter_study=dict(filters=(), sigmas=()))
     t = table(aggregate(tmp_path / "r", PAPER, exp, reference), "ci_fit")
     assert [r[:3] for r in t.rows] == [["this run: cifar10, α 0", "7×7 tokens, D 72", "4"],
                                        ["this run: cifar10, α 0.1", "7×7 tokens, D 72", "4"],
@@ -471,7 +485,7 @@ def test_filter_and_gaussian_tables_sit_beside_the_published_cells(results):
     gt = table(agg, "gaussian")
     assert gt.columns == ["σ \\ heads", "64", "4"] and [r[0] for r in gt.rows] == ["1", "0.1"]
     assert gt.rows[1][1] == "85.15 ± 0.21 (n=2); paper 91.70 on cifar10"
-    on_cifar = aggregate(results, PAPER, experiment(filter_dataset="cifar10"))  # the published dataset: a Δ
+    on_cifar = aggregate(results, PAPER, experiment(filter_study=dict(dataset="cifar10")))  # the published dataset: a Δ
     assert table(on_cifar, "gaussian").rows[1][1].endswith("paper 91.70 on cifar10 (Δ -6.55)")
 
 
@@ -540,9 +554,9 @@ def test_sia_cells_and_the_grid_are_scored_on_the_same_test_images(results):
     for arm, seeds in VIT.items():
         for seed in seeds:
             write_correct(results / "train" / "fashion_mnist" / "vit" / arm / f"seed{seed}", np.ones(500, bool))
-    exp = experiment(sia_cells=("base_cls_learned", "base_avg_sincos"), sia_seeds=(0, 1))
-    for cell in exp.sia_cells:
-        for seed in exp.sia_seeds:
+    exp = experiment(sia=dict(cells=("base_cls_learned", "base_avg_sincos"), seeds=(0, 1)))
+    for cell in exp.sia.cells:
+        for seed in exp.sia.seeds:
             folder = results / "sia" / "fashion_mnist" / cell / f"seed{seed}"
             write_run(folder, 0.8, dataset="fashion_mnist", seed=seed, model="vit_tiny_patch16_224", family="vit")
             write_correct(folder, np.ones(500, bool))
@@ -562,7 +576,7 @@ def test_the_plans_alpha_and_report_confidence_must_agree(results):
 def test_one_seed_is_inconclusive(tmp_path):
     make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
     make_filters(tmp_path / "r", seeds=(0,))
-    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_seeds=(0,)))
+    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_study=dict(seeds=(0,))))
     for cid in ("1", "4", "5a", "5b", "6"):
         assert claim(agg, cid)["verdict"] == "inconclusive", cid
         runs = "Welch, 1 and 1 runs" if cid == "6" else "1 seed pair(s)"
@@ -637,7 +651,7 @@ def test_the_headline_metrics_are_keyed_by_role_so_another_init_shares_their_col
 
 def test_std_of_one_run_is_null_in_the_metrics(tmp_path):
     make_vit(tmp_path / "r", {a: {0: v[0]} for a, v in VIT.items()})
-    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
+    agg = aggregate(tmp_path / "r", PAPER, experiment(seeds=(0,), filter_study=dict(filters=(), sigmas=())))
     write_aggregate(agg, tmp_path / "r" / "tables", tmp_path / "r" / "summary.json")
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["fashion_mnist"]["vit"]["default"] == {"top1_mean": 0.8, "top1_std": None, "n": 1}
@@ -658,7 +672,8 @@ def test_the_training_configurations_table_and_claim_11_read_results_train_confi
             write_run(tmp_path / "r" / "train_config" / "fashion_mnist" / "vit" / "lr_half" / arm / f"seed{seed}",
                       top1 - 0.01, dataset="fashion_mnist", arm=arm, seed=seed, variant="vit", model=model,
                       family=family, num_heads=heads, train_config="lr_half")
-    agg = aggregate(tmp_path / "r", PAPER, experiment(train_configs=("lr_half", "randaug"), filters=(), sigmas=()))
+    agg = aggregate(tmp_path / "r", PAPER, experiment(grid=dict(configs=("lr_half", "randaug")),
+                                                      filter_study=dict(filters=(), sigmas=())))
     t = table(agg, "train_configs")
     assert t.columns == ["Dataset", "Variant", "Configuration", "impulse", "default", "mimetic"]
     assert [r[2] for r in t.rows] == ["train", "lr_half"]

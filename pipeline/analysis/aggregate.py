@@ -24,7 +24,6 @@ The report (`pipeline.analysis.report`) is the human-readable rendering of all o
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -47,12 +46,11 @@ from pipeline.analysis.runs import check_images, planned_cells, read_floors, rea
 from pipeline.analysis.stats import mean_std
 from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
-from pipeline.experiments import attribute, seed_keys, stages
+from pipeline.experiments import analysis_parts, attribute, default_part, seed_keys, stages
 from pipeline.experiments.ci import MODEL3
 from pipeline.outputs import folder_aside, write_text
 from pipeline.params import Params
 from pipeline.schema import digest
-from pipeline.vocabulary import SENSITIVITY_ARM
 
 RESULTS, PAPER = Path("results"), Path("paper")
 CI_FIT = Path("bench/ci_fit.yaml")  #: [CI] impulse fits recorded by bench/bench_ci_fit.py --yaml
@@ -67,47 +65,33 @@ class Experiment:
     seeds: tuple
     variants: tuple = ("vit",)  #: the model variants of the grid (params `models`)
     models: tuple = ()  #: (variant, timm name, num_heads or None) per variant, as params.yaml configures them
-    filters: tuple = ()
-    sigmas: tuple = ()
-    heads: tuple = ()
-    filter_seeds: tuple = ()
-    filter_dataset: str = ""
-    ci_datasets: tuple = ()  #: [CI]'s α grid (params `ci_alpha`); empty: the grid is off
-    ci_alphas: tuple = ()
-    ci_arms: tuple = ()
-    ci_seeds: tuple = ()
-    ci_setting: str = ""  #: the grid's geometry and impulse fit, as the fit table names it
     convergence_epochs: tuple = (2, 4, 8)
     confidence: float = 0.95
     kernel_size: int = 3  #: the impulse filters' f (claim 3's f², claim 7's neighbourhood)
     profile: str = ""
     params_digest: str = ""
-    m3_datasets: tuple = ()  #: [CI]'s Model III grid (params `ci_model3`); empty: the grid is off
-    m3_arms: tuple = ()
-    m3_qk: tuple = ()
-    m3_values: tuple = ()
-    m3_seeds: tuple = ()
-    m3_forms: tuple = ()  #: [CI] Table 1's other columns (params `ci_model3.forms`), run beside Model III
-    train_configs: tuple = ()  #: the named training configurations (params `train_configs`)
     alternatives: tuple = ()  #: variants whose `init_options` change a method's construction (claim 8's own lines)
-    sia_cells: tuple = ()  #: [SIA]'s ablation cells (params `sia`): base_<arch> and fit_<fit>
-    sia_seeds: tuple = ()
-    sia_baseline_arm: str = "timm"
-    ws_datasets: tuple = ()  #: the weight-selection block (params `weight_selection`): fine-tune datasets
-    ws_teachers: tuple = ()  #: teacher names
-    ws_scratch: tuple = ()  #: student arms trained from scratch
-    ws_seeds: tuple = ()  #: fine-tune seeds
-    sia_datasets: tuple = ()  #: the datasets [SIA]'s cells run on (params `sia.datasets`)
-    config_datasets: tuple = ()  #: the grid cells the training configurations run on (params `train_config_cells`)
-    config_variants: tuple = ()
     settings: tuple = ()  #: (params key, value) of the values a claim's plan `requires` may name
-    m3_fits: tuple = ()  #: (Model III impulse arm, its fit's settings) for the arms of the grid
     #: (declared stage, cell) of every cell whose results are read (`runs.planned_cells`: the declarations decide)
     cells: tuple = ()
     #: (params key, its seeds, whether a planned cell runs them) of every experiment's seed lists (`seed_lists`)
     seed_keys: tuple = ()
     #: (variant, width, depth) per variant as params.yaml configures them: a model is named by what it is
     shapes: tuple = ()
+    #: (experiment, its record) of each registered experiment's `analysis_part` (`experiments.analysis_parts`),
+    #: read as attributes: `exp.filter_study.sigmas`, `exp.ci.alpha.seeds`, `exp.weight_selection.teachers`
+    parts: tuple = ()
+
+    def __getattr__(self, name: str):
+        """An experiment's record by its module's name; the switched-off record where `parts` lacks it."""
+        if not name.startswith("_"):
+            for key, part in self.parts:
+                if key == name:
+                    return part
+            part = default_part(name)
+            if part is not None:
+                return part
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def seed_lists(self) -> dict[str, tuple]:
         """Every seed list this experiment runs, by params key (the planned n's keys); () for a block that is off
@@ -120,34 +104,21 @@ class Experiment:
 
     @classmethod
     def from_params(cls, params: Params) -> Experiment:
-        study = params.filter_study
-        ci, m = params.ci_alpha, params.ci_alpha.model
-        setting = tables.fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim,
-                                     dataclasses.asdict(ci.impulse_fit))
-
-        m3, ws = params.ci_model3, params.weight_selection
-        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
-                   tuple((v, m.name, m.num_heads) for v, m in params.models.items()), tuple(study.filters),
-                   tuple(study.gaussian_sigmas), tuple(study.gaussian_heads), tuple(study.seeds), study.dataset,
-                   tuple(ci.datasets), tuple(float(a) for a in ci.alphas), tuple(ci.arms), tuple(ci.seeds), setting,
-                   tuple(params.report.convergence_epochs), params.report.confidence, params.impulse.kernel_size,
-                   params.profile, digest(params), tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk),
-                   tuple(m3.value), tuple(m3.seeds), tuple(m3.forms) if m3.datasets else (),
-                   tuple(params.train_configs), tuple(v for v, m in params.models.items() if m.init_options),
-                   tuple([f"base_{a}" for a in params.sia.bases] + [f"fit_{f}" for f in params.sia.fits]),
-                   tuple(params.sia.seeds), params.sia.baseline_arm,
-                   tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds),
-                   tuple(params.sia.datasets) if params.sia.enabled else (),
-                   tuple(params.train_config_cells.datasets), tuple(params.train_config_cells.variants),
-                   (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
+        m3 = params.ci_model3
+        settings = (("ci_model3.impulse_fit.sigma", m3.impulse_fit.sigma),
                     ("ci_model3.sensitivity_fit.sigma", m3.sensitivity_fit.sigma),
-                    ("sia.tokens", sia_tokens(params)), ("sia.width", params.models[params.sia.variant].embed_dim
-                                                        if params.sia.variant in params.models else None),
-                    ("sia.tokens_above_width", tokens_above_width(params))),
-                   tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
-                                                                         (SENSITIVITY_ARM, m3.sensitivity_fit))
-                         if arm in m3.arms), tuple(planned_cells(params)), seed_lists(params),
-                   tuple((v, m.embed_dim, m.depth) for v, m in params.models.items()))
+                    ("sia.tokens", sia_tokens(params)),
+                    ("sia.width", params.models[params.sia.variant].embed_dim
+                     if params.sia.variant in params.models else None),
+                    ("sia.tokens_above_width", tokens_above_width(params)))
+        return cls(tuple(params.datasets), tuple(params.arms), tuple(params.seeds), tuple(params.variants),
+                   models=tuple((v, m.name, m.num_heads) for v, m in params.models.items()),
+                   convergence_epochs=tuple(params.report.convergence_epochs), confidence=params.report.confidence,
+                   kernel_size=params.impulse.kernel_size, profile=params.profile, params_digest=digest(params),
+                   alternatives=tuple(v for v, m in params.models.items() if m.init_options), settings=settings,
+                   cells=tuple(planned_cells(params)), seed_keys=seed_lists(params),
+                   shapes=tuple((v, m.embed_dim, m.depth) for v, m in params.models.items()),
+                   parts=analysis_parts(params))
 
 
 def sia_tokens(params: Params) -> int | None:
@@ -223,21 +194,22 @@ def build_tables(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, pu
                  m3: pd.DataFrame | None = None, floors: dict | None = None) -> list[tables.Table]:
     """Every table, in reading order; a table whose inputs do not exist is left out, not faked. `floors`: each
     dataset's logistic-regression floor (`pipeline.analysis.floor`), printed beside the grid's tables."""
+    study = exp.filter_study
     small = [d for d in exp.datasets if d != "imagenet"]
     out = [tables.headline_table(headline, floors) if headline else None, tables.vit_table(runs, exp.arms, floors),
            tables.published_table(runs, published, small, exp.arms, file="vit_top1", name="vit_vs_published",
                                   title="ViT top-1 beside the published numbers"),
            tables.published_table(runs, published, ["imagenet"], exp.arms, file="imagenet", name="imagenet",
                                   title="ImageNet-1K beside [NeurIPS] Table 2"),
-           tables.context_table(runs, filters, published, exp.arms, exp.filter_dataset),
+           tables.context_table(runs, filters, published, exp.arms, exp.filter_study.dataset),
            tables.convergence_table(runs, published, exp.arms, exp.convergence_epochs),
-           tables.ci_alpha_table(ci, published, exp.ci_arms, exp.ci_alphas),
-           tables.ci_fit_table(ci, exp.ci_setting, fit_reference),
-           tables.ci_table2_table(m3, published, exp.m3_arms) if m3 is not None else None,
-           tables.model3_fit_table(m3, dict(exp.m3_fits)),
+           tables.ci_alpha_table(ci, published, exp.ci.alpha.arms, exp.ci.alpha.alphas),
+           tables.ci_fit_table(ci, exp.ci.alpha.setting, fit_reference),
+           tables.ci_table2_table(m3, published, exp.ci.model3.arms) if m3 is not None else None,
+           tables.model3_fit_table(m3, dict(exp.ci.model3.fits)),
            tables.ci_table1_table(m3, published) if m3 is not None else None,
-           filter_table(filters, published, exp.filters, exp.filter_dataset),
-           gaussian_table(filters, published, exp.sigmas, exp.heads, exp.filter_dataset),
+           filter_table(filters, published, study.filters, study.dataset),
+           gaussian_table(filters, published, study.sigmas, study.heads, study.dataset),
            tables.runs_table(runs, filters, ci)]
     return [t for t in out if t is not None]
 
@@ -252,15 +224,15 @@ def table_notes(built: list[tables.Table], exp: Experiment) -> list[str]:
                      " Table 1 cells are n/p), so our ViT results stand beside reference models only.")
     if "imagenet" in exp.datasets and "imagenet" not in names:
         notes.append("ImageNet-1K is configured but no ImageNet run was found.")
-    if exp.ci_datasets and "ci_alpha" not in names:
+    if exp.ci.alpha.datasets and "ci_alpha" not in names:
         notes.append("[CI] α grid: no run of the configured grid was found.")
-    if exp.m3_datasets and "ci_table2" not in names:
+    if exp.ci.model3.datasets and "ci_table2" not in names:
         notes.append("[CI] Model III grid (Table 2): no run of the configured grid was found.")
-    if exp.m3_datasets and exp.m3_forms and "ci_table1" not in names:
+    if exp.ci.model3.datasets and exp.ci.model3.forms and "ci_table1" not in names:
         notes.append("[CI] Table 1's other columns: no run of the configured forms was found.")
-    if exp.filters and "filter_study" not in names:
+    if exp.filter_study.filters and "filter_study" not in names:
         notes.append("Filter study: no run of the configured variants was found.")
-    if exp.sigmas and exp.heads and "gaussian" not in names:
+    if exp.filter_study.sigmas and exp.filter_study.heads and "gaussian" not in names:
         notes.append("Gaussian σ × heads grid: no run was found.")
     return notes
 
@@ -334,17 +306,18 @@ def what_was_run(runs: pd.DataFrame, filters: pd.DataFrame, ci: pd.DataFrame, mi
             for name, frame in (("vit", runs), ("filter_study", filters), ("ci_alpha", ci), ("ci_model3", m3))}
     wall["per_arm_mean_s"] = {f"{d}/{v}/{a}": float(f["wall_time_s"].mean())
                               for (d, v, a), f in runs.groupby(["dataset", "variant", "arm"], sort=False)}
-    used = [*exp.datasets, *([exp.filter_dataset] if exp.filters or exp.sigmas else []), *exp.ci_datasets,
-            *exp.m3_datasets]
+    study, alpha, m3_grid = exp.filter_study, exp.ci.alpha, exp.ci.model3
+    used = [*exp.datasets, *([study.dataset] if study.filters or study.sigmas else []), *alpha.datasets,
+            *m3_grid.datasets]
     return {"profile": exp.profile, "params_digest": exp.params_digest, "models": models,
             "datasets": list(exp.datasets), "dataset_facts": dataset_facts(used), "arms": list(exp.arms),
             "seeds": list(exp.seeds),
-            "filter_study": {"dataset": exp.filter_dataset, "variants": list(exp.filters), "sigmas": list(exp.sigmas),
-                             "heads": list(exp.heads), "seeds": list(exp.filter_seeds)},
-            "ci_alpha": {"datasets": list(exp.ci_datasets), "alphas": list(exp.ci_alphas), "arms": list(exp.ci_arms),
-                         "seeds": list(exp.ci_seeds)},
-            "ci_model3": {"datasets": list(exp.m3_datasets), "arms": list(exp.m3_arms), "qk": list(exp.m3_qk),
-                          "value": list(exp.m3_values), "seeds": list(exp.m3_seeds), "forms": list(exp.m3_forms)},
+            "filter_study": {"dataset": study.dataset, "variants": list(study.filters), "sigmas": list(study.sigmas),
+                             "heads": list(study.heads), "seeds": list(study.seeds)},
+            "ci_alpha": {"datasets": list(alpha.datasets), "alphas": list(alpha.alphas), "arms": list(alpha.arms),
+                         "seeds": list(alpha.seeds)},
+            "ci_model3": {"datasets": list(m3_grid.datasets), "arms": list(m3_grid.arms), "qk": list(m3_grid.qk),
+                          "value": list(m3_grid.values), "seeds": list(m3_grid.seeds), "forms": list(m3_grid.forms)},
             "runs": {"vit": len(runs), "filter_study": len(filters), "ci_alpha": len(ci), "ci_model3": len(m3)},
             "missing": missing,
             "git_rev": _unique(frames, "git_rev"), "hardware": _unique(frames, "hardware"),
@@ -436,14 +409,14 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     check_confidence(plans, exp)
     frames, missing = read_frames(results, exp.cells)
     rule = load_training_rule(paper)
-    frames = {name: trained.annotate(frame, rule, exp.filter_dataset) for name, frame in frames.items()}
+    frames = {name: trained.annotate(frame, rule, exp.filter_study.dataset) for name, frame in frames.items()}
     check_test_images(frames)
     check_computed_alike(frames)
     runs, filters, ci, m3, configs, sia, ws = (frames[f] for f in ("vit", "filters", "ci", "m3", "configs", "sia",
                                                                    "weight_selection"))
     published = load_published(paper)
     ev = claim_checks.Evidence(runs, filters, exp.arms, exp.datasets, plans, exp.convergence_epochs,
-                               exp.kernel_size, exp.filter_dataset,
+                               exp.kernel_size, exp.filter_study.dataset,
                                load_attention(results / "attention", exp.variants, exp.arms), ci, m3,
                                frozenset(exp.alternatives), configs, sia, ws, dict(exp.settings), published,
                                cell_spread(load_cross_cpu(cross_cpu)))
@@ -453,14 +426,15 @@ def aggregate(results: str | Path, paper: str | Path, exp: Experiment, ci_fit: s
     built += [t for t in [tables.training_table(frames, rule), tables.init_diagnostics_table(ev.attention),
                           tables.train_config_table(runs, configs, exp.arms),
                           tables.weight_selection_table(ws),
-                          tables.sia_table(sia, exp.sia_baseline_arm)]
+                          tables.sia_table(sia, exp.sia.baseline_arm)]
               if t is not None]
     ran = what_was_run(runs, filters, ci, missing, exp, m3)
     ran["runs"]["weight_selection"] = len(ws)
     ran["floor"] = floors
-    ran["weight_selection"] = {"datasets": list(exp.ws_datasets), "teachers": list(exp.ws_teachers),
-                               "scratch": list(exp.ws_scratch), "seeds": list(exp.ws_seeds),
-                               "dataset_facts": dataset_facts(exp.ws_datasets),
+    block = exp.weight_selection
+    ran["weight_selection"] = {"datasets": list(block.datasets), "teachers": list(block.teachers),
+                               "scratch": list(block.scratch), "seeds": list(block.seeds),
+                               "dataset_facts": dataset_facts(block.datasets),
                                "wall_time_total_s": float(ws["wall_time_s"].sum())}
     plan = {"comparisons": [r.row() for p in plans.values() for r in p.rules.values()],
             "thresholds": {p.claim: p.thresholds for p in plans.values() if p.thresholds}}

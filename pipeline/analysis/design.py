@@ -24,6 +24,7 @@ from pipeline.analysis.power import planned_from_rule
 from pipeline.analysis.power import summary as power_summary
 from pipeline.analysis.stats import WELCH
 from pipeline.datasets import DATASETS
+from pipeline.experiments import seed_key
 from pipeline.method.names import family_of
 from pipeline.params import Params, load_params
 
@@ -58,7 +59,7 @@ class Design:
     @classmethod
     def of(cls, params: Params, paper: str | Path = "paper", name: str | None = None) -> Design:
         exp = Experiment.from_params(params)
-        datasets = {*exp.datasets, exp.filter_dataset, *exp.ci_datasets, *exp.ws_datasets}
+        datasets = {*exp.datasets, exp.filter_study.dataset, *exp.ci.alpha.datasets, *exp.weight_selection.datasets}
         return cls(name or params.profile, exp, load_plan(paper, exp.sizes()),
                    {d: DATASETS[d].eval_size for d in datasets if d in DATASETS and DATASETS[d].eval_size},
                    {d: n for d, n in (params.data.holdout or {}).items() if n})
@@ -75,9 +76,8 @@ class Design:
         return cls.of(params, root / "paper", profile)
 
     def seeds(self, kind: str) -> tuple:
-        e = self.exp
-        return {"vit": e.seeds, "filters": e.filter_seeds, "ci": e.ci_seeds, "m3": e.m3_seeds, "configs": e.seeds,
-                "sia": e.sia_seeds, "weight_selection": e.ws_seeds}[kind]
+        """The seeds of frame `kind`'s cells: the seed list its stages' seed axis names (`experiments.seed_key`)."""
+        return {key: seeds for key, seeds, _ in self.exp.seed_keys}.get(seed_key(kind), ())
 
     def groups(self, kinds: tuple = KINDS) -> list[dict]:
         """Every run group of the frames `kinds`: its kind and key fields (a group's runs differ only by seed), from
@@ -95,7 +95,7 @@ class Design:
                 group |= {"model": name, "family": family_of(name)}
                 group |= {"num_heads": heads, "params": size} if stage.frame == "vit" else {}
             if stage.frame == "filters":
-                group |= {"dataset": e.filter_dataset, "sigma": float(cell["sigma"]) if "sigma" in cell else None,
+                group |= {"dataset": e.filter_study.dataset, "sigma": float(cell["sigma"]) if "sigma" in cell else None,
                           "heads": int(cell["heads"]) if "heads" in cell else None}
             out.append(group)
         return out
@@ -122,8 +122,9 @@ class Design:
     def evidence(self, frames: dict[str, pd.DataFrame]) -> Evidence:
         e = self.exp
         return Evidence(frames["vit"], frames["filters"], e.arms, e.datasets, self.plans, e.convergence_epochs,
-                        e.kernel_size, e.filter_dataset, {}, frames["ci"], frames["m3"], frozenset(e.alternatives),
-                        frames["configs"], frames["sia"], frames["weight_selection"], dict(e.settings))
+                        e.kernel_size, e.filter_study.dataset, {}, frames["ci"], frames["m3"],
+                        frozenset(e.alternatives), frames["configs"], frames["sia"], frames["weight_selection"],
+                        dict(e.settings))
 
     def checks(self, claim: str) -> list[Check]:
         """The comparisons the claim needs in this design (judged on noise-free results at BASE)."""

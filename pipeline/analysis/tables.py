@@ -23,7 +23,7 @@ from pipeline.analysis.numbers import NA, NP, mean_pm, num
 from pipeline.analysis.published import select
 from pipeline.analysis.runs import clip_epochs, convergence_columns, model3_rows
 from pipeline.analysis.stats import mean_std
-from pipeline.experiments.ci import MODEL3
+from pipeline.experiments.ci import MODEL3, fit_setting
 from pipeline.experiments.weight_selection import SCRATCH
 from pipeline.vocabulary import parse_sia_cell
 
@@ -628,12 +628,6 @@ def init_diagnostics_table(attention: dict) -> Table | None:
                  ["Variant", "Arm", "Construction", "Linear-regime units", "Branch / residual", "Trunk RMS",
                   "Locality (images)", "Locality (pseudo)", "Uniform"], rows, pd.DataFrame(data),
                  section="init_diagnostics")
-
-
-def fit_setting(tokens: int, dim: int, heads: int, head_dim: int, fit: dict) -> str:
-    """'7×7 tokens, D 72, 3 heads × 24; 1000 steps, lr 0.003, σ 0.1, renorm 100, f 5': a geometry and its fit."""
-    return (f"{tokens}×{tokens} tokens, D {dim}, {heads} heads × {head_dim}; {fit['steps']} steps, lr {fit['lr']:g},"
-            f" σ {fit['sigma']:g}, renorm {fit['renorm_every']}, f {fit['window']}")
 
 
 def _spread(values: Sequence[float], fmt: str) -> str:

@@ -122,7 +122,8 @@ def axis_values(data: dict, spec: Any) -> list[str]:
 #: params fields (`FIELDS`: (name, type, dataclasses.field), which `pipeline.params.Params` is assembled from), its
 #: seed lists (`SEED_KEYS`), its checks across sections (`validate(params)`), its stages of training cells
 #: (`STAGES`), the builds `check` makes (`check_builds(params, check)`) and the overrides that switch it on in the
-#: default params (`SWITCH_ON`); optionally the analysis frames of other experiments its stages join (`JOINS`).
+#: default params (`SWITCH_ON`); optionally what the analysis reads of its params (`analysis_part`) and the analysis
+#: frames of other experiments its stages join (`JOINS`).
 #: The analysis stages' results deps follow from the stages (`analysis_deps`); adding one is a module, a line here
 #: and its section in params.yaml.
 MODULES = ("filter_study", "grid", "weight_selection", "ci", "sia")
@@ -131,6 +132,28 @@ MODULES = ("filter_study", "grid", "weight_selection", "ci", "sia")
 def experiment_modules() -> list:
     """The registered experiments' modules, in `MODULES`' order."""
     return [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
+
+
+def analysis_parts(params) -> tuple:
+    """(module name, its record) of every registered experiment that declares what the analysis reads of its params
+    (`analysis_part(params)`, a frozen dataclass `AnalysisPart`): `aggregate.Experiment` holds them by name."""
+    return tuple((module.__name__.rsplit(".", 1)[-1], module.analysis_part(params)) for module in experiment_modules()
+                 if hasattr(module, "analysis_part"))
+
+
+def default_part(name: str):
+    """The record of experiment `name` when params switch it off (its `AnalysisPart()`); None if it has none."""
+    module = next((m for m in experiment_modules() if m.__name__.rsplit(".", 1)[-1] == name), None)
+    return module.AnalysisPart() if module is not None and hasattr(module, "AnalysisPart") else None
+
+
+def seed_key(frame: str) -> str | None:
+    """The params key of the seed list the cells of analysis frame `frame` run over (their stages' seed axis)."""
+    for stage in stages():
+        match = REFERENCE.match(str(stage.axes.get("seed", "")))
+        if stage.frame == frame and match:
+            return match[1]
+    return None
 
 
 def analysis_deps(stage: str) -> list[str]:

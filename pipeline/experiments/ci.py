@@ -233,6 +233,57 @@ SEED_KEYS = ("ci_alpha.seeds", "ci_model3.seeds")
 SWITCH_ON = ("ci_alpha.datasets=[fashion_mnist]", "ci_model3.datasets=[fashion_mnist]")
 
 
+def fit_setting(tokens: int, dim: int, heads: int, head_dim: int, fit: dict) -> str:
+    """'7×7 tokens, D 72, 3 heads × 24; 1000 steps, lr 0.003, σ 0.1, renorm 100, f 5': a geometry and its fit."""
+    return (f"{tokens}×{tokens} tokens, D {dim}, {heads} heads × {head_dim}; {fit['steps']} steps, lr {fit['lr']:g},"
+            f" σ {fit['sigma']:g}, renorm {fit['renorm_every']}, f {fit['window']}")
+
+
+@dataclass(frozen=True)
+class AlphaPart:
+    """What the analysis reads of the α grid (`exp.ci.alpha`)."""
+
+    datasets: tuple = ()  #: () when the grid is off
+    alphas: tuple = ()
+    arms: tuple = ()
+    seeds: tuple = ()
+    setting: str = ""  #: its geometry and impulse fit, as the fit table names it (`fit_setting`)
+
+
+@dataclass(frozen=True)
+class Model3Part:
+    """What the analysis reads of the Model III grid and Table 1's forms (`exp.ci.model3`)."""
+
+    datasets: tuple = ()  #: () when the grid is off
+    arms: tuple = ()
+    qk: tuple = ()
+    values: tuple = ()
+    seeds: tuple = ()
+    forms: tuple = ()  #: () when the grid is off
+    fits: tuple = ()  #: (impulse arm, its fit's settings) of the grid's impulse arms
+
+
+@dataclass(frozen=True)
+class AnalysisPart:
+    """What the analysis reads of [CI]'s two grids (`exp.ci`)."""
+
+    alpha: AlphaPart = AlphaPart()
+    model3: Model3Part = Model3Part()
+
+
+def analysis_part(params) -> AnalysisPart:
+    ci, m3 = params.ci_alpha, params.ci_model3
+    m = ci.model
+    setting = fit_setting(m.image_size // m.patch_size, m.dim, m.heads, m.head_dim, dataclasses.asdict(ci.impulse_fit))
+    fits = tuple((arm, dataclasses.asdict(fit)) for arm, fit in (("impulse", m3.impulse_fit),
+                                                                 (SENSITIVITY_ARM, m3.sensitivity_fit))
+                 if arm in m3.arms)
+    return AnalysisPart(
+        AlphaPart(tuple(ci.datasets), tuple(float(a) for a in ci.alphas), tuple(ci.arms), tuple(ci.seeds), setting),
+        Model3Part(tuple(m3.datasets), tuple(m3.arms), tuple(m3.qk), tuple(m3.value), tuple(m3.seeds),
+                   tuple(m3.forms) if m3.datasets else (), fits))
+
+
 def validate(params) -> None:
     """Both grids' recipes, and their datasets fetched (each one of `datasets`)."""
     params.ci_recipe = params.recipe("ci_alpha.train", params.ci_alpha.train)

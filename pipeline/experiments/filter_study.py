@@ -123,6 +123,23 @@ SEED_KEYS = ("filter_study.seeds",)
 SWITCH_ON = ("filter_study.gaussian_sigmas=[1.0]", "filter_study.filters=[learned]")
 
 
+@dataclass(frozen=True)
+class AnalysisPart:
+    """What the analysis reads of this block (`pipeline.analysis.aggregate.Experiment`, as `exp.filter_study`)."""
+
+    dataset: str = ""
+    filters: tuple = ()
+    sigmas: tuple = ()
+    heads: tuple = ()
+    seeds: tuple = ()
+
+
+def analysis_part(params) -> AnalysisPart:
+    study = params.filter_study
+    return AnalysisPart(study.dataset, tuple(study.filters), tuple(study.gaussian_sigmas),
+                        tuple(study.gaussian_heads), tuple(study.seeds))
+
+
 def validate(params) -> None:
     """Checks across sections: the study's dataset is fetched (one of `datasets`); its recipe."""
     study = params.filter_study

@@ -83,6 +83,21 @@ SEED_KEYS = ("seeds",)
 SWITCH_ON = ("train_configs={lr_half: {lr: 0.0005}}",)
 
 
+@dataclass(frozen=True)
+class AnalysisPart:
+    """What the analysis reads of the training-configuration block (`exp.grid`); the grid itself is the
+    `Experiment`'s own (datasets, arms, seeds, variants)."""
+
+    configs: tuple = ()  #: the named training configurations (params `train_configs`)
+    datasets: tuple = ()  #: the grid cells they run on (params `train_config_cells`)
+    variants: tuple = ()
+
+
+def analysis_part(params) -> AnalysisPart:
+    cells = params.train_config_cells
+    return AnalysisPart(tuple(params.train_configs), tuple(cells.datasets), tuple(cells.variants))
+
+
 def validate(params) -> None:
     """The training configurations' names and recipes, and the grid cells they run on."""
     params.config_recipes = {}

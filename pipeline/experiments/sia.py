@@ -109,6 +109,22 @@ SEED_KEYS = ("sia.seeds",)
 SWITCH_ON = ("sia.bases=[avg_sincos]", "sia.fits=[PP]")
 
 
+@dataclass(frozen=True)
+class AnalysisPart:
+    """What the analysis reads of [SIA]'s ablations (`exp.sia`)."""
+
+    cells: tuple = ()  #: base_<arch> and fit_<fit>
+    seeds: tuple = ()
+    baseline_arm: str = "timm"
+    datasets: tuple = ()  #: the datasets its cells run on; () when it is off
+
+
+def analysis_part(params) -> AnalysisPart:
+    sia = params.sia
+    return AnalysisPart(tuple([f"base_{a}" for a in sia.bases] + [f"fit_{f}" for f in sia.fits]), tuple(sia.seeds),
+                        sia.baseline_arm, tuple(sia.datasets) if sia.enabled else ())
+
+
 def validate(params) -> None:
     """The variant [SIA]'s cells build is one of `models`, its datasets of `datasets`."""
     sia = params.sia

@@ -131,6 +131,21 @@ SWITCH_ON = ("weight_selection.teachers={small: {arm: impulse, train_size: 500}}
              "weight_selection.datasets=[digits]", "weight_selection.fetch=[digits]")
 
 
+@dataclass(frozen=True)
+class AnalysisPart:
+    """What the analysis reads of this block (`exp.weight_selection`)."""
+
+    datasets: tuple = ()  #: fine-tune datasets
+    teachers: tuple = ()  #: teacher names
+    scratch: tuple = ()  #: student arms trained from scratch
+    seeds: tuple = ()  #: fine-tune seeds
+
+
+def analysis_part(params) -> AnalysisPart:
+    ws = params.weight_selection
+    return AnalysisPart(tuple(ws.datasets), tuple(ws.teachers), tuple(ws.scratch), tuple(ws.seeds))
+
+
 def validate(params) -> None:
     """params `weight_selection`: names, datasets, the student variant and both recipes."""
     ws, key = params.weight_selection, "weight_selection"
