@@ -2,8 +2,8 @@
 ConvMixer under a params section of its own, `toy_study`) added to a copy of the package is loaded and validated with
 params, written into dvc.yaml (aggregate depending on its results), built by `check` (which catches a mistyped
 optimizer in its recipe), listed with its cells, given to the plan's history as a seed list; one of its cells trains
-on a tiny dataset and `aggregate` reads it (the "Were the runs trained?" table). Nothing else of the package is edited
-(the copy's other files are compared with the repository's)."""
+on a tiny dataset, `aggregate` reads it and the report prints it (the "Were the runs trained?" table). Nothing else
+of the package is edited (the copy's other files are compared with the repository's)."""
 
 from __future__ import annotations
 
@@ -98,6 +98,9 @@ out["cell"] = run_planned(params, "toy_study", ["learned", "5"], [])
 from argparse import Namespace
 from pipeline.analysis import aggregate
 out["aggregate"] = aggregate.main(params, Namespace(results="results", paper=sys.argv[1]))
+from pipeline.analysis import report
+out["report"] = report.main(params, Namespace(tables="results/tables", figures="reports/figures", out="reports",
+                                              paper=sys.argv[1], cross_cpu=sys.argv[2]))
 print(json.dumps(out))
 '''
 
@@ -113,9 +116,11 @@ def test_an_experiment_is_a_module_a_registry_line_and_a_params_section(workdir)
     (workdir / "params.yaml").write_text((ROOT / "params.yaml").read_text() + SECTION)
     (workdir / "bench").mkdir()
     shutil.copy(ROOT / "bench" / "throughput.yaml", workdir / "bench")
+    shutil.copytree(ROOT / "profiles", workdir / "profiles")  # the report names the plan's confirmatory profile
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "paper")], cwd=workdir, env=env,
+    run = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "paper"), str(ROOT / "bench/cross_cpu.yaml")],
+                         cwd=workdir, env=env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
@@ -134,6 +139,8 @@ def test_an_experiment_is_a_module_a_registry_line_and_a_params_section(workdir)
     assert out["aggregate"] == 0
     training = pd.read_csv(workdir / "results/tables/training.csv")
     assert training[training["frame"] == "toy"][["group", "n"]].values.tolist() == [["fashion_mnist, learned", 1]]
+    # and the report prints it, with no edit of the report's code either
+    assert out["report"] == 0 and "| toy | fashion_mnist, learned | 1 |" in (workdir / "reports/report.md").read_text()
 
     # the module and one line: every other file of the package is the repository's
     changed = filecmp.dircmp(ROOT / "pipeline", package, ignore=["__pycache__"])
