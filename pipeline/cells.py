@@ -17,6 +17,9 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
     python -m pipeline cells rederive    # restore, then the plan history, aggregate, figures, report and README
                                          #   blocks from them: no training, a few minutes on 2 cores (the figures'
                                          #   example images need the dataset: fetched first where it is missing)
+    python -m pipeline cells rederive-set   # the laptop set's one claims table from its runs' committed cells
+                                         #   (each re-derived in a scratch clone of HEAD): reports/claims.md, then
+                                         #   the README's claims block (`pipeline.analysis.laptop_set`)
     python -m pipeline cells compare     # your own run (results/) against them: which cells, comparisons and
                                          #   verdicts moved (`pipeline.analysis.reproduction`); changes neither
 
@@ -232,8 +235,42 @@ def rederive(params: Params) -> None:
     run("-m", "pipeline", "readme")
 
 
+def rederive_set(root: Path = Path(".")) -> Path:
+    """reports/claims.md: the laptop set's table from each of its runs whose cells are committed whole (module
+    docstring), each re-derived in a scratch clone of HEAD, so only committed cells and plan history count."""
+    import tempfile
+
+    from pipeline.analysis.claims_report import LAPTOP_SET
+    from pipeline.analysis.laptop_set import set_markdown
+
+    finished = [p for p in LAPTOP_SET
+                if (root / CELLS / p).is_dir() and not (root / CELLS / p / PARTIAL_LOCK).is_file()]
+    if not finished:
+        raise PipelineError(f"no run of the laptop set ({', '.join(LAPTOP_SET)}) has its cells committed whole in"
+                            f" {CELLS}/; `python -m pipeline cells save` after a run writes them")
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for profile in finished:
+            clone = Path(tmp) / profile
+            if subprocess.run(["git", "clone", "--quiet", str(root.resolve()), str(clone)], check=False).returncode:
+                raise PipelineError(f"could not clone {root.resolve()} for profile {profile!r}; `git status` says why")
+            for argv in (("profile", profile), ("cells", "rederive")):
+                done = subprocess.run([sys.executable, "-m", "pipeline", *argv], cwd=clone, check=False)
+                if done.returncode:
+                    raise PipelineError(f"`python -m pipeline {' '.join(argv)}` for profile {profile!r} exited"
+                                        f" {done.returncode}; its output above says why")
+            tables = clone / RESULTS / "tables"
+            runs[profile] = tuple(json.loads((tables / name).read_text())
+                                  for name in ("claims.json", "what_was_run.json"))
+    out = root / "reports" / "claims.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(set_markdown(runs))
+    print(f"cells: wrote {out} from the runs of {', '.join(finished)}", flush=True)
+    return out
+
+
 def add_arguments(parser) -> None:
-    parser.add_argument("action", choices=("save", "restore", "resume", "rederive", "compare"),
+    parser.add_argument("action", choices=("save", "restore", "resume", "rederive", "rederive-set", "compare"),
                         help="see the module docstring")
     parser.add_argument("--partial", action="store_true", help="save: keep the finished cells of a run under way")
 
@@ -245,6 +282,13 @@ def main(params: Params, args) -> int:
         resume(params)
     elif args.action == "restore":
         print(f"cells: restored {len(restore(params))} cell(s) from {store(params)}")
+    elif args.action == "rederive-set":
+        rederive_set()
+        if Path("reports/headline.md").is_file():  # the other blocks' sources are here (`cells rederive` made them)
+            run("-m", "pipeline", "readme")
+        else:
+            print("cells: `python -m pipeline cells rederive` first makes the README's other blocks' sources; then"
+                  " this command puts the table into the README with them")
     elif args.action == "compare":
         from pipeline.analysis.reproduction import compare  # the analysis only for this action
 

@@ -107,15 +107,13 @@ def test_a_partial_run_resumes_in_a_fresh_clone_training_only_what_is_missing(sm
     assert not stale & (set(partial) - {moved})
 
 
-@pytest.mark.slow("re-derives the laptop set's 95 committed cells into its report (about a minute and a half on 2"
-                  " cores)")
+@pytest.mark.slow("re-derives the laptop set's committed runs into their claims (about three minutes on 2 cores)")
 def test_the_committed_laptop_cells_rederive_the_readmes_claims_table(tmp_path):
-    """The README's one claims table is `laptop`'s run: its committed cells re-derived in a clone give the same
-    table (`readme --check` with the run's reports/claims.md)."""
+    """The README's one claims table is the laptop set's: its runs' committed cells re-derived (each in a scratch
+    clone) give the same table (`readme --check` with the merged reports/claims.md), training nothing."""
     repo = clone_here(tmp_path / "repo")
-    sh(repo, "python", "-m", "pipeline", "profile", "laptop")
-    out = sh(repo, "python", "-m", "pipeline", "cells", "rederive")
-    assert "cell(s) of profile 'laptop' from cells/laptop" in out and "final top-1" not in out  # nothing trained
+    out = sh(repo, "python", "-m", "pipeline", "cells", "rederive-set")
+    assert "cells: wrote reports/claims.md from the runs of laptop" in out and "final top-1" not in out
     claims = (repo / "reports/claims.md").read_text()
-    assert claims.startswith("**Every claim in one table: profile `laptop`, one run.**")
+    assert claims.startswith("**Every claim in one table: profile")
     sh(ROOT, "python", "-m", "pipeline", "readme", "--check", "--claims", str(repo / "reports/claims.md"))
