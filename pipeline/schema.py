@@ -5,6 +5,7 @@ module knows nothing of them (it imports no pipeline module but the error type).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import hashlib
 import json
@@ -71,6 +72,18 @@ def expected(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+#: the section `from_mapping` is building, (its dataclass, its key path): a section's own checks name the key it is
+#: read from, so a section type reused under another key (a new experiment's copy of the filter study's) names that key
+_BUILDING: contextvars.ContextVar = contextvars.ContextVar("building", default=(None, ""))
+
+
+def section_key(section: Any, default: str) -> str:
+    """The key path `section` (a dataclass, in its `__post_init__`) is read from: `from_mapping`'s while it builds that
+    class from params, else `default`, its own place in params.yaml."""
+    cls, path = _BUILDING.get()
+    return path if path and cls is type(section) else default
+
+
 def from_mapping(cls: type, data: Any, path: str = "") -> Any:
     """Build dataclass `cls` from a mapping, naming the first unknown key or wrongly typed value."""
     where = path or "params.yaml"
@@ -100,7 +113,11 @@ def from_mapping(cls: type, data: Any, path: str = "") -> Any:
             raise PipelineError(f"{name} = {value!r}: wrong value, expected {expected(hint)}")
         else:
             kwargs[key] = value
-    return cls(**kwargs)
+    token = _BUILDING.set((cls, path))
+    try:
+        return cls(**kwargs)
+    finally:
+        _BUILDING.reset(token)
 
 
 class Yaml12Loader(yaml.SafeLoader):

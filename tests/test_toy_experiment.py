@@ -131,7 +131,7 @@ def test_an_experiment_is_a_module_a_registry_line_and_a_params_section(workdir)
     assert "results/toy_study" in out["aggregate_deps"]  # aggregate waits for its cells and re-runs on them
     assert out["toy_study.train.opt=nosuchopt"].startswith("toy_study.train: opt = 'nosuchopt'")
     assert out["toy_study.seeds=[-1]"] == "toy_study.seeds: -1 is not a non-negative integer seed"
-    assert out["toy_study.model.dim=0"].startswith("filter_study.model.dim = 0: must be positive")  # its type's key
+    assert out["toy_study.model.dim=0"].startswith("toy_study.model.dim = 0: must be positive")  # its own key
     assert out["cell"] == 0
     metrics = json.loads((workdir / "results/toy_study/learned/seed5/metrics.json").read_text())
     assert (metrics["epochs"], metrics["seed"], metrics["dim"], metrics["test_size"]) == (1, 5, 16, 32)

@@ -13,7 +13,7 @@ from pipeline.errors import PipelineError
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, train_section
 from pipeline.method.names import CI_ARMS, check_kernel_size
 from pipeline.method.options import MODEL3_SIGMA, CiFitOptions
-from pipeline.schema import choice, positive
+from pipeline.schema import choice, positive, section_key
 from pipeline.vocabulary import CI_FORMS, CI_MODEL3_ARMS, CI_QK, CI_VALUE, SENSITIVITY_ARM
 
 #: Model III's form among [CI] Table 1's columns: its rows and the other forms' share one analysis frame
@@ -167,14 +167,15 @@ class CiAlphaConfig:
     train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
 
     def __post_init__(self):
+        key = section_key(self, "ci_alpha")
         for alpha in self.alphas:
             if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
-                raise PipelineError(f"ci_alpha.alphas: {alpha!r} must be a number in [0, 1]")
+                raise PipelineError(f"{key}.alphas: {alpha!r} must be a number in [0, 1]")
         for arm in self.arms:
-            choice("ci_alpha.arms", arm, CI_ARMS)
-        self.model.validate("ci_alpha.model")
+            choice(f"{key}.arms", arm, CI_ARMS)
+        self.model.validate(f"{key}.model")
         grid = self.model.image_size // self.model.patch_size
-        self.impulse_fit.validate("ci_alpha.impulse_fit", grid if "impulse" in self.arms else None)
+        self.impulse_fit.validate(f"{key}.impulse_fit", grid if "impulse" in self.arms else None)
 
 
 @dataclass
@@ -204,16 +205,17 @@ class CiModel3Config:
                                                  "hflip": 0.0})
 
     def __post_init__(self):
+        section = section_key(self, "ci_model3")
         for key, values, allowed in (("arms", self.arms, CI_MODEL3_ARMS), ("qk", self.qk, CI_QK),
                                      ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:
-                choice(f"ci_model3.{key}", value, allowed)
-        self.model.validate("ci_model3.model")
+                choice(f"{section}.{key}", value, allowed)
+        self.model.validate(f"{section}.model")
         grid = self.model.image_size // self.model.patch_size
-        self.impulse_fit.validate("ci_model3.impulse_fit", grid if "impulse" in self.arms else None)
-        self.sensitivity_fit.validate("ci_model3.sensitivity_fit", grid if SENSITIVITY_ARM in self.arms else None)
+        self.impulse_fit.validate(f"{section}.impulse_fit", grid if "impulse" in self.arms else None)
+        self.sensitivity_fit.validate(f"{section}.sensitivity_fit", grid if SENSITIVITY_ARM in self.arms else None)
         if "novalue" in self.value and self.model.heads * self.model.head_dim != self.model.dim:
-            raise PipelineError(f"ci_model3.value: 'novalue' reads LN(x) as the heads' values, so ci_model3.model's"
+            raise PipelineError(f"{section}.value: 'novalue' reads LN(x) as the heads' values, so {section}.model's"
                                 f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"
                                 f" ({self.model.dim}); change them or drop 'novalue'")
 

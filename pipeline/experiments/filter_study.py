@@ -18,7 +18,7 @@ from pipeline.method.names import (
     parse_filter,
     parse_study_variant,
 )
-from pipeline.schema import choice, positive
+from pipeline.schema import choice, positive, section_key
 
 DATA = ("data/${filter_study.dataset}",)
 #: what a ConvMixer cell records beyond every run's fields (pipeline.training.filter_study)
@@ -68,11 +68,12 @@ class ConvMixerConfig:
     block: ConvMixerBlock = "ci"
 
     def __post_init__(self):
+        key = section_key(self, "filter_study.model")
         for name in ("dim", "depth", "patch_size"):
-            positive(f"filter_study.model.{name}", getattr(self, name))
-        positive("filter_study.model.img_size", self.img_size, allow_none=True)
-        check_kernel_size(self.kernel_size, "filter_study.model.kernel_size")
-        check_convmixer_block(self.block, "filter_study.model.block")
+            positive(f"{key}.{name}", getattr(self, name))
+        positive(f"{key}.img_size", self.img_size, allow_none=True)
+        check_kernel_size(self.kernel_size, f"{key}.kernel_size")
+        check_convmixer_block(self.block, f"{key}.block")
 
 
 @dataclass
@@ -95,20 +96,21 @@ class FilterStudyConfig:
         return bool(self.filters or self.gaussian_sigmas)
 
     def __post_init__(self):
+        key = section_key(self, "filter_study")
         for name in self.filters:
             try:
                 parse_study_variant(name, self.model.kernel_size)
             except PipelineError as exc:
-                raise PipelineError(f"filter_study.filters: {exc}") from None
+                raise PipelineError(f"{key}.filters: {exc}") from None
         for sigma in self.gaussian_sigmas:
             try:
                 parse_filter(f"gaussian-{sigma}", self.model.kernel_size)
             except PipelineError as exc:
-                raise PipelineError(f"filter_study.gaussian_sigmas: {exc}") from None
+                raise PipelineError(f"{key}.gaussian_sigmas: {exc}") from None
         for heads in self.gaussian_heads:
             if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= self.model.dim:
-                raise PipelineError(f"filter_study.gaussian_heads: {heads!r} must be an integer between 1 and"
-                                    f" filter_study.model.dim = {self.model.dim}")
+                raise PipelineError(f"{key}.gaussian_heads: {heads!r} must be an integer between 1 and"
+                                    f" {key}.model.dim = {self.model.dim}")
 
 
 # --- how `Params` holds it (`pipeline.experiments.MODULES`) ---------------------------------------------------------

@@ -13,6 +13,7 @@ from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_sec
 from pipeline.experiments.ci import check_fit_loop
 from pipeline.method.names import InitMethod, check_kernel_size
 from pipeline.method.options import SiaFitOptions
+from pipeline.schema import section_key
 from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
@@ -94,7 +95,7 @@ class SiaConfig:
             parse_sia_base(arch)
         for name in self.fits:
             parse_sia_fit(name)
-        self.fit.validate("sia.fit")
+        self.fit.validate(f"{section_key(self, 'sia')}.fit")
 
     @property
     def enabled(self) -> bool:
