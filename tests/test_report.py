@@ -505,3 +505,25 @@ def test_a_reproduction_made_after_a_plan_change_checks_equal_but_a_verdict_does
     assert readme.comparable(committed) == readme.comparable(later)
     assert readme.comparable(committed) != readme.comparable(later.replace("**supported**", "**inconclusive**"))
     assert readme.comparable(committed) != readme.comparable(later.replace("+0.1", "+0.2"))
+
+
+def test_figures_the_page_already_shrinks_are_set_two_to_a_row(tmp_path):
+    """Attention maps and curves, which the page height or their pixels shrink anyway, go two to a row; a wide
+    figure (the forest plot), whose labels would shrink, keeps the page width."""
+    from pipeline.analysis.document import FigureBlock, Paragraph
+    from pipeline.analysis.pdf import ReportPDF, _pairs, render_pdf
+
+    Image.new("RGB", (1600, 1300), "steelblue").save(tmp_path / "square.png")
+    Image.new("RGB", (1500, 650), "grey").save(tmp_path / "wide.png")
+    square, wide = FigureBlock("square.png", "A square figure"), FigureBlock("wide.png", "A wide figure")
+    pdf = ReportPDF(TITLE)
+    pdf.add_page()
+    assert _pairs(pdf, square, square, tmp_path) and not _pairs(pdf, wide, wide, tmp_path)
+    assert not _pairs(pdf, square, wide, tmp_path) and not _pairs(pdf, square, Paragraph("text"), tmp_path)
+    six = []
+    for k in range(6):
+        Image.new("RGB", (1600, 1300), (40 * k, 90, 160)).save(tmp_path / f"square{k}.png")
+        six.append(FigureBlock(f"square{k}.png", f"Square figure {k}"))
+    render_pdf(TITLE, six, tmp_path, tmp_path / "six.pdf")  # alone, two fit a page: three pages
+    pages = PdfReader(tmp_path / "six.pdf").pages
+    assert len(pages) == 1 and len(pages[0].images) == 6

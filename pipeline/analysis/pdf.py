@@ -82,6 +82,10 @@ def _keep(cell: str) -> str:
 
 PAD = 2.5  #: mm of cell padding and rule around a column's text
 MIN_PPI = 150  #: a figure is printed at no fewer pixels per inch than this (legible on paper)
+GUTTER = 5.0  #: mm between two figures set side by side
+#: two figures share a row when each keeps at least this share of the width it would have alone: figures the page
+#: height or their pixels already shrink (attention maps, curves), not a wide forest plot whose labels would shrink
+PAIR_KEEPS = 0.65
 
 
 def _widths(pdf: ReportPDF, block: TableBlock, size: float) -> tuple[list[float], list[float]]:
@@ -129,15 +133,54 @@ def _table(pdf: ReportPDF, block: TableBlock) -> None:
     pdf.ln(3)
 
 
-def _figure_size(pdf: ReportPDF, block: FigureBlock, base: Path) -> tuple[float, float]:
-    """(width, height) in mm: the page width, or less so that two figures and captions fit on a page, never below
-    MIN_PPI pixels per inch."""
+def _figure_size(pdf: ReportPDF, block: FigureBlock, base: Path, width: float | None = None) -> tuple[float, float]:
+    """(width, height) in mm: `width` (default the page width), or less so that two figures and captions fit on a
+    page, never below MIN_PPI pixels per inch."""
     with Image.open(base / block.path) as im:
         aspect, pixels = im.height / im.width, im.width
-    w = min(pdf.epw, pixels / MIN_PPI * 25.4)
+    w = min(width or pdf.epw, pixels / MIN_PPI * 25.4)
     if w * aspect > pdf.eph * 0.38:
         w = pdf.eph * 0.38 / aspect
     return w, w * aspect
+
+
+def _column(pdf: ReportPDF) -> float:
+    return (pdf.epw - GUTTER) / 2
+
+
+def _pairs(pdf: ReportPDF, left: Block, right: Block | None, base: Path) -> bool:
+    """Whether two consecutive figures are set side by side (`PAIR_KEEPS`)."""
+    figures = [b for b in (left, right) if isinstance(b, FigureBlock)]
+    return len(figures) == 2 and all(
+        _figure_size(pdf, f, base, _column(pdf))[0] >= PAIR_KEEPS * _figure_size(pdf, f, base)[0] for f in figures)
+
+
+def _figure_row(pdf: ReportPDF, pair: tuple[FigureBlock, FigureBlock], base: Path) -> None:
+    """Two figures side by side, each with its title above and its caption below, on one page."""
+    col = _column(pdf)
+
+    def height(text: str, size: float, style: str = "") -> float:
+        pdf.set_font(FONT, style, size)
+        return pdf.multi_cell(col, size * 0.5, _escape(text), markdown=True, dry_run=True, output="HEIGHT") \
+            if text else 0.0
+
+    sizes = [_figure_size(pdf, f, base, col) for f in pair]
+    titles = max(height(f"**{f.title}**", BODY_PT) for f in pair)
+    row = titles + max(h + height(f.caption, 7.5) for f, (_, h) in zip(pair, sizes))
+    if pdf.will_page_break(row + 3):
+        pdf.add_page()
+    top = pdf.get_y()
+    for k, (f, (w, h)) in enumerate(zip(pair, sizes)):
+        x = pdf.l_margin + k * (col + GUTTER)
+        pdf.set_xy(x, top)
+        pdf.set_font(FONT, "", BODY_PT)
+        pdf.multi_cell(col, BODY_PT * 0.5, _escape(f"**{f.title}**"), markdown=True, align="L")
+        pdf.image(str(base / f.path), x=x + (col - w) / 2, y=top + titles, w=w, h=h)
+        if f.caption:
+            pdf.set_xy(x, top + titles + h)
+            pdf.set_font(FONT, "", 7.5)
+            pdf.multi_cell(col, 7.5 * 0.5, _escape(f.caption), markdown=True, align="L")
+    pdf.set_xy(pdf.l_margin, top + row + 3)
 
 
 def _figure(pdf: ReportPDF, block: FigureBlock, base: Path) -> None:
@@ -167,7 +210,11 @@ def render_pdf(title: str, blocks: list[Block], base: Path, out: Path) -> None:
     pdf.start_section(title, level=0)
     _text(pdf, title, HEADING_PT[0], "B")
     pdf.ln(2)
+    paired = False  # the block is the second figure of a row already set
     for block, after in zip(blocks, [*blocks[1:], None]):
+        if paired:
+            paired = False
+            continue
         if isinstance(block, Heading):  # keep it with the figure or the start of the table below it
             keep = _figure_size(pdf, after, base)[1] + 10 if isinstance(after, FigureBlock) else 25
             _heading(pdf, block, keep)
@@ -180,6 +227,9 @@ def render_pdf(title: str, blocks: list[Block], base: Path, out: Path) -> None:
             pdf.ln(1.5)
         elif isinstance(block, TableBlock):
             _table(pdf, block)
+        elif isinstance(block, FigureBlock) and _pairs(pdf, block, after, base):
+            _figure_row(pdf, (block, after), base)
+            paired = True
         elif isinstance(block, FigureBlock):
             _figure(pdf, block, base)
         elif isinstance(block, Code):
