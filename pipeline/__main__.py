@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "floor": ("pipeline.analysis.floor", "stage floor@<dataset>: a logistic regression on each seed's training images"),
     "figures": ("pipeline.analysis.figures", "stage figures: every figure of the report"),
     "aggregate": ("pipeline.analysis.aggregate", "stage aggregate: tables, claims and DVC metrics from results/"),
-    "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf and headline.md"),
+    "report": ("pipeline.analysis.report", "stage report: reports/report.md, report.pdf, appendix.md and headline.md"),
     "compare": ("pipeline.analysis.compare",
                 "per experiment (dvc exp show): the method, its baselines and the paired differences"),
     "readme": ("pipeline.analysis.readme", "README.md's generated blocks (--check: exit 1 if stale)"),

@@ -1,7 +1,7 @@
 """The laptop set's command at smoke size: `python -m pipeline repro` of profile smoke-all (cpu-all's blocks, tiny)
 in a fresh git copy of this repository, then `python -m pipeline readme`: one run answers every claim but
-ImageNet's in one table, the README's claims block is filled from it, and the report carries the plan's history,
-the per-seed differences and [CI] Figs 6-9. Minutes: marked slow."""
+ImageNet's in one table, the README's claims block is filled from it, the report carries the plan's history in
+summary, the per-seed differences and [CI] Figs 6-9, and reports/appendix.md every change. Minutes: marked slow."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def test_the_report_holds_the_history_the_per_seed_differences_and_the_ci_figure
     assert ten["verdict"] == "not tested" or ten["power"]["comparisons"] == 2  # no power without evidence
     report = (built / "reports/report.md").read_text()
     assert "## The plan's history" in report and "**Claim 12: each comparison seed by seed**" in report
+    assert "**Changes of the plan and of the seed lists**" in (built / "reports/appendix.md").read_text()
     figures = json.loads((built / "reports/figures/figures.json").read_text())
     assert {"ci_curves", "ci_qk", "ci_pqkp", "ci_softmax"} <= {f["name"] for f in figures["families"]}
     assert "### [CI] Figs 6-9: the α grid at α = 0.2" in report

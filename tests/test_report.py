@@ -1,5 +1,6 @@
 """The report: Markdown and PDF from the aggregate's outputs (page 1: the question, the claims at a glance, what was
-run), one caption per figure family, reports/headline.md and `python -m pipeline readme` that copies it.
+run), one caption per figure family, reports/appendix.md with the auditor's tables, reports/headline.md and
+`python -m pipeline readme` that copies it.
 
 The PDF is checked by extracting its text with pypdf (the table numbers must be there as text, the claims table on
 page 1) and by rendering its first page to PNG with poppler's pdftoppm when it is installed.
@@ -22,11 +23,26 @@ from test_aggregate import PAPER, VIT, experiment, make_filters, make_vit
 from pipeline.__main__ import main as cli
 from pipeline.analysis import readme
 from pipeline.analysis.aggregate import aggregate, write_aggregate
-from pipeline.analysis.claims_report import SET_RUN, claim_regime, claims_markdown, table_profile, verdict_cell
-from pipeline.analysis.coverage import load_coverage
-from pipeline.analysis.document import block_markdown, to_markdown
-from pipeline.analysis.fidelity import load_fidelity
-from pipeline.analysis.report import build_report, headline_markdown, main, read_inputs, write_report
+from pipeline.analysis.claims_report import (
+    SET_RUN,
+    claim_regime,
+    claims_markdown,
+    in_detail,
+    table_profile,
+    verdict_cell,
+)
+from pipeline.analysis.coverage import coverage_table, load_coverage, run_verdicts
+from pipeline.analysis.document import Paragraph, block_markdown, table_markdown, to_markdown
+from pipeline.analysis.fidelity import fidelity_table, load_fidelity
+from pipeline.analysis.pdf import render_pdf
+from pipeline.analysis.report import (
+    build_appendix,
+    build_report,
+    headline_markdown,
+    main,
+    read_inputs,
+    write_report,
+)
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
 
@@ -68,7 +84,8 @@ def stage_inputs(tmp_path) -> Path:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, ...]:
-    """(root, report.md, report.pdf, headline.md, claims.md), generated once for the tests that only read them."""
+    """(root, report.md, report.pdf, headline.md, claims.md, appendix.md), generated once for the tests that only
+    read them."""
     root = make_inputs(tmp_path_factory.mktemp("report"))
     return (root, *report(root))
 
@@ -76,7 +93,8 @@ def built(tmp_path_factory) -> tuple[Path, ...]:
 def report(root: Path, figures: str = "reports/figures") -> tuple[Path, ...]:
     inp = read_inputs(root / "results/tables", root / figures, PAPER)
     return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports",
-                        claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile"))))
+                        claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile"))),
+                        build_appendix(inp))
 
 
 def markdown(root: Path) -> str:
@@ -84,6 +102,11 @@ def markdown(root: Path) -> str:
     only the Markdown."""
     return to_markdown(TITLE, build_report(read_inputs(root / "results/tables", root / "reports/figures", PAPER),
                                            root / "reports"))
+
+
+def appendix(root: Path, tables: str = "results/tables") -> str:
+    """reports/appendix.md's text as `report` writes it."""
+    return to_markdown(TITLE, build_appendix(read_inputs(root / tables, root / "reports/figures", PAPER)))
 
 
 def flatten(outline: list) -> list:
@@ -113,29 +136,57 @@ def test_markdown_reads_top_down_from_the_question(built):
     order = ["## Results", "### Every planned comparison", "### The claims in detail",
              "### Reproduction against the published numbers", "### Training curves", "### Attention maps",
              "### Filter study (ConvMixer)", "## What was run in full", "## How to reproduce",
-             "## Appendix A. Method: how the verdicts are reached", "## Appendix B. Coverage of the papers' tables and"
-             " figures", "## Appendix C. Fidelity to the official code", "## Appendix D. Every run"]
+             "## Method: how the verdicts are reached", "## The plan's history", "## Coverage, fidelity and every run"]
     assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
-    for heading in ("Fidelity to the official code", "Coverage of the papers' tables", "Method: how the verdicts"):
-        assert sum(heading in line for line in text.splitlines() if line.startswith("#")) == 1  # printed once
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert sum("Method: how the verdicts" in h for h in headings) == 1  # printed once
+    # the auditor's material is in appendix.md, once, and not in the report
+    more = built[5].read_text()
+    assert more.startswith(f"# {TITLE}: appendix\n")
+    for heading in ("## The analysis plan", "## The plan's history", "## Every run", "## Reproducibility across CPUs"):
+        assert more.count(f"\n{heading}\n") == 1, heading
+    for table in ("**The analysis plan (paper/plan.yaml)**", "**Every run of this experiment**",
+                  "**Fidelity to the official code (paper/fidelity.yaml)**",
+                  "**Coverage of the papers' tables and figures (paper/coverage.yaml)**"):
+        assert table not in text, table
 
 
 def test_the_method_section_prints_the_plan_and_a_plan_change_shows(built, stage_inputs):
+    """The report says how verdicts are reached; appendix.md holds the plan they follow, which follows the file."""
     text = built[1].read_text()
-    method = section(text, "Appendix A. Method: how the verdicts are reached")
+    method = section(text, "Method: how the verdicts are reached")
     assert "Holm's step-down" in method and "two one-sided tests (TOST)" in method and "α = 0.025" in method
+    plan = section(built[5].read_text(), "The analysis plan")
+    rows = [line for line in plan.splitlines() if line.startswith("| ")]
+    assert f"paper/plan.yaml: {len(rows) - 1} comparisons" in method and "reports/appendix.md" in method
     assert "| 6 | vit_convmixer | ViT impulse − ConvMixer learned > -2 | +0 | 6 | 0.025 | welch | 2 / 2 (seeds /" \
-           " filter_study.seeds) |" in method
-    assert "| 5a | random | random − learned inside ±2 | +0 | 5a | 0.025 | paired |" in method
-    assert "Claim 7 (structural) thresholds: peak_min 0.9, flat_factor 2" in method
+           " filter_study.seeds) |" in plan
+    assert "| 5a | random | random − learned inside ±2 | +0 | 5a | 0.025 | paired |" in plan
+    assert "Claim 7 (structural) thresholds: peak_min 0.9, flat_factor 2" in plan
     paper = stage_inputs / "paper"
     shutil.copytree(PAPER, paper)
     plan = paper / "plan.yaml"
     plan.write_text(plan.read_text().replace("margin: 2.0, effect: 0.0,\n", "margin: 3.0, effect: 0.0,\n", 1))
     results = stage_inputs / "results"
     write_aggregate(aggregate(results, paper, experiment()), results / "tables", results / "summary.json")
-    changed = markdown(stage_inputs)
-    assert "| 5a | random | random − learned inside ±3 |" in changed
+    assert "| 5a | random | random − learned inside ±3 |" in appendix(stage_inputs)
+
+
+def test_a_claim_this_run_tests_has_a_section_and_each_other_claim_one_row(built):
+    """A claim with a verdict, or with comparisons to show seed by seed, has its section; one that is not tested
+    here is a row of one table (what the papers publish, what the run lacks): its section said no more."""
+    text = section(built[1].read_text(), "Results")
+    claims = json.loads((built[0] / "results/tables/claims.json").read_text())["claims"]
+    shown = [c for c in claims if in_detail(c)]
+    assert shown and len(shown) < len(claims)
+    assert in_detail({"verdict": "not tested", "comparisons": [{"label": "an arm did not train"}]})
+    for c in claims:
+        heading = f"#### Claim {c['id']}: {c['verdict']}\n"
+        row = table_markdown(["#"], [[c["id"], c["short"], c["published"].rstrip("."), "; ".join(c["evidence"])]])
+        if c in shown:
+            assert heading in text and c["claim"] in text and f"| {c['id']} | {c['short']} |" not in text, c["id"]
+        else:
+            assert heading not in text and row.splitlines()[-1] in text, c["id"]
 
 
 def test_what_was_run_comes_from_the_runs_and_cites_the_data(built):
@@ -169,14 +220,20 @@ def test_pdf_page_1_holds_the_claims_table(built):
 
 
 def test_pdf_has_the_table_numbers_as_text_and_both_figures(built):
+    """Every table's numbers as text: in the PDF, or, for the tables of every run, in appendix.md."""
     root, _, pdf, *_ = built
     text = pdf_text(pdf)
     tables = json.loads((root / "results/tables/tables.json").read_text())
-    numbers = {cell.replace("**", "").split(" ")[0] for t in tables for row in t["rows"] for cell in row
-               if cell[:1].isdigit() or cell.startswith("**")}
-    assert len(numbers) > 20
-    missing = [n for n in numbers if n not in text]
+
+    def numbers(section: str, inside: bool) -> set[str]:
+        return {cell.replace("**", "").split(" ")[0] for t in tables if (t["section"] == section) == inside
+                for row in t["rows"] for cell in row if cell[:1].isdigit() or cell.startswith("**")}
+
+    assert len(numbers("appendix", False)) > 20 and numbers("appendix", True)
+    missing = [n for n in numbers("appendix", False) if n not in text]
     assert not missing, f"table numbers not in the PDF text: {missing[:10]}"
+    more = built[5].read_text()
+    assert not [n for n in numbers("appendix", True) if n not in more]
     assert sum(len(p.images) for p in PdfReader(pdf).pages) == 4  # every figure embedded
     assert text.count("the one caption of attention") == 1
 
@@ -287,8 +344,9 @@ def test_a_listed_but_missing_figure_is_named(stage_inputs):
 
 def test_outputs_replace_old_ones_and_leave_no_partial_files(stage_inputs):
     (stage_inputs / "reports" / "report.md").write_text("stale")
-    md, pdf, head, _ = report(stage_inputs)
+    md, pdf, head, _, more = report(stage_inputs)
     assert md.read_text() != "stale" and pdf.read_bytes().startswith(b"%PDF") and head.is_file()
+    assert more.read_text().startswith(f"# {TITLE}: appendix")
     assert not list((stage_inputs / "reports").glob(".*partial"))
 
 
@@ -315,13 +373,13 @@ def test_no_runs_yet_gives_an_honest_headline(tmp_path):
             " class);") in head
 
 
-def test_stage_main_writes_the_three_files(stage_inputs, repo_root):
+def test_stage_main_writes_its_files(stage_inputs, repo_root):
     params = load_params(repo_root / "params.yaml")
     args = Namespace(tables=str(stage_inputs / "results/tables"), figures=str(stage_inputs / "reports/figures"),
                      out=str(stage_inputs / "reports"), paper=str(repo_root / "paper"))
     assert main(params, args) == 0
     assert (stage_inputs / "reports/report.md").read_text().startswith(f"# {params.report.title}")
-    assert (stage_inputs / "reports/headline.md").is_file()
+    assert (stage_inputs / "reports/headline.md").is_file() and (stage_inputs / "reports/appendix.md").is_file()
 
 
 @pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="poppler's pdftoppm is not installed")
@@ -340,39 +398,36 @@ def section(text: str, heading: str) -> str:
     return text.split(f"## {heading}\n")[1].split("\n## ")[0]
 
 
-def test_the_report_has_a_coverage_row_per_table_and_figure_and_a_fidelity_row_per_entry(built):
+def test_the_report_names_the_coverage_and_fidelity_pages_instead_of_reprinting_them(built):
+    """docs/coverage.md and docs/fidelity.md carry the tables (`readme`); the report names them and counts their
+    rows from the same paper/*.yaml, with the run's verdicts in the coverage rows where the run's profile is one."""
     text = built[1].read_text()
     coverage, fidelity = load_coverage(PAPER), load_fidelity(PAPER)
-    rows = section(text, "Appendix B. Coverage of the papers' tables and figures")
+    where = section(text, "Coverage, fidelity and every run")
+    assert f"docs/coverage.md, {len(coverage)} tables and figures" in where
+    differ = sum(e.differs != "nothing" for e in fidelity)
+    assert f"docs/fidelity.md, {len(fidelity)} arms and experiments, {differ} with a difference" in where
+    assert "`python -m pipeline readme`" in where and "reports/appendix.md" in where
+    assert "| [NeurIPS] |" not in text and "The same:" not in text and "Why we differ" not in text
+    claims = json.loads((built[0] / "results/tables/claims.json").read_text())
+    rows = block_markdown(coverage_table(coverage, "test", run_verdicts(claims)))
     for e in coverage:  # the run's profile ('test') is no row's: every verdict says so
         claim = ", ".join(e.claims) or "none"
         assert f"| [{e.paper}] | {e.item} | {e.title} | {e.status} |" in rows, e.id
         assert f"| {claim} | {'not run' if e.claims else 'no claim'} |" in rows, e.id
     assert rows.count("\n| [") == len(coverage) and "Verdict (test)" in rows
-    rows = section(text, "Appendix C. Fidelity to the official code")
-    for e in fidelity:  # once each: no table repeating the entries
-        assert f"**{e.experiment}** (official code: {e.source})\n\n- The same: {e.same}" in rows, e.id
-        assert rows.count(f"**{e.experiment}** (official code") == 1
-    assert "\n| " not in rows
+    rows = block_markdown(fidelity_table(fidelity))
+    assert all(f"| {e.experiment} | {e.source} |" in rows for e in fidelity if "|" not in e.experiment + e.source)
     titles = [o.title for o in flatten(PdfReader(built[2]).outline)]
-    assert {"Appendix B. Coverage of the papers' tables and figures",
-            "Appendix C. Fidelity to the official code"} <= set(titles)
-    pdf = pdf_text(built[2])
-    assert "ViT-Tiny from scratch on six small datasets" in pdf.replace("\n", " ") and "Why we differ:" in pdf
-    flags = [w for e in fidelity for w in f"{e.same} {e.effect}".split() if w.startswith("--")]
-    assert flags and all(f.strip("`,.:;)") in pdf for f in flags)  # printed as written, not read as underline
+    assert "Coverage, fidelity and every run" in titles
 
 
-def test_coverage_verdicts_come_from_the_run_of_a_rows_profile(stage_inputs):
-    tables = stage_inputs / "results/tables"
-    ran = json.loads((tables / "what_was_run.json").read_text())
-    (tables / "what_was_run.json").write_text(json.dumps(ran | {"profile": "cpu"}))
-    claims = {c["id"]: c["verdict"] for c in json.loads((tables / "claims.json").read_text())["claims"]}
-    rows = section(markdown(stage_inputs), "Appendix B. Coverage of the papers' tables and figures")
-    # [NeurIPS] Table 1; cpu does not run the α grid
-    assert f"| train, aggregate · paper-small, cpu, cpu-claims, cpu-all | 1 | 1: {claims['1']} |" in rows
-    assert "| ci_alpha, aggregate · ci-alpha-2401, cpu-claims, cpu-rest | 9 | not run |" in rows
-    assert "Verdict (cpu)" in rows
+def test_pdf_prints_flags_and_names_as_written(tmp_path):
+    """fpdf2 reads -- as underline and __ as italics; the report's only markup is **bold**."""
+    flags = "run `python bench/bench_verdicts.py --skew` or set my__var"
+    render_pdf(TITLE, [Paragraph(f"**A flag**: {flags}")], tmp_path, tmp_path / "r.pdf")
+    text = pdf_text(tmp_path / "r.pdf").replace("\n", " ")
+    assert "--skew" in text and "my__var" in text and "**" not in text
 
 
 def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypatch, capsys):
@@ -395,11 +450,13 @@ def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypa
 
 def test_the_report_states_assumptions_per_seed_differences_and_the_plans_history(built, tmp_path):
     """Method: the assumptions (normal seed effects, teachers fixed); each claim's comparisons seed by seed; the
-    plan's history with post-hoc changes labelled, in the history section, the glance table and the claim."""
+    plan's history with post-hoc changes labelled: counted in the report with the ones behind its verdicts, each in
+    appendix.md with each claim's plan line; in the glance table and the claim, the claim's plan in a word."""
     text = built[1].read_text()
-    method = text.split("## Appendix A. Method: how the verdicts are reached")[1].split("## Appendix B.")[0]
+    method = section(text, "Method: how the verdicts are reached")
     assert "**Assumptions.**" in method and "normal distribution" in method and "teachers are fixed" in method
-    assert "## The plan's history" in method and "Not recorded" in method  # aggregated without a repository
+    assert "Not recorded" in section(text, "The plan's history")  # aggregated without a repository
+    assert "Not recorded" in section(built[5].read_text(), "The plan's history")
     claims = json.loads((built[0] / "results/tables/claims.json").read_text())
     first = claims["claims"][0]["comparisons"][0]
     per_seed = ", ".join(f"{s}: {v:+.2f}" for s, v in zip(first["seeds"], first["per_seed"]))
@@ -418,13 +475,22 @@ def test_the_report_states_assumptions_per_seed_differences_and_the_plans_histor
     (tables / "claims.json").write_text(json.dumps(claims))
     inp = read_inputs(tables, built[0] / "reports/figures", PAPER)
     md = to_markdown(TITLE, build_report(inp, tmp_path))
-    history = md.split("## The plan's history")[1].split("## Appendix B.")[0]
+    summary = section(md, "The plan's history").strip()
+    assert summary.startswith("1 change of paper/plan.yaml and of the seed lists from 2026-11-23 to 2026-11-23 (1 a"
+                              " verdict may depend on), 1 of them post hoc for a claim they touch; 0 made after this"
+                              " run's revision abc1234 (2026-11-25).")
+    assert "this run is not (its profile or seed lists are not the confirmatory ones)" in summary
+    assert "| 2026-11-23 | f3db8e6 | params.yaml | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] | 1 |" \
+           " claim 1: 2026-11-22 (e621789) |  |" in summary  # claim 1 is tested here: its post-hoc change is shown
+    history = section(to_markdown(TITLE, build_appendix(inp)), "The plan's history")
     assert "| 2026-11-23 | f3db8e6 | params.yaml | 1 | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] |" \
            " verdict | **post hoc**: after claim 1: 2026-11-22 (e621789) |  |" in history
     assert "this run is not (its profile or seed lists are not the confirmatory ones)" in history
+    assert "- Claim 1: post hoc: 2026-11-23 f3db8e6 (params.yaml: cpu (params.yaml): seeds" in history
     glance = md.split("The claims of the papers at a glance")[1].split("**What was run:**")[0]
     assert "| # | Claim | Verdict | Regime | Plan | Evidence |" in glance and "| post hoc (1) |" in glance
-    assert "Plan: post hoc: 2026-11-23 f3db8e6 (params.yaml: cpu (params.yaml): seeds" in md
+    assert "- Plan: post hoc (1); its changes: 'The plan's history'" in section(md, "Results")
+    assert "Plan: post hoc: 2026-11-23" not in md  # the change by change line is appendix.md's
 
 
 def test_readme_writes_each_block_into_the_docs_page_that_holds_its_markers(built, tmp_path, monkeypatch, capsys):
@@ -510,8 +576,8 @@ def test_a_reproduction_made_after_a_plan_change_checks_equal_but_a_verdict_does
 def test_figures_the_page_already_shrinks_are_set_two_to_a_row(tmp_path):
     """Attention maps and curves, which the page height or their pixels shrink anyway, go two to a row; a wide
     figure (the forest plot), whose labels would shrink, keeps the page width."""
-    from pipeline.analysis.document import FigureBlock, Paragraph
-    from pipeline.analysis.pdf import ReportPDF, _pairs, render_pdf
+    from pipeline.analysis.document import FigureBlock
+    from pipeline.analysis.pdf import ReportPDF, _pairs
 
     Image.new("RGB", (1600, 1300), "steelblue").save(tmp_path / "square.png")
     Image.new("RGB", (1500, 650), "grey").save(tmp_path / "wide.png")

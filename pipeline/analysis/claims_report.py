@@ -1,6 +1,6 @@
 """The report's statistics beside the verdicts: the assumptions, each comparison's per-seed differences, each
-claim's plan (post-hoc changes, confirmatory or not), the plan's history from git, and the claims table the README
-carries (reports/claims.md).
+claim's plan (post-hoc changes, confirmatory or not), the plan's history from git (in the report its summary, in
+reports/appendix.md every change), and the claims table the README carries (reports/claims.md).
 
 Everything here renders `results/tables/claims.json` (the aggregate's `claims`, `plan.history`) and
 what_was_run.json; nothing is computed that the aggregate did not write.
@@ -11,6 +11,8 @@ from __future__ import annotations
 from pipeline.analysis.document import Block, Bullets, Heading, Paragraph, TableBlock, block_markdown
 from pipeline.analysis.numbers import NA, num
 
+#: where the report's auditor's material goes (`report.build_appendix`), beside report.md
+APPENDIX = "reports/appendix.md"
 #: how reports/claims.md of a run of the laptop set begins (the README's claims block is taken only from one)
 SET_RUN = "**Every claim in one table: profile"
 #: the profiles whose runs fill the README's one claims table: the laptop set (paper/plan.yaml's confirmatory entries
@@ -32,13 +34,13 @@ CLAIMS_CAPTION = ("Verdicts by paper/plan.yaml from one run of the profile named
                   " claim's family; inconclusive = neither; not tested = the run lacks what the claim is about."
                   " Plan: confirmatory = the plan's confirmatory seeds, never run before the plan named them, and no"
                   " change a verdict depends on since the run's revision; post hoc = a change a verdict depends on"
-                  " was made after a result of the claim was recorded (listed in the report's 'The plan's"
+                  f" was made after a result of the claim was recorded (listed in {APPENDIX}, 'The plan's"
                   " history'). Comparisons: a − b in points with its 95 % interval.")
 
 
 def assumption_text() -> str:
     """What the intervals and tests assume, and where they can fail."""
-    return ("**Assumptions.** Each comparison's per-seed differences (below, claim by claim) are independent draws"
+    return ("**Assumptions.** Each comparison's per-seed differences ('The claims in detail') are independent draws"
             " from a normal distribution: the t interval and test are exact under it and approximate otherwise (at"
             " 3 to 5 seeds one seed far from the others moves both; `python bench/bench_verdicts.py --skew` measures"
             " the error rates when one seed in five loses several points). The test images are a sample of the data"
@@ -107,8 +109,8 @@ def plan_word(claim: dict, history: dict) -> str:
 
 
 def history_blocks(claims: dict) -> list[Block]:
-    """The plan's history from git: every change of paper/plan.yaml and of a seed list, dated, with the first
-    recorded result before it; post-hoc changes labelled."""
+    """The plan's history from git (reports/appendix.md): every change of paper/plan.yaml and of a seed list, dated,
+    with the first recorded result before it, post-hoc changes labelled; then each claim's plan line."""
     history = (claims.get("plan") or {}).get("history") or {}
     blocks: list[Block] = [Heading("The plan's history")]
     if not history.get("available"):
@@ -125,18 +127,75 @@ def history_blocks(claims: dict) -> list[Block]:
         text += (f" This run's runs record revision {run['revision'][:7]} ({run['date'][:10]}): a change after it"
                  " may have seen this run's results.")
     if conf:
-        text += (f" Confirmatory seeds: {conf['seeds']} for profile {conf['profile']}, named"
-                 f" {(conf['named'] or '?')[:10]}; " + ("this run is that run." if conf["holds"] else
-                                                         "this run is not (" + _why_not(conf) + ")."))
+        text += _confirmatory(conf)
     rows = [[h["date"][:10], h["commit"][:7], h["file"], ", ".join(h["claims"]) or "–", h["what"], h["kind"],
              ("**post hoc**: after " + h["read_before"]) if h["post_hoc"] else (
                  f"after {h['read_before']}" if h["read_before"] else "before any result"),
              "yes" if h.get("after_run") else ""] for h in history.get("changes", [])]
+    plans = [f"Claim {c['id']}: {plan_line(c, history)}" for c in claims.get("claims", [])]
     return blocks + [Paragraph(text), TableBlock(
         "Changes of the plan and of the seed lists", ["Date", "Commit", "File", "Claims", "Change", "Kind",
                                                       "First result before it", "After this run"], rows,
         "Kind: verdict = a verdict may depend on it; power or notes only; comments only; design = a seed list set"
-        " where there was none. First result: the first README.md that shows a result of a touched claim.")]
+        " where there was none. First result: the first README.md that shows a result of a touched claim."),
+        Paragraph("**Each claim's plan**: confirmatory, or each post-hoc change it depends on."), Bullets(plans)]
+
+
+#: the kinds of change `plan_history` records, as the summary counts them
+KINDS = {"verdict": "a verdict may depend on", "power or notes only": "power or notes only",
+         "comments only": "comments only", "design": "designs of a new run"}
+
+
+def in_detail(claim: dict) -> bool:
+    """Whether the report gives the claim a section: it has a verdict, or comparisons to show seed by seed."""
+    return claim["verdict"] != "not tested" or bool(claim.get("comparisons"))
+
+
+def history_summary(claims: dict) -> list[Block]:
+    """The plan's history in the report: the changes counted by kind, and the post-hoc ones behind the claims this
+    run tests; every change is in reports/appendix.md (`history_blocks`), too long for the reader's report."""
+    history = (claims.get("plan") or {}).get("history") or {}
+    blocks: list[Block] = [Heading("The plan's history")]
+    if not history.get("available"):
+        return blocks + [Paragraph(history.get("note", "Not recorded: the aggregate ran without a repository."))]
+    changes, run, conf = history.get("changes", []), history.get("run") or {}, history.get("confirmatory")
+    kinds = {k: sum(h["kind"] == k for h in changes) for k in dict.fromkeys([*KINDS, *(h["kind"] for h in changes)])}
+    dates = sorted(h["date"][:10] for h in changes)
+    text = (f"{len(changes)} change{'' if len(changes) == 1 else 's'} of paper/plan.yaml and of the seed lists"
+            + (f" from {dates[0]} to {dates[-1]}" if dates else "") + " ("
+            + ", ".join(f"{n} {KINDS.get(k, k)}" for k, n in kinds.items() if n)
+            + f"), {sum(h['post_hoc'] for h in changes)} of them post hoc for a claim they touch")
+    if run:
+        text += (f"; {sum(bool(h.get('after_run')) for h in changes)} made after this run's revision"
+                 f" {run['revision'][:7]} ({run['date'][:10]})")
+    text += "."
+    if conf:
+        text += _confirmatory(conf)
+    behind: dict[tuple[str, str, str], dict] = {}
+    for c in filter(in_detail, claims.get("claims", [])):
+        for h in (c.get("plan") or {}).get("post_hoc", []):
+            row = behind.setdefault((h["commit"], h["file"], h["what"]), {"change": h, "claims": [], "before": []})
+            row["claims"].append(c["id"])
+            row["before"].append(h["read_before"])
+    text += (" Every change, with what it is and the first result before it, and each claim's plan:"
+             f" {APPENDIX}, 'The plan's history'.")
+    if not behind:
+        return blocks + [Paragraph(text + " No change is post hoc for a claim this run tests.")]
+    rows = [[r["change"]["date"][:10], r["change"]["commit"][:7], r["change"]["file"], r["change"]["what"],
+             ", ".join(r["claims"]), "; ".join(dict.fromkeys(r["before"])),
+             "yes" if r["change"].get("after_run") else ""]
+            for r in sorted(behind.values(), key=lambda r: r["change"]["date"])]
+    return blocks + [Paragraph(text), TableBlock(
+        "The post-hoc changes behind this run's verdicts", ["Date", "Commit", "File", "Change", "Claims",
+                                                            "First result before it", "After this run"], rows,
+        "A change a verdict depends on, made after a result of the claim was recorded (the first README.md that"
+        " shows it), for each claim this run gives a section in 'The claims in detail'.")]
+
+
+def _confirmatory(conf: dict) -> str:
+    """' Confirmatory seeds: [50, 51, 52] for profile cpu, named 2026-12-01; this run is that run.'"""
+    return (f" Confirmatory seeds: {conf['seeds']} for profile {conf['profile']}, named {(conf['named'] or '?')[:10]}; "
+            + ("this run is that run." if conf["holds"] else "this run is not (" + _why_not(conf) + ")."))
 
 
 def _why_not(conf: dict) -> str:
@@ -231,12 +290,16 @@ def claims_markdown(claims: dict | None, ran: dict | None, profile: str) -> str:
              f" {verdict_counts(claims.get('claims', []))}.",
              block_markdown(claims_table(claims, ran)),
              "Generated by `python -m pipeline report` from results/tables/claims.json; `python -m pipeline readme`"
-             " copies it here. Per-seed differences, power and the plan's history: `reports/report.pdf`."]
+             " copies it here. Per-seed differences and power: `reports/report.pdf`; the plan's history:"
+             f" `{APPENDIX}`."]
     return "\n\n".join(lines) + "\n"
 
 
 def claim_detail(claim: dict, history: dict) -> list[Block]:
-    """A claim's plan line and per-seed table (beside its evidence in the report)."""
-    blocks: list[Block] = [Bullets([f"Plan: {plan_line(claim, history)}"])]
+    """A claim's plan in a word and its per-seed table (beside its evidence in the report); its plan line, which
+    names every post-hoc change, is in reports/appendix.md."""
+    word = plan_word(claim, history)
+    blocks: list[Block] = [Bullets([f"Plan: {word}; its changes: 'The plan's history'" if word != NA else
+                                    f"Plan: {plan_line(claim, history)}"])]
     table = per_seed_table(claim)
     return blocks + ([table] if table else [])

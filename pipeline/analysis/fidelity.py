@@ -5,7 +5,7 @@ A list of entries, each {id, experiment, official: {code, repo, commit, file}, s
 profiles (`cpu`: params.yaml itself) whose recipes `{recipes}` in `differs` stands for, written from their params
 (`pipeline.analysis.regime.recipes_text`) so that the row follows the recipe. Read once and checked key by
 key: a bad file stops with one PipelineError naming the entry and the key. Any number of entries, ids unique.
-The report's appendix prints `fidelity_details`, docs/fidelity.md's generated block `fidelity_table`.
+docs/fidelity.md's generated block is `fidelity_table`; the report names it and counts its entries.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.analysis.document import Block, Bullets, Paragraph, TableBlock
+from pipeline.analysis.document import TableBlock
 from pipeline.analysis.regime import recipes_text
 from pipeline.errors import PipelineError
 
@@ -177,14 +177,3 @@ def fidelity_table(entries: list[FidelityEntry]) -> TableBlock:
                       [[e.experiment, e.source, e.same, e.differs, e.why or "–", _option(e), e.effect]
                        for e in entries], caption)
 
-
-def fidelity_details(entries: list[FidelityEntry]) -> list[Block]:
-    """Per entry, once (the report's appendix, whose page has no room for seven prose columns): its official source,
-    what is the same, where and why it differs, the option that restores the official behaviour, the effect."""
-    out: list[Block] = []
-    for e in entries:
-        items = [f"The same: {e.same}", f"Where we differ: {e.differs}"] + (
-            [f"Why we differ: {e.why}"] if e.why else []) + ([f"Option (default = official): {_option(e)}"]
-                                                             if e.option else []) + [f"Measured effect: {e.effect}"]
-        out += [Paragraph(f"**{e.experiment}** (official code: {e.source})"), Bullets(items)]
-    return out

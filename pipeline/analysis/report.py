@@ -1,24 +1,28 @@
-"""`python -m pipeline report`: reports/report.md, reports/report.pdf and reports/headline.md.
+"""`python -m pipeline report`: reports/report.md, report.pdf, appendix.md, headline.md and claims.md.
 
 Built only from the aggregate's outputs (results/tables/: tables.json, claims.json, what_was_run.json), the
-figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/fidelity.yaml. It leads with
-results:
+figures stage's reports/figures/figures.json and paper/coverage.yaml and paper/fidelity.yaml. The report is for
+its reader (about 12 pages for the CPU default, tests/test_cells.py) and leads with results:
 
 1. page 1: the question (did the method under study, params `init`, beat its baselines?) with its answer per
    dataset and model variant, the claims of the papers at a glance (verdict and one line of evidence each), the
    headline table (the method against each baseline) and what was run, in one line;
-2. results: the forest plot of every planned comparison, each claim in detail, reproduction against the published
-   numbers (figure and tables), training curves, attention maps, the filter study and the [CI] grids, each
-   figure family's caption once before its figures;
+2. results: the forest plot of every planned comparison, each claim this run tests in detail and the others in
+   one table, reproduction against the published numbers (figure and tables), training curves, attention maps,
+   the filter study and the [CI] grids, each figure family's caption once before its figures;
 3. what was run in full and how to reproduce it;
-4. appendices, each printed once: A the method (intervals, tests, the analysis plan paper/plan.yaml in full),
-   B the coverage of the papers' tables and figures, C the fidelity to the official code, D every run.
+4. the method (intervals, tests, power, assumptions), the plan's history in summary, and where the rest is.
+
+The auditor's material goes to reports/appendix.md, written from the same inputs: the analysis plan in full, every
+change of the plan with each claim's plan line, every run and the measurements across CPUs. The coverage of the
+papers' tables and figures and the fidelity to the official code are docs/coverage.md and docs/fidelity.md
+(`python -m pipeline readme`), which the report names instead of printing them again.
 
 The content is built once as blocks (`pipeline.analysis.document`) and rendered to Markdown and, with fpdf2, to
 PDF (`pipeline.analysis.pdf`). reports/headline.md is the question, the claims at a glance and the headline table
 again, for the README (`python -m pipeline readme` copies it there), and reports/claims.md the laptop set's claims
 table (`pipeline.analysis.claims_report`: every claim, its verdict, the run it came from, its plan and deciding
-comparisons; "not run yet" when this run is not the plan's confirmatory profile's). All four files are written all
+comparisons; "not run yet" when this run is not the plan's confirmatory profile's). All five files are written all
 or nothing (`pipeline.outputs.files_aside`).
 """
 
@@ -33,18 +37,21 @@ from pathlib import Path
 from pipeline import entry
 from pipeline.analysis.analysis_plan import load_confirmatory
 from pipeline.analysis.claims_report import (
+    APPENDIX,
     assumption_text,
     claim_detail,
     claim_regime,
     claims_markdown,
     edge_mark,
     history_blocks,
+    history_summary,
+    in_detail,
     plan_word,
     table_profile,
     verdict_cell,
     verdict_counts,
 )
-from pipeline.analysis.coverage import CoverageEntry, coverage_table, load_coverage, run_verdicts
+from pipeline.analysis.coverage import STATUSES, CoverageEntry, load_coverage
 from pipeline.analysis.document import (
     Block,
     Bullets,
@@ -56,10 +63,10 @@ from pipeline.analysis.document import (
     block_markdown,
     to_markdown,
 )
-from pipeline.analysis.fidelity import FidelityEntry, fidelity_details, load_fidelity
+from pipeline.analysis.fidelity import NOTHING, FidelityEntry, load_fidelity
 from pipeline.analysis.numbers import NA, num
 from pipeline.analysis.pdf import render_pdf
-from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, load_cross_cpu
+from pipeline.analysis.reproducibility import CROSS_CPU, cross_cpu_blocks, cross_cpu_line, load_cross_cpu
 from pipeline.errors import PipelineError
 from pipeline.outputs import files_aside
 from pipeline.params import Params
@@ -188,7 +195,7 @@ def question_blocks(inp: ReportInputs, measures: str = "") -> list[Block]:
 def glance_table(inp: ReportInputs) -> TableBlock:
     """Claims at a glance: the four-word verdict and the one line of evidence that decides it."""
     claims = inp.claims.get("claims", [])
-    caption = (f"Verdicts by the analysis plan (paper/plan.yaml; the report's Appendix A): supported = every"
+    caption = (f"Verdicts by the analysis plan (paper/plan.yaml; the report's 'Method'): supported = every"
                f" comparison the claim needs has its {level(inp)} interval on the claimed side of 0 or of the plan's"
                " margin; contradicted = one is reversed (Holm's correction within the claim); inconclusive ="
                " neither; not tested = not run here. Regime: training images per seed, optimizer steps, token grid"
@@ -262,8 +269,9 @@ def run_blocks(inp: ReportInputs) -> list[Block]:
         f"Runs read: {runs.get('vit', 0)} ViT, {runs.get('filter_study', 0)} filter study"
         + (f", {runs['ci_alpha']} [CI] α grid" if runs.get("ci_alpha") else "") + f"; missing: {len(missing)}"
         + (" (" + "; ".join(missing[:6]) + (" …" if len(missing) > 6 else "") + ")" if missing else "") + ".",
+        cross_cpu_line(inp.cross_cpu, f"{APPENDIX}, 'Reproducibility across CPUs'"),
     ]
-    return [Heading("What was run in full"), Bullets(items), *cross_cpu_blocks(inp.cross_cpu)]
+    return [Heading("What was run in full"), Bullets(items)]
 
 
 # --- detail ------------------------------------------------------------------------------------------------------
@@ -279,7 +287,7 @@ def headline_blocks(inp: ReportInputs) -> list[Block]:
 
 
 def method_blocks(inp: ReportInputs) -> list[Block]:
-    """How the intervals and verdicts are computed, and the analysis plan in full (claims.json's `plan`)."""
+    """How the intervals and verdicts are computed; the analysis plan they follow is `plan_blocks`."""
     plan = inp.claims.get("plan") or {}
     rows = plan.get("comparisons", [])
     if not rows:
@@ -319,13 +327,24 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
         " planned n, with the truth on its boundaries, through this code, and reports its false-supported and"
         " false-contradicted rates and the coverage of its intervals, and, with the comparisons near their effects"
         " of interest, checks the claim's stated power against the share of simulations that support it.",
+        f"**The analysis plan** (paper/plan.yaml: {len(rows)} comparisons, each with its condition, effect of"
+        f" interest, family, α and planned n, and the reason for each margin) is printed in full in {APPENDIX}.",
     ]
+    return [Heading("Method: how the verdicts are reached"), *map(Paragraph, text)]
+
+
+def plan_blocks(inp: ReportInputs) -> list[Block]:
+    """The analysis plan in full (claims.json's `plan`), with the reason for each comparison's margin."""
+    plan = inp.claims.get("plan") or {}
+    rows = plan.get("comparisons", [])
+    if not rows:
+        return []
     table_rows = [[r["claim"], r["comparison"], r["needs"], f"{r['effect']:+g}", r["family"], f"{r['alpha']:g}",
                    r["interval"], f"{r['n']} ({r['n_from']})"] for r in rows]
     notes = [f"Claim {r['claim']}, {r['comparison']}: {r['note']}" for r in rows if r.get("note")]
     notes += [f"Claim {c} (structural) thresholds: " + ", ".join(f"{k} {v:g}" for k, v in t.items())
               for c, t in plan.get("thresholds", {}).items()]
-    return [Heading("Appendix A. Method: how the verdicts are reached"), *map(Paragraph, text),
+    return [Heading("The analysis plan"),
             TableBlock("The analysis plan (paper/plan.yaml)", ["Claim", "Comparison", "Needs (points)",
                                                                 "Effect of interest", "Family", "α (one-sided)",
                                                                 "Interval", "Planned n"], table_rows,
@@ -335,33 +354,44 @@ def method_blocks(inp: ReportInputs) -> list[Block]:
 
 
 def claim_blocks(inp: ReportInputs) -> list[Block]:
-    """Each claim of paper/claims.yaml with the evidence behind its verdict, its plan and its per-seed differences."""
+    """Each claim this run tests (`claims_report.in_detail`) with the evidence behind its verdict, its plan and its
+    per-seed differences; the others, whose section would only say what is missing, one row each."""
     blocks: list[Block] = [Heading("The claims in detail", 2)]
     history = (inp.claims.get("plan") or {}).get("history") or {}
-    for c in inp.claims.get("claims", []):
+    claims = inp.claims.get("claims", [])
+    for c in filter(in_detail, claims):
         blocks += [Heading(f"Claim {c['id']}: {c['verdict']}", 3), Paragraph(c["claim"]),
                    Paragraph(f"Published: {c['published'].rstrip('.')}. Source: {c['source'].rstrip('.')}."),
                    Bullets(c["evidence"]), *claim_detail(c, history)]
+    rows = [[c["id"], c.get("short") or c["claim"], c["published"].rstrip("."), "; ".join(c["evidence"])]
+            for c in claims if not in_detail(c)]
+    if rows:
+        blocks += [Heading("The claims this run does not test", 3), TableBlock(
+            "Not tested here: what the papers publish and what a run needs", ["#", "Claim", "Published",
+                                                                             "What this run lacks"], rows,
+            "Each claim's full wording and source: docs/papers.md (paper/claims.yaml); its plan: the claims at a"
+            f" glance and, change by change, {APPENDIX}.")]
     return blocks
 
 
-def coverage_blocks(inp: ReportInputs) -> list[Block]:
-    """Every table and figure of the three papers: what regenerates it, its claims and their verdicts here."""
-    return [Heading("Appendix B. Coverage of the papers' tables and figures"), Paragraph(
-        "Every table and figure of [NeurIPS], [SIA] and [CI] (docs/papers.md lists them): the stages and profiles"
-        " that regenerate it, or why none does, the claims it is evidence for and their verdicts at this run's"
-        " profile."), coverage_table(inp.coverage, inp.ran.get("profile"), run_verdicts(inp.claims))]
-
-
-def fidelity_blocks(inp: ReportInputs) -> list[Block]:
-    """Each arm and experiment against the official code it reproduces, and every difference that remains."""
-    differ = sum(e.differs != "nothing" for e in inp.fidelity)
-    return [Heading("Appendix C. Fidelity to the official code"), Paragraph(
-        "Each experiment runs as the official code runs it, where that code exists; each remaining difference is"
-        " named with its reason, the option whose default restores the official behaviour, and its measured"
-        f" effect (paper/fidelity.yaml: {len(inp.fidelity)} arms and experiments, {differ} with a difference;"
-        " code-2505 = [NeurIPS]'s code, code-2404 = [SIA]'s, code-2401 = [CI]'s; none = no official code)."),
-            *fidelity_details(inp.fidelity)]
+def elsewhere_blocks(inp: ReportInputs) -> list[Block]:
+    """Where the auditor's material is: the coverage and fidelity tables (docs/, generated by `python -m pipeline
+    readme` from paper/coverage.yaml and paper/fidelity.yaml) and reports/appendix.md; counted, not reprinted."""
+    counts = {s: sum(e.status == s for e in inp.coverage) for s in STATUSES}
+    differ = sum(e.differs != NOTHING for e in inp.fidelity)
+    return [Heading("Coverage, fidelity and every run"), Bullets([
+        f"**Coverage of the papers' tables and figures**: docs/coverage.md, {len(inp.coverage)} tables and figures"
+        " of [NeurIPS], [SIA] and [CI] (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "), the"
+        " stages and profiles that regenerate each, or why none does, and its claims' verdicts at the run in"
+        " results/tables.",
+        f"**Fidelity to the official code**: docs/fidelity.md, {len(inp.fidelity)} arms and experiments, {differ}"
+        " with a difference from the official code, each with its reason, the option whose default restores the"
+        " official behaviour and its measured effect.",
+        "Both are generated by `python -m pipeline readme` from paper/coverage.yaml and paper/fidelity.yaml"
+        " (`pipeline.analysis.coverage`, `pipeline.analysis.fidelity`), the files this report counts them from.",
+        f"**{APPENDIX}**, written with this report from the same inputs: the analysis plan in full, every change of"
+        " the plan and each claim's plan line, every run of this experiment (final and best top-1, epochs, wall"
+        " time, throughput) and the measurements across CPUs."])]
 
 
 def _figures_of(inp: ReportInputs, report_dir: Path, families: set[str]) -> list[Block]:
@@ -430,7 +460,7 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
     lines.append(f"make repro PROFILE={profile}   # .venv from requirements.lock, profiles/{profile}.yaml merged into"
                  " params.yaml, check, then every stale stage" if profile not in (None, "", "cpu") else
                  "make repro   # .venv from requirements.lock, check (params valid, planned runs), the stale stages")
-    lines += ["python -m pipeline readme  # headline.md, the coverage and fidelity tables into README.md",
+    lines += ["python -m pipeline readme  # the README's headline and claims, docs/coverage.md, fidelity.md, papers.md",
               "python -m pipeline compare   # per experiment: the method, its baselines, the paired differences"]
     return [Heading("How to reproduce"), Paragraph(
         "Every number above comes from the runs' metrics.json files under results/ through `python -m pipeline"
@@ -439,11 +469,18 @@ def reproduce_blocks(inp: ReportInputs) -> list[Block]:
 
 def build_report(inp: ReportInputs, report_dir: Path, measures: str = "") -> list[Block]:
     """All blocks of the report, in reading order (module docstring)."""
-    appendix = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
     return [*question_blocks(inp, measures), *headline_blocks(inp)[1:], glance_table(inp), Paragraph(run_line(inp)),
             *results_blocks(inp, report_dir), *run_blocks(inp), *reproduce_blocks(inp),
-            *method_blocks(inp), *history_blocks(inp.claims), *coverage_blocks(inp), *fidelity_blocks(inp),
-            *([Heading("Appendix D. Every run"), *appendix] if appendix else [])]
+            *method_blocks(inp), *history_summary(inp.claims), *elsewhere_blocks(inp)]
+
+
+def build_appendix(inp: ReportInputs) -> list[Block]:
+    """reports/appendix.md: what an auditor checks and a reader skips (module docstring)."""
+    runs = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
+    return [Paragraph("The auditor's material of reports/report.md, written by `python -m pipeline report` from the"
+                      " same results/tables."),
+            *plan_blocks(inp), *history_blocks(inp.claims), *([Heading("Every run"), *runs] if runs else []),
+            *cross_cpu_blocks(inp.cross_cpu)]
 
 
 def run_line(inp: ReportInputs) -> str:
@@ -471,16 +508,19 @@ def headline_markdown(inp: ReportInputs, measures: str = "") -> str:
     return "\n\n".join(map(block_markdown, blocks)) + "\n"
 
 
-def write_report(title: str, blocks: list[Block], headline: str, out_dir: str | Path,
-                 claims: str = "") -> tuple[Path, ...]:
-    """Write report.md, report.pdf, headline.md and claims.md into `out_dir`, all or nothing; returns their paths."""
+def write_report(title: str, blocks: list[Block], headline: str, out_dir: str | Path, claims: str,
+                 appendix: list[Block]) -> tuple[Path, ...]:
+    """Write report.md, report.pdf, headline.md, claims.md and appendix.md into `out_dir`, all or nothing; returns
+    their paths."""
     out_dir = Path(out_dir)
-    paths = (out_dir / "report.md", out_dir / "report.pdf", out_dir / "headline.md", out_dir / "claims.md")
-    with files_aside(*paths) as (md, pdf, head, table):
+    paths = (out_dir / "report.md", out_dir / "report.pdf", out_dir / "headline.md", out_dir / "claims.md",
+             out_dir / Path(APPENDIX).name)
+    with files_aside(*paths) as (md, pdf, head, table, more):
         md.write_text(to_markdown(title, blocks))
         render_pdf(title, blocks, out_dir, pdf)
         head.write_text(headline)
         table.write_text(claims)
+        more.write_text(to_markdown(f"{title}: appendix", appendix))
     return paths
 
 
@@ -500,9 +540,9 @@ def main(params: Params, args) -> int:
     table = claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile")))
     own = load_confirmatory(paper, inp.ran.get("profile"))
     measures = own.measures if own is not None and own.profile == inp.ran.get("profile") else ""
-    md, pdf, head, claims = write_report(params.report.title, build_report(inp, out, measures),
-                                         headline_markdown(inp, measures), out, table)
-    print(f"report: wrote {md}, {pdf}, {head} and {claims} ({len(inp.tables)} tables,"
+    paths = write_report(params.report.title, build_report(inp, out, measures), headline_markdown(inp, measures), out,
+                         table, build_appendix(inp))
+    print(f"report: wrote {', '.join(map(str, paths))} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
     return 0
 

@@ -1,6 +1,7 @@
-"""What is bit-identical across CPUs, and how far apart results land where it is not: the report's words for
+"""What is bit-identical across CPUs, and how far apart results land where it is not: the words for
 bench/cross_cpu.yaml, which `bench/bench_cross_cpu.py --yaml` writes (its docstring says how the code paths of one
-CPU stand in for other x86 CPUs). Only measured numbers are printed; a part that was not run says so.
+CPU stand in for other x86 CPUs), in full in reports/appendix.md and in one line in the report. Only measured
+numbers are printed; a part that was not run says so.
 """
 
 from __future__ import annotations
@@ -79,14 +80,28 @@ def speed_lines(part: dict, remedies: dict) -> list[str]:
             " (on one busy, shared machine)."] if cells else []
 
 
+PARTS = ("init", "steps", "train", "speed")
+
+
+def cross_cpu_line(data: dict, where: str) -> str:
+    """The report's line: how far apart a whole cell lands on two code paths, and `where` the rest is."""
+    if not any(k in data for k in PARTS):
+        return f"Across CPUs: not measured here ({where})."
+    first = next(data[k] for k in PARTS if k in data)
+    spread = (f"a whole cell's final top-1 lands up to {cell_spread(data):.2f} pts apart on two of them (what marks"
+              " a verdict 'at the edge')" if "train" in data else "a whole cell was not trained on two of them")
+    return (f"Across CPUs (bench/cross_cpu.yaml, the code paths of one {first['cpu']} standing in for other x86"
+            f" CPUs): {spread}; what is bit-identical where, and what holding the paths costs: {where}.")
+
+
 def cross_cpu_blocks(data: dict) -> list[Block]:
     """The measured facts of bench/cross_cpu.yaml, part by part, with the command that measured each."""
-    head = Heading("Reproducibility across CPUs", 2)
-    if not any(k in data for k in ("init", "steps", "train", "speed")):
+    head = Heading("Reproducibility across CPUs")
+    if not any(k in data for k in PARTS):
         return [head, Paragraph("Not measured here (bench/cross_cpu.yaml is missing; `python bench/bench_cross_cpu.py"
                                 " init` and `train` measure it). Runs are bit-identical on one CPU code path and"
                                 " thread count; nothing more is claimed.")]
-    first = next(data[k] for k in ("init", "steps", "train", "speed") if k in data)
+    first = next(data[k] for k in PARTS if k in data)
     paths = "; ".join(f"{name}: {_env(env) or 'as detected'}" for name, env in data.get("paths", {}).items())
     items = []
     if "init" in data:
@@ -97,8 +112,7 @@ def cross_cpu_blocks(data: dict) -> list[Block]:
         items += train_lines(data["train"], "A whole cell of the CPU default on each path")
     if "speed" in data:
         items += speed_lines(data["speed"], data.get("remedies", {}))
-    commands = [f"`{data[k]['command']}` ({data[k]['date']})" for k in ("init", "steps", "train", "speed")
-                if k in data]
+    commands = [f"`{data[k]['command']}` ({data[k]['date']})" for k in PARTS if k in data]
     return [head, Paragraph(
         f"Measured on one {first['cpu']} (torch {first['torch']}), whose code paths stand in for other x86 CPUs:"
         f" MKL, oneDNN, ATen and OpenBLAS each take the kernels of a lower instruction set when told to ({paths})."
