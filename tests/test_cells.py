@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pypdf import PdfReader
 from workspace import copy_built, set_params, sh
 
 from pipeline.params import load_params
@@ -57,10 +58,14 @@ def clone_here(repo: Path) -> Path:
     return repo
 
 
+#: the most pages the CPU default's report may take: its reader's; the auditor's tables are reports/appendix.md
+REPORT_PAGES = 12
+
+
 def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
     """The README's headline and the docs' generated blocks are the committed run's: re-derived from
     cells/<profile>/ in a clone (its git history is the plan's history), without training, they are the README's
-    (`readme --check`), and the run's summary is results/summary.json's."""
+    (`readme --check`), the run's summary is results/summary.json's, and its report is at most REPORT_PAGES long."""
     repo = clone_here(tmp_path / "repo")
     profile = load_params(repo / "params.yaml").profile
     assert (repo / "cells" / profile).is_dir(), f"cells/{profile}/ is not committed: the README's run is not either"
@@ -69,6 +74,9 @@ def test_the_committed_cells_rederive_the_readmes_blocks(tmp_path):
     sh(repo, "python", "-m", "pipeline", "readme", "--check")
     summary = json.loads((repo / "results/summary.json").read_text())
     assert summary == json.loads((ROOT / "results/summary.json").read_text())
+    pages = len(PdfReader(repo / "reports/report.pdf").pages)
+    assert pages <= REPORT_PAGES, f"the {profile} report is {pages} pages: move the auditor's material to appendix.md"
+    assert (repo / "reports/appendix.md").read_text().count("\n## ") >= 3  # the plan, its history, every run
 
 
 @pytest.mark.slow("runs DVC's status and commit over every cell of the smoke build and plans the runner's repro")
