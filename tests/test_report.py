@@ -357,7 +357,7 @@ def test_missing_aggregate_outputs_name_the_fix(tmp_path):
 
 def test_one_seed_cannot_tell_yet(tmp_path):
     make_vit(tmp_path / "results", {a: {0: v[0]} for a, v in VIT.items()})
-    agg = aggregate(tmp_path / "results", PAPER, experiment(seeds=(0,), filters=(), sigmas=()))
+    agg = aggregate(tmp_path / "results", PAPER, experiment(seeds=(0,), filter_study=dict(filters=(), sigmas=())))
     write_aggregate(agg, tmp_path / "results/tables", tmp_path / "results/summary.json")
     text = markdown(tmp_path)
     assert "Cannot tell yet (fewer than 2 seed pairs)" in text

@@ -192,8 +192,8 @@ def test_the_aggregate_reads_the_weight_selection_runs_into_its_table(tmp_path):
                 "teacher": source, "teacher_arm": source.split("_")[0], "teacher_train_size": 500 if "small" in
                 source else 2000, "pretrain_dataset": "fashion_mnist"}
             write_run(folder, v, variant="vit", **extra)
-    exp = experiment(ws_datasets=("digits",), ws_teachers=("impulse_small", "default_large"),
-                     ws_scratch=("default", "impulse"), ws_seeds=(0, 1, 2))
+    exp = experiment(weight_selection=dict(datasets=("digits",), teachers=("impulse_small", "default_large"),
+                                           scratch=("default", "impulse"), seeds=(0, 1, 2)))
     agg = aggregate(results, PAPER, exp)
     t = next(t for t in agg.tables if t.name == "weight_selection")
     assert t.columns == ["Source", "Student init", "digits"]
