@@ -209,10 +209,11 @@ def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]
     return adopted, stale
 
 
-def run(*argv: str) -> None:
-    done = subprocess.run([sys.executable, *argv], check=False)
+def run(*argv: str, cwd: Path | None = None) -> None:
+    done = subprocess.run([sys.executable, *argv], cwd=cwd, check=False)
     if done.returncode:
-        raise PipelineError(f"`python {' '.join(argv)}` exited {done.returncode}; its output above says why")
+        where = f" in {cwd}" if cwd else ""
+        raise PipelineError(f"`python {' '.join(argv)}`{where} exited {done.returncode}; its output above says why")
 
 
 def fetch_missing(params: Params) -> None:
@@ -254,11 +255,8 @@ def rederive_set(root: Path = Path(".")) -> Path:
             clone = Path(tmp) / profile
             if subprocess.run(["git", "clone", "--quiet", str(root.resolve()), str(clone)], check=False).returncode:
                 raise PipelineError(f"could not clone {root.resolve()} for profile {profile!r}; `git status` says why")
-            for argv in (("profile", profile), ("cells", "rederive")):
-                done = subprocess.run([sys.executable, "-m", "pipeline", *argv], cwd=clone, check=False)
-                if done.returncode:
-                    raise PipelineError(f"`python -m pipeline {' '.join(argv)}` for profile {profile!r} exited"
-                                        f" {done.returncode}; its output above says why")
+            run("-m", "pipeline", "profile", profile, cwd=clone)
+            run("-m", "pipeline", "cells", "rederive", cwd=clone)
             tables = clone / RESULTS / "tables"
             runs[profile] = tuple(json.loads((tables / name).read_text())
                                   for name in ("claims.json", "what_was_run.json"))

@@ -13,9 +13,6 @@ from __future__ import annotations
 from pipeline.analysis.claims_report import ASKS, SET_RUN, claims_table, verdict_counts
 from pipeline.analysis.document import TableBlock, block_markdown
 
-#: the columns of `claims_report.claims_table` this module rewrites
-PLAN, COMPARISONS = 4, 6
-
 
 def asked_by(claim_id: str) -> str | None:
     return next((profile for profile, ids in ASKS.items() if claim_id in ids), None)
@@ -29,6 +26,8 @@ def set_table(runs: dict[str, tuple[dict, dict]]) -> tuple[TableBlock, list[dict
     """The merged table and the claims it shows, from {profile: (claims.json, what_was_run.json)} of the set's runs
     that finished (a profile without a run leaves its claims' rows to the other run, or "not tested")."""
     tables = {profile: claims_table(claims, ran) for profile, (claims, ran) in runs.items()}
+    columns = next(iter(tables.values())).columns  # the two this rewrites, found by their headers
+    plan, comparisons = columns.index("Plan"), next(i for i, c in enumerate(columns) if c.startswith("Comparisons"))
     rows_of = {profile: {row[0]: row for row in table.rows} for profile, table in tables.items()}
     claims_of = {profile: {c["id"]: c for c in claims.get("claims", [])} for profile, (claims, _) in runs.items()}
     order = next(iter(claims_of.values())).keys() if claims_of else []
@@ -38,11 +37,11 @@ def set_table(runs: dict[str, tuple[dict, dict]]) -> tuple[TableBlock, list[dict
         profile = owner if owner in runs else next(
             (p for p in runs if claims_of[p][cid]["verdict"] != "not tested"), next(iter(runs)))
         row = list(rows_of[profile][cid])
-        row[PLAN] = f"`{profile}` ({_seeds(runs[profile][1])}): {row[PLAN]}"
+        row[plan] = f"`{profile}` ({_seeds(runs[profile][1])}): {row[plan]}"
         others = [f"`{p}` ({_seeds(runs[p][1])}) reaches it too: {claims_of[p][cid]['verdict']}" for p in runs
                   if p != profile and claims_of[p].get(cid, {}).get("verdict") not in (None, "not tested")]
         if others:
-            row[COMPARISONS] += " (" + "; ".join(others) + ", not its design's run)"
+            row[comparisons] += " (" + "; ".join(others) + ", not its design's run)"
         rows.append(row)
         shown.append(claims_of[profile][cid])
     first = next(iter(tables.values()))
