@@ -23,7 +23,7 @@ endif
 #: the stamps of the other locks: a venv built from one of them is rebuilt
 OTHER  := $(filter-out $(STAMP),$(VENV)/.installed $(VENV)/.installed-cu126 $(VENV)/.installed-cpu)
 
-.PHONY: repro test test-all release-check lint env system-deps clean-venv bench-gpu
+.PHONY: repro test test-all release-check lint env system-deps clean-venv bench-gpu device-wheels
 
 # Stage commands call `python`: the venv's, through PATH, so `make repro` needs no activated environment.
 # `python -m pipeline repro` is `dvc repro` on every core: the stale stages in parallel (see pipeline/scale/repro.py).
@@ -56,10 +56,24 @@ release-check: env system-deps
 # The GPU check (README, "GPUs"; bench/gpu_check.py): a real paper-small cell, eager and compiled; throughput, MFU,
 # GPU idle and memory of both data paths at 512 and 64 images per GPU; host syncs per step; the CUDA-only tests. It
 # installs nothing and needs no network: the venv's Python where there is one, else the node's own (a stock PyTorch
-# image). Results in $OUT or gpu_check_out/; its row goes into bench/throughput.yaml (which `check` reads).
+# image, with the wheels of `make device-wheels` on its PYTHONPATH). Results in $OUT or gpu_check_out/; its row goes
+# into bench/throughput.yaml (which `check` reads).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 bench-gpu:
 	$(GPU_PYTHON) bench/gpu_check.py --yaml bench/throughput.yaml
+
+# What a stock PyTorch image (torch, timm, numpy, PyYAML, no network) lacks to read params: pydantic and ruamel.yaml
+# (pipeline.schema), at the lock's versions, as wheels for the node's Python (docs/gpus.md, "A stock image"). Carry
+# .whl/ there and run `python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl` and
+# `export PYTHONPATH=/tmp/site` before any `python -m pipeline` command.
+DEVICE_WHEELS := pydantic pydantic_core annotated-types typing-inspection typing_extensions ruamel.yaml
+DEVICE_PYTHON ?= 3.12
+device-wheels:
+	rm -rf .whl && python3 -m pip download --quiet --no-deps --only-binary=:all: --dest .whl \
+	  --python-version $(DEVICE_PYTHON) --implementation cp --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  $(foreach p,$(DEVICE_WHEELS),$(shell grep -i -m1 '^$(p)==' $(LOCK)))
+	@ls .whl
 
 lint: env
 	$(BIN)/ruff check .

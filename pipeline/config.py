@@ -2,9 +2,10 @@
 (`train`), where runs go (`resources`), the data (`data`), each init arm's section, your own inits (`inits`), the
 report and SLURM.
 
-Each section checks its own keys, types, choices and ranges when built (`pipeline.schema.from_mapping`; choices
-are `Literal` types, ranges are checked in `__post_init__`) and stops with one `PipelineError` naming the key,
-the bad value and what is allowed. Each experiment declares its own section in its module (`pipeline.experiments`);
+Each section's keys and types are checked when built (`pipeline.schema.from_mapping`, by pydantic; choices are
+`Literal` types), its ranges by its `check(key)` (run by `pipeline.schema.check_sections` with the key path it was
+read from); a mistake stops with one `PipelineError` naming the key, the bad value and what is allowed. Each
+experiment declares its own section in its module (`pipeline.experiments`);
 `pipeline.params` assembles them into `Params` and loads params.yaml. What only the libraries can judge (a timm
 model name, a keyword it takes, an optimizer name) is checked by `python -m pipeline check`, which builds every
 planned run on the meta device. Nothing here imports torch.
@@ -93,9 +94,9 @@ class ModelConfig:
 class DefaultInitConfig(DefaultOptions):
     """`default` arm (`pipeline.method.options.DefaultOptions`)."""
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         for name in ("norm_p", "norm_q", "norm_v"):
-            positive(f"default.{name}", getattr(self, name))
+            positive(f"{key}.{name}", getattr(self, name))
 
 
 @dataclass
@@ -112,20 +113,20 @@ class RandomInitConfig:
 class MimeticConfig(MimeticOptions):
     """`mimetic` arm (`pipeline.method.options.MimeticOptions`)."""
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         for name in ("alpha_qk", "beta_qk", "alpha_vo", "beta_vo"):
-            within(f"mimetic.{name}", getattr(self, name), 0, float("inf"))
+            within(f"{key}.{name}", getattr(self, name), 0, float("inf"))
 
 
 @dataclass
 class ImpulseConfig(ImpulseOptions):
     """`impulse` arm, the paper's method (`pipeline.method.options.ImpulseOptions`)."""
 
-    def __post_init__(self):
-        check_kernel_size(self.kernel_size, "impulse.kernel_size")
-        within("impulse.noise_std", self.noise_std, 0, float("inf"))
+    def check(self, key: str) -> None:
+        check_kernel_size(self.kernel_size, f"{key}.kernel_size")
+        within(f"{key}.noise_std", self.noise_std, 0, float("inf"))
         for name in ("norm_p", "norm_q", "norm_v", "scale"):
-            positive(f"impulse.{name}", getattr(self, name))
+            positive(f"{key}.{name}", getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -316,11 +317,11 @@ class Resources:
     #: asks for one at the current epoch's end, SIGTERM for one and a stop (a cluster's time limit or preemption)
     checkpoint_minutes: float = 0.0
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         for name in ("nproc", "nnodes", "threads", "sync_every"):
-            positive(f"resources.{name}", getattr(self, name))
-        within("resources.workers", self.workers, 0, float("inf"))
-        within("resources.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
+            positive(f"{key}.{name}", getattr(self, name))
+        within(f"{key}.workers", self.workers, 0, float("inf"))
+        within(f"{key}.checkpoint_minutes", self.checkpoint_minutes, 0, float("inf"))
 
     @property
     def ranks(self) -> int:
@@ -348,14 +349,14 @@ class DataConfig:
     holdout: dict = field(default_factory=dict)
     normalization: Literal["dataset", "imagenet"] = "dataset"  #: mean/std: the dataset's own, or ImageNet's
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         if self.train_subset < 0 or self.val_subset < 0:
-            raise PipelineError("data.train_subset / data.val_subset must be >= 0 (0 = the whole split)")
+            raise PipelineError(f"{key}.train_subset / {key}.val_subset must be >= 0 (0 = the whole split)")
         bad = {k: v for k, v in (self.holdout or {}).items() if isinstance(v, bool) or not isinstance(v, int) or v < 0}
         if bad:
-            key, value = next(iter(bad.items()))
-            raise PipelineError(f"data.holdout.{key} = {value!r}: a number of training images >= 0 (0 = no held-out"
-                                " pool)")
+            name, value = next(iter(bad.items()))
+            raise PipelineError(f"{key}.holdout.{name} = {value!r}: a number of training images >= 0 (0 = no"
+                                " held-out pool)")
 
 
 @dataclass
@@ -367,14 +368,14 @@ class ReportConfig:
     confidence: float = 0.95
     attention_layers: list = field(default_factory=lambda: [0, -1])
 
-    def __post_init__(self):
-        within("report.confidence", self.confidence, 0, 1, open_low=True, open_high=True)
+    def check(self, key: str) -> None:
+        within(f"{key}.confidence", self.confidence, 0, 1, open_low=True, open_high=True)
         for e in self.convergence_epochs:
             if isinstance(e, bool) or not isinstance(e, int) or e < 1:
-                raise PipelineError(f"report.convergence_epochs: {e!r} is not an epoch number >= 1")
+                raise PipelineError(f"{key}.convergence_epochs: {e!r} is not an epoch number >= 1")
         for layer in self.attention_layers:
             if isinstance(layer, bool) or not isinstance(layer, int):
-                raise PipelineError(f"report.attention_layers: {layer!r} is not a layer index (0, 1, ..., -1)")
+                raise PipelineError(f"{key}.attention_layers: {layer!r} is not a layer index (0, 1, ..., -1)")
 
 
 #: sbatch options the runner sets from its own keys: where to say them instead
@@ -410,19 +411,19 @@ class SlurmConfig:
     #: set are refused here (say them through their own key)
     options: dict = field(default_factory=dict)
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         if self.time <= 0:
-            raise PipelineError(f"slurm.time = {self.time}: give the minutes one cell may run (a positive integer)")
+            raise PipelineError(f"{key}.time = {self.time}: give the minutes one cell may run (a positive integer)")
         if self.requeues < 0 or self.signal_s < 0:
-            raise PipelineError(f"slurm.requeues = {self.requeues}, slurm.signal_s = {self.signal_s}: must be >= 0")
+            raise PipelineError(f"{key}.requeues = {self.requeues}, {key}.signal_s = {self.signal_s}: must be >= 0")
         if self.cpus_per_task < 0:
-            raise PipelineError(f"slurm.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
-        for key, value in (self.options or {}).items():
-            flag = str(key).replace("_", "-")
+            raise PipelineError(f"{key}.cpus_per_task = {self.cpus_per_task}: must be >= 0 (0 = from train)")
+        for option, value in (self.options or {}).items():
+            flag = str(option).replace("_", "-")
             if not re.fullmatch(r"[a-z][a-z0-9-]*", flag):
-                raise PipelineError(f"slurm.options.{key}: not an sbatch long option (e.g. qos, constraint, mem)")
+                raise PipelineError(f"{key}.options.{option}: not an sbatch long option (e.g. qos, constraint, mem)")
             if flag in SBATCH_OWN:
-                raise PipelineError(f"slurm.options.{key}: the runner sets --{flag} itself; {SBATCH_OWN[flag]}")
+                raise PipelineError(f"{key}.options.{option}: the runner sets --{flag} itself; {SBATCH_OWN[flag]}")
             if value is False or value is None or isinstance(value, dict | list):
-                raise PipelineError(f"slurm.options.{key} = {value!r}: give a string or number (true for a flag);"
+                raise PipelineError(f"{key}.options.{option} = {value!r}: give a string or number (true for a flag);"
                                     " remove the key to leave the option out")

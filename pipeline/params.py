@@ -34,7 +34,7 @@ from pipeline.datasets import DATASETS
 from pipeline.errors import PipelineError
 from pipeline.experiments import attribute, experiment_modules, seed_keys
 from pipeline.method.names import INIT_METHODS
-from pipeline.schema import apply_overrides, choice, from_mapping, yaml_errors, yaml_load
+from pipeline.schema import YAMLError, apply_overrides, choice, from_mapping, yaml_load
 
 __all__ = ["Params", "load_params"]
 
@@ -72,6 +72,10 @@ class CoreParams:
 
     def __post_init__(self):
         self.own_inits = {arm: own_init(arm, value, Path.cwd()) for arm, value in self.inits.items()}
+
+    def check(self, path: str = "") -> None:
+        """Checks across sections (each section's own ran first, `pipeline.schema.check_sections`), then each
+        experiment's (`validate` of its module), which also derives its recipes."""
         for key, value in (("init", self.init), *(("baselines", b) for b in self.baselines)):
             if value not in self.arm_names:
                 raise PipelineError(f"{key} = {value!r}: unknown arm; expected one of"
@@ -166,6 +170,6 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
         raise PipelineError(f"{path}: not found; run from the repository root or pass --params PATH")
     try:
         data = yaml_load(path.read_text()) or {}
-    except yaml_errors() as exc:
+    except YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({exc})") from None
     return from_mapping(Params, apply_overrides(data, overrides or []))

@@ -1,22 +1,25 @@
-"""The mechanics of reading params: YAML 1.2 as DVC reads it, `key=value` overrides, and dataclass sections built
-from mappings with their types checked, each error naming the key. `pipeline.config` declares the sections; this
+"""The mechanics of reading params: YAML 1.2 as DVC reads it (ruamel.yaml), `key=value` overrides, and dataclass
+sections built from mappings, their keys and types checked by pydantic v2 and their ranges by each section's `check`,
+each error naming the key path. `pipeline.config` declares the sections; this
 module knows nothing of them (it imports no pipeline module but the error type).
 """
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
+import functools
 import hashlib
 import json
-import re
-import types
 import typing
-from typing import Any, Literal
+from typing import Any
 
-import yaml
+import pydantic
+from ruamel.yaml import YAML, YAMLError
 
 from pipeline.errors import PipelineError
+
+__all__ = ["YAMLError", "apply_overrides", "check_sections", "choice", "digest", "from_mapping", "parse_override",
+           "positive", "within", "yaml_load"]
 
 
 def positive(key: str, value, allow_none: bool = False) -> None:
@@ -41,141 +44,131 @@ def choice(key: str, value: Any, allowed) -> None:
         raise PipelineError(f"{key}: unknown value {value!r}; valid choices are {', '.join(map(str, allowed))}")
 
 
-def type_ok(value: Any, annotation: Any) -> bool:
-    """Whether a YAML value fits a dataclass field annotation (ints are accepted where floats are)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(type_ok(value, a) for a in typing.get_args(annotation))
-    if origin is Literal:
-        return any(value == a and type(value) is type(a) for a in typing.get_args(annotation))
-    if origin in (list, dict):
-        return isinstance(value, origin)
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (list, dict, str, bool):
-        return isinstance(value, annotation)
-    return True
+def _sections(cls: type) -> set[type]:
+    """`cls` and every dataclass reachable through its field annotations (a section, or a mapping of sections)."""
+    seen, todo = set(), [cls]
+    while todo:
+        node = todo.pop()
+        if dataclasses.is_dataclass(node):
+            if node not in seen:
+                seen.add(node)
+                todo.extend(typing.get_type_hints(node).values())
+        else:
+            todo.extend(typing.get_args(node))
+    return seen
 
 
-def expected(annotation: Any) -> str:
-    """How an annotation reads in an error message: the choices of a Literal, else the type's name."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    literal = [a for a in args if typing.get_origin(a) is Literal]
-    if literal:
-        return expected(literal[0]) + (" or null" if type(None) in typing.get_args(annotation) else "")
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+@functools.cache
+def _adapter(cls: type) -> pydantic.TypeAdapter:
+    """pydantic's validator of dataclass `cls`: strict (no '3' for an int, no `true` for a number; an int is accepted
+    where a float is) and refusing unknown keys, in every section it holds. The sections stay plain dataclasses (the
+    training runtime and the method library use them without pydantic); the config is set on each class here."""
+    for section in _sections(cls):
+        section.__pydantic_config__ = pydantic.ConfigDict(strict=True, extra="forbid")
+    return pydantic.TypeAdapter(cls)
 
 
-#: the section `from_mapping` is building, (its dataclass, its key path): a section's own checks name the key it is
-#: read from, so a section type reused under another key (a new experiment's copy of the filter study's) names that key
-_BUILDING: contextvars.ContextVar = contextvars.ContextVar("building", default=(None, ""))
+def _section_at(cls: type, keys: list) -> type | None:
+    """The section class at key path `keys` below `cls` (None where the path leaves the sections)."""
+    node: Any = cls
+    for key in keys:
+        if dataclasses.is_dataclass(node):
+            node = typing.get_type_hints(node).get(key)
+        elif typing.get_origin(node) is dict and len(typing.get_args(node)) == 2:
+            node = typing.get_args(node)[1]
+        else:
+            return None
+    return node if dataclasses.is_dataclass(node) else None
 
 
-def section_key(section: Any, default: str) -> str:
-    """The key path `section` (a dataclass, in its `__post_init__`) is read from: `from_mapping`'s while it builds that
-    class from params, else `default`, its own place in params.yaml."""
-    cls, path = _BUILDING.get()
-    return path if path and cls is type(section) else default
+def _keys_in(data: Any, loc: tuple) -> list:
+    """The part of a pydantic error location that is a path through the data (what follows names a union member)."""
+    keys, node = [], data
+    for part in loc:
+        if not (part in node if isinstance(node, dict) else isinstance(node, list) and isinstance(part, int)
+                and part < len(node)):
+            break
+        node = node[part]
+        keys.append(part)
+    return keys
+
+
+def _error(cls: type, data: Any, path: str, exc: pydantic.ValidationError) -> PipelineError:
+    """One message for a failed validation: the first wrong key, by its full key path."""
+    errors = exc.errors(include_url=False)
+    keys = _keys_in(data, errors[0]["loc"])
+    name = ".".join(str(k) for k in ([path] if path else []) + keys) or "params.yaml"
+    if errors[0]["type"] in ("unexpected_keyword_argument", "extra_forbidden") and keys:
+        section = _section_at(cls, keys[:-1])
+        if keys[-1] in getattr(section, "MOVED", ()):
+            return PipelineError(f"{name}: moved to resources.{keys[-1]} (where and how fast a run goes is not part of"
+                                 " its recipe: it is neither a DVC param of a training cell nor part of its checkpoint"
+                                 " key)")
+        allowed = [f.name for f in dataclasses.fields(section) if f.init] if section else []
+        return PipelineError(f"{name}: unknown key; allowed keys here are {', '.join(allowed)}")
+    same = [e for e in errors if _keys_in(data, e["loc"]) == keys]
+    if _section_at(cls, keys) is not None:
+        return PipelineError(f"{name}: expected a mapping of keys, got {same[0]['input']!r}")
+    reasons = " or ".join(dict.fromkeys(e["msg"][0].lower() + e["msg"][1:] for e in same))
+    parent = _section_at(cls, keys[:-1]) if keys else None
+    hint = str(typing.get_type_hints(parent).get(keys[-1], "")) if parent else ""
+    hint = hint.removeprefix("<class '").removesuffix("'>").replace("typing.", "")
+    wanted = f", expected {hint}" if hint and "Literal" not in hint else ""  # (a Literal's choices are in `reasons`)
+    return PipelineError(f"{name} = {same[0]['input']!r}: wrong value{wanted} ({reasons})")
+
+
+def check_sections(section: Any, path: str = "") -> None:
+    """Run each section's own checks (its `check(key)`, where it declares one) with the key path it was read from,
+    innermost first: a section type reused under another key (a new experiment's copy of the filter study's, an arm's
+    options under `models.<variant>.init_options`) names that key."""
+    for f in dataclasses.fields(section):
+        if not f.init:  # derived, not read from params.yaml
+            continue
+        value = getattr(section, f.name)
+        name = f"{path}.{f.name}" if path else f.name
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, item in items:
+            if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                check_sections(item, name if key is None else f"{name}.{key}")
+    if hasattr(section, "check"):
+        section.check(path)
 
 
 def from_mapping(cls: type, data: Any, path: str = "") -> Any:
-    """Build dataclass `cls` from a mapping, naming the first unknown key or wrongly typed value."""
-    where = path or "params.yaml"
+    """Build dataclass `cls` from a mapping read from YAML: pydantic checks every key and type (the first wrong one
+    stops with one `PipelineError` naming its key path), then each section its own ranges (`check_sections`)."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise PipelineError(f"{where}: expected a mapping of keys, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    kwargs = {}
+        raise PipelineError(f"{path or 'params.yaml'}: expected a mapping of keys, got {data!r}")
+    try:  # as JSON: strict JSON validation reads a mapping as a section, where strict Python wants an instance
+        built = _adapter(cls).validate_json(json.dumps(data, default=str))
+    except pydantic.ValidationError as exc:
+        raise _error(cls, data, path, exc) from None
+    _as_written(built, data)
+    check_sections(built, path)
+    return built
+
+
+def _as_written(section: Any, data: dict) -> None:
+    """Keep each number as params.yaml writes it: pydantic makes an int given for a float field a float, but DVC
+    records the int (`aug_repeats: 0`), and each cell's resolved config and digest must say what params.yaml says."""
     for key, value in data.items():
-        name = f"{path}.{key}" if path else str(key)
-        if key not in fields and key in getattr(cls, "MOVED", ()):
-            raise PipelineError(f"{name}: moved to resources.{key} (where and how fast a run goes is not part of its"
-                                " recipe: it is neither a DVC param of a training cell nor part of its checkpoint key)")
-        if key not in fields:
-            raise PipelineError(f"{name}: unknown key; allowed keys here are {', '.join(fields)}")
-        hint = hints[key]
-        args = typing.get_args(hint)
-        if dataclasses.is_dataclass(hint):
-            kwargs[key] = from_mapping(hint, value, name)
-        elif typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
-            if not isinstance(value, dict):
-                raise PipelineError(f"{name} = {value!r}: expected a mapping of name -> {args[1].__name__} section")
-            kwargs[key] = {str(k): from_mapping(args[1], v, f"{name}.{k}") for k, v in value.items()}
-        elif not type_ok(value, hint):
-            raise PipelineError(f"{name} = {value!r}: wrong value, expected {expected(hint)}")
-        else:
-            kwargs[key] = value
-    token = _BUILDING.set((cls, path))
-    try:
-        return cls(**kwargs)
-    finally:
-        _BUILDING.reset(token)
-
-
-class Yaml12Loader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2's core schema, the implicit types of ruamel.yaml's 1.2 resolver
-    (`ruamel/yaml/resolver.py`): `2e-3` is a float (YAML 1.1 reads a string), `yes`/`on` stay strings, `017` is 17.
-
-    Why our own: a training cell must start where only PyYAML is installed (a stock PyTorch image), and read
-    params.yaml as DVC does (DVC reads it with ruamel.yaml, YAML 1.2); tests/test_config.py checks both readers give
-    the same Params for params.yaml and every profile."""
-
-    yaml_implicit_resolvers = {}
-
-    def construct_yaml_int(self, node) -> int:
-        text = self.construct_scalar(node).replace("_", "")
-        sign = -1 if text[0] == "-" else 1
-        text = text.lstrip("+-")
-        bases = {"0b": 2, "0o": 8, "0x": 16}
-        return sign * (int(text[2:], bases[text[:2]]) if text[:2] in bases else int(text))
-
-
-for _tag, _pattern, _first in (
-    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("float", r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |[-+]?\.[0-9_]+(?:[eE][-+][0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""", "-+0123456789."),
-    ("int", r"^(?:[-+]?0b[0-1_]+|[-+]?0o?[0-7_]+|[-+]?[0-9_]+|[-+]?0x[0-9a-fA-F_]+)$", "-+0123456789"),
-    ("merge", r"^(?:<<)$", "<"),
-    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-    ("timestamp", r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
-        |[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
-        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""", "0123456789"),
-):
-    Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern, re.X), list(_first))
-Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_yaml_int)
-
-
-def yaml_load_pyyaml(text: str) -> Any:
-    """YAML 1.2 by PyYAML (`Yaml12Loader`)."""
-    return yaml.load(text, Loader=Yaml12Loader)
-
-
-def yaml_load_ruamel(text: str) -> Any:
-    """YAML 1.2 by ruamel.yaml, DVC's own reader."""
-    from ruamel.yaml import YAML
-
-    return YAML(typ="safe", pure=True).load(text)
+        built = getattr(section, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(built, float):
+            object.__setattr__(section, key, value)  # (a frozen section too)
+        elif isinstance(value, dict) and dataclasses.is_dataclass(built):
+            _as_written(built, value)
+        elif isinstance(value, dict) and isinstance(built, dict):
+            for name, item in value.items():
+                if isinstance(item, dict) and dataclasses.is_dataclass(built.get(name)):
+                    _as_written(built[name], item)
 
 
 def yaml_load(text: str) -> Any:
-    """YAML 1.2, as DVC reads params.yaml (so `2e-3` is a float, which YAML 1.1 readers take for a string): by
-    ruamel.yaml where it is installed, else by PyYAML with the same resolution (`Yaml12Loader`)."""
-    try:
-        import ruamel.yaml  # noqa: F401
-    except ImportError:
-        return yaml_load_pyyaml(text)
-    return yaml_load_ruamel(text)
+    """YAML 1.2 by ruamel.yaml, DVC's reader of params.yaml: `2e-3` is a float (YAML 1.1 readers take it for a
+    string), `yes` and `on` stay strings, `017` is 17."""
+    return YAML(typ="safe", pure=True).load(text)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -199,15 +192,6 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
                 raise PipelineError(f"override {text!r}: {k} is not a section")
         node[keys[-1]] = value
     return data
-
-
-def yaml_errors() -> tuple[type[Exception], ...]:
-    """The exceptions a YAML reader raises for a malformed file: PyYAML's, and ruamel.yaml's where installed."""
-    try:
-        from ruamel.yaml import YAMLError
-    except ImportError:
-        return (yaml.YAMLError,)
-    return yaml.YAMLError, YAMLError
 
 
 def digest(obj: Any) -> str:

@@ -16,8 +16,8 @@ import yaml
 from pipeline.config import INIT_METHODS
 from pipeline.errors import PipelineError
 from pipeline.params import Params, load_params
-from pipeline.profiles import apply_profile, available, merged_text
-from pipeline.schema import apply_overrides, digest, from_mapping, yaml_load, yaml_load_pyyaml, yaml_load_ruamel
+from pipeline.profiles import apply_profile, merged_text
+from pipeline.schema import apply_overrides, digest, from_mapping, yaml_load
 
 
 def test_repository_params_are_valid(repo_root):
@@ -215,10 +215,10 @@ def test_bad_filter_names_fail_at_load(params_file, bad):
 
 def test_params_yaml_is_the_schema_with_its_defaults(repo_root):
     """One place per default: params.yaml spells out every key of the schema, at the schema's default value (a
-    notebook's `Params()` runs the experiment `make repro` runs)."""
+    notebook's `from_mapping(Params, {})` runs the experiment `make repro` runs)."""
     written = yaml_load((repo_root / "params.yaml").read_text())
     defaults = {f.name: value for f in dataclasses.fields(Params) if f.init
-                for value in [dataclasses.asdict(Params())[f.name]]}
+                for value in [dataclasses.asdict(from_mapping(Params, {}))[f.name]]}
     assert written == defaults
 
 
@@ -296,36 +296,48 @@ def typed(value):
     return type(value).__name__, value
 
 
-@pytest.mark.parametrize("profile", [None, *available()])
-def test_pyyaml_reads_params_as_dvcs_ruamel_does(repo_root, profile):
-    """A training cell reads params.yaml with PyYAML where ruamel.yaml is not installed (a stock PyTorch image):
-    the same values, of the same types, and the same Params, for params.yaml and every profile merged onto it."""
-    pytest.importorskip("ruamel.yaml")
-    text = (repo_root / "params.yaml").read_text()
-    if profile:
-        text = merged_text(profile, text)[0]
-    ruamel, pyyaml = yaml_load_ruamel(text), yaml_load_pyyaml(text)
-    assert typed(pyyaml) == typed(ruamel)
-    assert from_mapping(Params, pyyaml) == from_mapping(Params, ruamel)
+def test_params_are_read_as_yaml_1_2_as_dvc_reads_them():
+    """ruamel.yaml's YAML 1.2, DVC's reader: `2e-3` is a float (PyYAML's YAML 1.1 reads a string), `yes`/`on` stay
+    strings, a leading zero is decimal."""
+    values = ["2e-3", "1.0e-08", "yes", "on", "No", "017", "0x1f", "~", "3"]
+    text = "\n".join(f"k{i}: {v}" for i, v in enumerate(values))
+    assert typed(yaml_load(text)) == typed({"k0": 0.002, "k1": 1e-08, "k2": "yes", "k3": "on", "k4": "No", "k5": 17,
+                                            "k6": 31, "k7": None, "k8": 3})
 
 
-def test_pyyaml_resolves_scalars_as_yaml_1_2():
-    pytest.importorskip("ruamel.yaml")
-    text = "\n".join(f"k{i}: {v}" for i, v in enumerate(
-        ["2e-3", "1.0e-08", "-.5", ".inf", "1_000", "017", "0o17", "0x1f", "yes", "on", "No", "True", "null", "~",
-         "", "1.5", "3", "[0.08, 1.0]", "rand-m9-mstd0.5-inc1", "2026-11-25", "1:30"]))
-    assert typed(yaml_load_pyyaml(text)) == typed(yaml_load_ruamel(text))
-    assert yaml_load_pyyaml(text)["k0"] == 0.002 and yaml_load_pyyaml(text)["k8"] == "yes"
+def test_a_number_stays_as_written(params_file):
+    """An int given for a float field stays an int, as DVC records it: each cell's resolved config and its digest say
+    what params.yaml says (pydantic alone would make `aug_repeats: 3` 3.0 and re-key every cell)."""
+    params = load_params(params_file, ["train.aug_repeats=3", "resources.checkpoint_minutes=10", "train.lr=0.5"])
+    assert typed(params.train.aug_repeats) == ("int", 3) and typed(params.resources.checkpoint_minutes) == ("int", 10)
+    assert typed(params.train.lr) == ("float", 0.5)
 
 
-def test_a_profile_applies_without_dvc_or_ruamel(repo_root, params_file, monkeypatch, capsys):
-    """On a stock image the profile is applied with PyYAML: the same values, without the comments (and it says so)."""
+@pytest.mark.parametrize(("override", "message"), [
+    ("train.epochs=true", "train.epochs = True: wrong value, expected int (input should be a valid integer)"),
+    ("train.lr='1e-3'", "train.lr = '1e-3': wrong value, expected float (input should be a valid number)"),
+    ("train.epochs=2.0", "train.epochs = 2.0: wrong value, expected int (input should be a valid integer)"),
+    ("data=3", "data: expected a mapping of keys, got 3"),
+    ("models.vit.compile=true", "models.vit.compile: unknown key; allowed keys here are name,"),
+    ("train.compile=true", "train.compile: moved to resources.compile"),
+    ("models.vit.init_options={impulse: {noise_std: -1}}", "models.vit.init_options.impulse.noise_std = -1"),
+])
+def test_a_wrong_value_is_named_by_its_key_path(params_file, override, message):
+    """pydantic checks the keys and types (strict: no `true` for an int, no '1e-3' for a float), each section its
+    ranges with the key path it was read from, an arm's options under a variant too."""
+    with pytest.raises(PipelineError) as exc:
+        load_params(params_file, [override])
+    assert message in str(exc.value)
+
+
+def test_a_profile_applies_without_dvc(repo_root, params_file, monkeypatch, capsys):
+    """On a stock image (DVC absent) the profile is applied with PyYAML's writer: the same values, without the
+    comments (and it says so)."""
     expected = yaml_load(merged_text("paper-small", params_file.read_text())[0])
-    for name in ("ruamel", "ruamel.yaml", "ruamel.yaml.comments", "dvc", "dvc.utils", "dvc.utils.collections",
-                 "dvc.utils.serialize"):
+    for name in ("dvc", "dvc.utils", "dvc.utils.collections", "dvc.utils.serialize"):
         monkeypatch.setitem(sys.modules, name, None)
     apply_profile("paper-small", params_file)
-    assert typed(yaml_load_pyyaml(params_file.read_text())) == typed(expected)
+    assert typed(yaml_load(params_file.read_text())) == typed(expected)
     assert "without its comments" in capsys.readouterr().out
 
 

@@ -41,6 +41,7 @@ from pipeline.data.store import load_split, save_split, write_manifest
 from pipeline.datasets import normalization_stats
 from pipeline.errors import PipelineError
 from pipeline.params import Params
+from pipeline.schema import from_mapping
 
 FMNIST_MIRROR = Path("/usr/share/datasets/fashion-mnist")
 LIGHT = Augment(scale=(0.8, 1.0), crop_pct=1.0)  # the CPU default's augmentation
@@ -330,7 +331,7 @@ def test_user_mistakes_raise_one_clear_error(tmp_path, data_fmnist_like):
 
 
 def test_augment_from_params():
-    augment = Augment.from_train(Params().train)
+    augment = Augment.from_train(from_mapping(Params, {}).train)
     assert augment.scale == (0.8, 1.0) and augment.crop_pct == 1.0 and augment.backend == "auto"  # params.yaml's
     assert Augment().scale == (0.08, 1.0) and Augment().crop_pct == 0.875  # timm train.py's own defaults
 
@@ -374,7 +375,7 @@ def test_paper_small_steps_as_the_official_8_gpus_x_64(tmp_path, repo_root, data
     8 GPUs x 64: Flowers-102's 1,020 images give 2 steps per epoch there (128 per rank), not 1,020 // 512."""
     from pipeline.datasets import DATASETS
     from pipeline.profiles import merged_text
-    from pipeline.schema import from_mapping, yaml_load
+    from pipeline.schema import yaml_load
     from pipeline.training.engine import create_schedule
 
     params = from_mapping(Params, yaml_load(merged_text("paper-small", (repo_root / "params.yaml").read_text())[0]))

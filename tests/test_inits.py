@@ -37,6 +37,7 @@ from pipeline.method.inits.impulse import impulse_qk, pseudo_inverse
 from pipeline.method.inits.measures import attention_probs
 from pipeline.method.inits.targets import impulse_matrices, impulse_targets
 from pipeline.params import Params
+from pipeline.schema import from_mapping
 
 VIT = dict(img_size=28, patch_size=4, embed_dim=96, depth=6, num_heads=3, in_chans=1, num_classes=10)
 OFFICIAL_12 = [(0, 0), (-1, 0), (0, 1), (0, -1), (1, 0), (-1, -1), (-1, 1), (1, -1), (1, 1), (0, 0), (-1, 0), (0, 1)]
@@ -80,9 +81,9 @@ def images(fashion_mnist):
 def test_methods_and_options_are_the_params_sections():
     assert METHODS == config.INIT_METHODS
     for method in METHODS:
-        section = Params().method_options(method)
+        section = from_mapping(Params, {}).method_options(method)
         assert method_options(method) == section, method
-    params = Params()
+    params = from_mapping(Params, {})
     model = init(vit(), "impulse", **params.method_options("impulse"))
     assert model.pos_embed.abs().max() > 0
 

@@ -35,7 +35,7 @@ from pipeline.experiments import stages as declared_stages
 from pipeline.experiments import switch_on
 from pipeline.params import load_params
 from pipeline.resolve import CODE, CONFIGS, code_stamp, resolved
-from pipeline.schema import apply_overrides, yaml_load_pyyaml
+from pipeline.schema import apply_overrides, yaml_load
 from pipeline.stages import ANALYSIS, STATIC
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -301,7 +301,7 @@ def test_the_committed_reference_run_was_made_by_this_code_and_params():
     numbers and `dvc metrics diff` comparing with a run this checkout would not reproduce. A Python file whose
     recorded version differs from it only in comments, docstrings or layout (the code stamps' `source_digest`)
     computes what it computed: the run stands."""
-    lock = yaml_load_pyyaml((ROOT / "dvc.lock").read_text())["stages"]
+    lock = yaml_load((ROOT / "dvc.lock").read_text())["stages"]
     changed = {(name, dep["path"], dep["md5"]) for name, stage in lock.items() for dep in stage.get("deps", [])
                if dep["path"].split("/")[0] in ("pipeline", "paper", "bench") and (ROOT / dep["path"]).is_file()
                and hashlib.md5((ROOT / dep["path"]).read_bytes()).hexdigest() != dep["md5"]}
@@ -315,4 +315,4 @@ def test_the_committed_reference_run_was_made_by_this_code_and_params():
     fix = "re-record it: `python -m pipeline repro` where the reference run's results are, then commit dvc.lock"
     assert not stale, f"dvc.lock is older than the code of {len(stale)} stage dep(s), e.g. {stale[:3]}; {fix}"
     recorded = lock["configs"]["params"]["params.yaml"]
-    assert recorded == yaml_load_pyyaml((ROOT / "params.yaml").read_text()), f"params.yaml changed since; {fix}"
+    assert recorded == yaml_load((ROOT / "params.yaml").read_text()), f"params.yaml changed since; {fix}"

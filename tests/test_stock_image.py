@@ -1,6 +1,6 @@
 """A training cell, the engine, the data path, bench/'s GPU scripts and `pytest -m gpu` start on a stock PyTorch image:
-each in a child process where what such an image lacks (`stock_image.ABSENT`: DVC, dvclive, ruamel.yaml, scipy,
-pandas, ...) cannot be imported."""
+each in a child process where what such an image lacks (`stock_image.ABSENT`: DVC, dvclive, scipy, pandas, ...)
+cannot be imported; pydantic and ruamel.yaml, which read params, travel as the wheels of `make device-wheels`."""
 
 from __future__ import annotations
 
@@ -73,3 +73,28 @@ def test_make_bench_gpu_installs_nothing():
     plan = subprocess.run(["make", "-n", "--no-print-directory", "bench-gpu", "GPU_PYTHON=python3"], cwd=ROOT,
                           capture_output=True, text=True, env=env).stdout
     assert plan.strip() == "python3 bench/gpu_check.py --yaml bench/throughput.yaml"
+
+
+def test_the_device_wheels_hold_what_reads_params():
+    """`make device-wheels` carries pydantic and ruamel.yaml to a stock image with every package they need (their
+    non-optional requirements, all the way down), each at the lock's version: a new dependency of theirs is named."""
+    import importlib.metadata as metadata
+    import re
+
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^DEVICE_WHEELS := (.*)$", makefile, re.M)[1].split()
+    wheels = {re.sub(r"[-_.]+", "-", n).lower() for n in listed}
+    needed, todo = set(), ["pydantic", "ruamel.yaml"]
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in needed:
+            continue
+        needed.add(name)
+        for req in metadata.requires(name) or []:
+            if "extra ==" not in req:
+                todo.append(re.match(r"[A-Za-z0-9_.-]+", req)[0])
+    assert needed <= wheels, f"add {sorted(needed - wheels)} to the Makefile's DEVICE_WHEELS"
+    lock = (ROOT / "requirements.lock").read_text().lower()
+    for name in wheels:
+        pattern = "[-_.]".join(map(re.escape, name.split("-")))
+        assert re.search(rf"^{pattern}==", lock, re.M), f"{name} is not in the lock"

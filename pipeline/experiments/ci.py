@@ -13,7 +13,7 @@ from pipeline.errors import PipelineError
 from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_section, train_section
 from pipeline.method.names import CI_ARMS, check_kernel_size
 from pipeline.method.options import MODEL3_SIGMA, CiFitOptions
-from pipeline.schema import choice, positive, section_key
+from pipeline.schema import choice, positive
 from pipeline.vocabulary import CI_FORMS, CI_MODEL3_ARMS, CI_QK, CI_VALUE, SENSITIVITY_ARM
 
 #: Model III's form among [CI] Table 1's columns: its rows and the other forms' share one analysis frame
@@ -166,8 +166,7 @@ class CiAlphaConfig:
     impulse_fit: ImpulseFitConfig = field(default_factory=ImpulseFitConfig)
     train: dict = field(default_factory=dict)  #: overrides of the `train` section for this grid
 
-    def __post_init__(self):
-        key = section_key(self, "ci_alpha")
+    def check(self, key: str) -> None:
         for alpha in self.alphas:
             if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 <= alpha <= 1:
                 raise PipelineError(f"{key}.alphas: {alpha!r} must be a number in [0, 1]")
@@ -204,8 +203,7 @@ class CiModel3Config:
                                                  "color_jitter": None, "scale": [1.0, 1.0], "ratio": [1.0, 1.0],
                                                  "hflip": 0.0})
 
-    def __post_init__(self):
-        section = section_key(self, "ci_model3")
+    def check(self, section: str) -> None:
         for key, values, allowed in (("arms", self.arms, CI_MODEL3_ARMS), ("qk", self.qk, CI_QK),
                                      ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:

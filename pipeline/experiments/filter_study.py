@@ -18,7 +18,7 @@ from pipeline.method.names import (
     parse_filter,
     parse_study_variant,
 )
-from pipeline.schema import choice, positive, section_key
+from pipeline.schema import choice, positive
 
 DATA = ("data/${filter_study.dataset}",)
 #: what a ConvMixer cell records beyond every run's fields (pipeline.training.filter_study)
@@ -67,8 +67,7 @@ class ConvMixerConfig:
     #: and timm's (conv -> GELU -> BatchNorm); see pipeline.vocabulary.ConvMixerBlock
     block: ConvMixerBlock = "ci"
 
-    def __post_init__(self):
-        key = section_key(self, "filter_study.model")
+    def check(self, key: str) -> None:
         for name in ("dim", "depth", "patch_size"):
             positive(f"{key}.{name}", getattr(self, name))
         positive(f"{key}.img_size", self.img_size, allow_none=True)
@@ -95,8 +94,7 @@ class FilterStudyConfig:
     def enabled(self) -> bool:
         return bool(self.filters or self.gaussian_sigmas)
 
-    def __post_init__(self):
-        key = section_key(self, "filter_study")
+    def check(self, key: str) -> None:
         for name in self.filters:
             try:
                 parse_study_variant(name, self.model.kernel_size)

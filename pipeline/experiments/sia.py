@@ -13,7 +13,6 @@ from pipeline.experiments import FIT_RECORDS, MODEL_RECORDS, CellStage, data_sec
 from pipeline.experiments.ci import check_fit_loop
 from pipeline.method.names import InitMethod, check_kernel_size
 from pipeline.method.options import SiaFitOptions
-from pipeline.schema import section_key
 from pipeline.vocabulary import SiaCell, parse_sia_base, parse_sia_fit
 
 #: the init under [SIA]'s fit: PyTorch's default, as code-2404's impulse mode leaves every other weight
@@ -90,12 +89,12 @@ class SiaConfig:
     fits: list = field(default_factory=list)
     fit: SiaFitConfig = field(default_factory=SiaFitConfig)
 
-    def __post_init__(self):
+    def check(self, key: str) -> None:
         for arch in self.bases:
             parse_sia_base(arch)
         for name in self.fits:
             parse_sia_fit(name)
-        self.fit.validate(f"{section_key(self, 'sia')}.fit")
+        self.fit.validate(f"{key}.fit")
 
     @property
     def enabled(self) -> bool:
