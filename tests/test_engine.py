@@ -15,6 +15,7 @@ from training_fixtures import dies_in_epoch, execute, tiny_run
 
 from pipeline.config import Resources, TrainConfig
 from pipeline.errors import PipelineError
+from pipeline.schema import from_mapping
 from pipeline.training import engine, launch
 from pipeline.training.engine import Dist
 
@@ -319,8 +320,8 @@ def test_mixup_needs_an_even_batch_per_process_and_sync_every_is_positive():
     TrainConfig(batch_size=6).check_split("train", 2)  # without mixup an odd batch is fine
     with pytest.raises(PipelineError, match="does not split over 4 processes"):
         TrainConfig(batch_size=6).check_split("train", 4)
-    with pytest.raises(PipelineError, match="sync_every"):
-        Resources(sync_every=0)
+    with pytest.raises(PipelineError, match="resources.sync_every"):
+        from_mapping(Resources, {"sync_every": 0}, "resources")
 
 
 def test_a_run_resumes_across_a_change_of_workers_to_the_same_result(workdir, monkeypatch):

@@ -35,6 +35,7 @@ from pipeline.config import SlurmConfig
 from pipeline.errors import PipelineError
 from pipeline.params import load_params
 from pipeline.scale.executors import Request, SlurmExecutor, SubmitError
+from pipeline.schema import from_mapping
 from pipeline.training import launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -357,7 +358,7 @@ def test_a_cell_asks_slurm_for_what_its_params_ask(tmp_path):
     options = cpu_only.parameters("x", Request(True, nproc=1, gpu=True))
     assert "gpus_per_node" not in options and options["cpus_per_task"] == 3
     with pytest.raises(PipelineError, match="slurm.time"):
-        SlurmConfig(time=0)
+        from_mapping(SlurmConfig, {"time": 0}, "slurm")
     site = SlurmExecutor(tmp_path, tmp_path / "jobs", SlurmConfig(options={"qos": "high", "constraint": "a100|h100",
                                                                            "mem": "64G", "exclusive": True}))
     script = _make_sbatch_string(command="true", folder=tmp_path, **site.parameters("x", Request(True, gpu=True)))
@@ -371,7 +372,7 @@ def test_site_sbatch_options_are_checked_naming_the_key():
                               ({"Bad Key": 1}, "slurm.options.Bad Key: not an sbatch long option"),
                               ({"qos": None}, "slurm.options.qos = None: give a string or number")):
         with pytest.raises(PipelineError, match=re.escape(message)):
-            SlurmConfig(options=options)
+            from_mapping(SlurmConfig, {"options": options}, "slurm")
     assert SlurmConfig(options={"gres_flags": "enforce-binding"}).options  # underscores are sbatch's dashes
 
 
