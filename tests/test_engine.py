@@ -476,7 +476,7 @@ def test_checkpoints_by_time_and_on_signals(tmp_path, monkeypatch):
     assert strip(resumed) == strip(whole) and len(resumed["history"]) == 3
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)) == before
     with pytest.raises(PipelineError, match="resources.checkpoint_minutes"):
-        Resources(checkpoint_minutes=-1)
+        from_mapping(Resources, {"checkpoint_minutes": -1}, "resources")
 
 
 class HostCopies(torch.overrides.TorchFunctionMode):
