@@ -5,15 +5,19 @@
 dvc.yaml's training stages run this. It only starts the run (torchrun, the CUDA preflight, the checkpoint's
 attempt key) and reads configs/runtime.json, so it is no dep of a cell. The attempt key digests the
 configuration, the runtime's import closure, the library versions and the run's other inputs. A cell of an init of
-your own (params `inits`) starts only on the code its configuration records (`same_plugin`).
+your own (params `inits`) starts only on the code its configuration records (`same_plugin`). While a cell trains,
+its checkpoint folder holds `running.json` (`in_flight`), and the launcher removes the folders it leaves empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import socket
 import sys
+import time
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,6 +70,55 @@ def same_plugin(config: dict) -> None:
                             " which records it again and re-runs the cells of this arm")
 
 
+#: in a cell's checkpoint folder while it trains: which process trains it, on which attempt
+RUNNING = "running.json"
+
+
+def tidy(folder: Path, stop: Path) -> None:
+    """Remove `folder` and its parents below `stop` while they are empty. Cells finishing together share parents
+    (scratch/train/<dataset>/<model>/...): another cell's tidy-up may remove a parent first, and so may create a
+    file in one, so neither a vanished nor a filled folder is an error."""
+    below = [folder, *folder.parents]
+    for path in below[:below.index(stop)] if stop in below else []:
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return
+
+
+@contextlib.contextmanager
+def in_flight(checkpoint: Path, attempt: str):
+    """Mark `checkpoint`'s folder as a cell in flight (on rank 0, which checkpoints) until the run ends, then tidy
+    the folders it leaves empty. The runtime's own tidy-up (`run.remove_checkpoint`) walks up from the checkpoint
+    removing empty folders and fails when a concurrent cell's walk removed a parent first (two cells of one model
+    finishing together, `repro` running two at once): the mark keeps the folder non-empty, so that walk stops at
+    it, and `tidy` does the walk here, where a concurrent removal is no error. The mark is outside the cells' code
+    stamp: this re-runs no cell."""
+    from pipeline.training.run import SCRATCH
+
+    if int(os.environ.get("RANK", 0)) != 0:
+        yield
+        return
+    mark = checkpoint.parent / RUNNING
+    text = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "attempt": attempt,
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n"
+    for tries in range(3, 0, -1):  # a finishing cell's `tidy` may remove a parent between mkdir and write
+        try:
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.write_text(text)
+            break
+        except FileNotFoundError:
+            if tries == 1:
+                raise
+    try:
+        yield
+    finally:
+        mark.unlink(missing_ok=True)
+        tidy(checkpoint.parent, SCRATCH.parent)
+
+
 def start(module: str, config: dict, resources, root: str, relaunch: list[str]) -> int:
     """Run the cell of `config` with runtime module `module` here, or re-run `python <relaunch>` under torchrun."""
     same_plugin(config)
@@ -76,7 +129,8 @@ def start(module: str, config: dict, resources, root: str, relaunch: list[str]) 
 
     run = importlib.import_module(module).build_run(config)
     attempt = digest({"config": config, "code": code_digest(module), "inputs": run.inputs})
-    execute(run, root, resources, attempt, provenance(config))
+    with in_flight(run.checkpoint, attempt):
+        execute(run, root, resources, attempt, provenance(config))
     return 0
 
 
