@@ -94,7 +94,7 @@ def report(root: Path, figures: str = "reports/figures") -> tuple[Path, ...]:
     inp = read_inputs(root / "results/tables", root / figures, PAPER)
     return write_report(TITLE, build_report(inp, root / "reports"), headline_markdown(inp), root / "reports",
                         claims_markdown(inp.claims, inp.ran, table_profile(inp.ran.get("profile"))),
-                        build_appendix(inp))
+                        build_appendix(inp, root / "reports"))
 
 
 def markdown(root: Path) -> str:
@@ -106,7 +106,8 @@ def markdown(root: Path) -> str:
 
 def appendix(root: Path, tables: str = "results/tables") -> str:
     """reports/appendix.md's text as `report` writes it."""
-    return to_markdown(TITLE, build_appendix(read_inputs(root / tables, root / "reports/figures", PAPER)))
+    return to_markdown(TITLE, build_appendix(read_inputs(root / tables, root / "reports/figures", PAPER),
+                                             root / "reports"))
 
 
 def flatten(outline: list) -> list:
@@ -342,6 +343,21 @@ def test_a_listed_but_missing_figure_is_named(stage_inputs):
     assert "the one caption of curves" not in text  # a family without figures has no caption
 
 
+def test_the_attention_maps_on_real_images_go_to_the_appendix(stage_inputs):
+    """The report keeps the pseudo-input maps (what claim 7 reads) and says where the real-batch ones are."""
+    listing = stage_inputs / "reports/figures/figures.json"
+    figures = json.loads(listing.read_text())
+    for f in figures["figures"]:
+        if f["family"] == "attention":
+            f["input"] = "real" if f["file"] == "attn_default.png" else "pseudo"
+    listing.write_text(json.dumps(figures))
+    text, more = markdown(stage_inputs), appendix(stage_inputs)
+    assert "figures/attn_impulse.png" in text and "figures/attn_default.png" not in text
+    assert "The same on a real validation batch: 1 figure in reports/appendix.md ('Figures on real images')." in text
+    assert "figures/attn_default.png" in section(more, "Figures on real images")
+    assert "figures/attn_impulse.png" not in more and "the one caption of attention" in more
+
+
 def test_outputs_replace_old_ones_and_leave_no_partial_files(stage_inputs):
     (stage_inputs / "reports" / "report.md").write_text("stale")
     md, pdf, head, _, more = report(stage_inputs)
@@ -482,7 +498,7 @@ def test_the_report_states_assumptions_per_seed_differences_and_the_plans_histor
     assert "this run is not (its profile or seed lists are not the confirmatory ones)" in summary
     assert "| 2026-11-23 | f3db8e6 | params.yaml | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] | 1 |" \
            " claim 1: 2026-11-22 (e621789) |  |" in summary  # claim 1 is tested here: its post-hoc change is shown
-    history = section(to_markdown(TITLE, build_appendix(inp)), "The plan's history")
+    history = section(to_markdown(TITLE, build_appendix(inp, Path("reports"))), "The plan's history")
     assert "| 2026-11-23 | f3db8e6 | params.yaml | 1 | cpu (params.yaml): seeds [0, 1, 2] -> [0, 1, 2, 3, 4] |" \
            " verdict | **post hoc**: after claim 1: 2026-11-22 (e621789) |  |" in history
     assert "this run is not (its profile or seed lists are not the confirmatory ones)" in history
@@ -565,8 +581,8 @@ def test_a_reproduction_made_after_a_plan_change_checks_equal_but_a_verdict_does
     later reproduction's "confirmatory (...all before this run)", the same numbers (`readme.RUN_FACTS`)."""
     committed = ("| 3 | Gains grow | **not tested** | – | post hoc (8) (changed since this run) | needs runs |\n"
                  "| 5a | ConvMixer | **supported** | 2,000 images | exploratory | impulse − learned +0.1 |")
-    later = ("| 3 | Gains grow | **not tested** | – | confirmatory (the plan was revised 8 times after earlier runs'"
-             " results, all before this run) | needs runs |\n"
+    later = ("| 3 | Gains grow | **not tested** | – | confirmatory (8 post-hoc revisions, all before this run) |"
+             " needs runs |\n"
              "| 5a | ConvMixer | **supported** | 2,000 images | confirmatory | impulse − learned +0.1 |")
     assert readme.comparable(committed) == readme.comparable(later)
     assert readme.comparable(committed) != readme.comparable(later.replace("**supported**", "**inconclusive**"))

@@ -103,8 +103,7 @@ def plan_word(claim: dict, history: dict) -> str:
     after = " (changed since this run)" if plan["after_run"] else ""
     if plan["confirmatory"]:
         k = len(plan["post_hoc"])
-        return "confirmatory" + (f" (the plan was revised {k} time{'s' if k > 1 else ''} after earlier runs' results,"
-                                 " all before this run)" if k else "")
+        return "confirmatory" + (f" ({k} post-hoc revision{'s' if k > 1 else ''}, all before this run)" if k else "")
     return (f"post hoc ({len(plan['post_hoc'])})" if plan["post_hoc"] else "exploratory") + after
 
 

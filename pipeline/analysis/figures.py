@@ -24,6 +24,7 @@ reports/figures/figures.json, in reading order::
 
     {"families": [{"name", "section", "title", "caption"}],
      "figures": [{"file": "<name>.png" (relative to reports/figures), "family", "variant", "title", "note"}]}
+     (an attention figure also has "input": "pseudo" or "real")
 
 with section one of ``results``, ``curves``, ``attention``, ``filter_study``, ``ci``. The folder is written aside
 and moved into place when complete.
@@ -201,7 +202,7 @@ def attention_figures(records: dict[tuple[str, str, str], tuple[dict, dict]], ou
             fig = attention_figure(maps, record, source, title, arm)
             if fig is not None:
                 entries.append(save(fig, out, f"attention_{variant}_{state}_{arm}_{source}", "attention", variant,
-                                    title, attention_note(record, source, state)))
+                                    title, attention_note(record, source, state)) | {"input": source})
     return entries
 
 # ------------------------------------------------------------------------------------------------------- curves

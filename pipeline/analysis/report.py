@@ -394,9 +394,17 @@ def elsewhere_blocks(inp: ReportInputs) -> list[Block]:
         " time, throughput) and the measurements across CPUs."])]
 
 
-def _figures_of(inp: ReportInputs, report_dir: Path, families: set[str]) -> list[Block]:
-    """The figures of these figure families that exist, each family's caption once before its figures."""
-    present = [f for f in inp.figures.get("figures", []) if (inp.figures_dir / f["file"]).is_file()]
+#: figures.json inputs whose figures the appendix shows rather than the report: the attention maps on a real batch,
+#: which no verdict reads (claim 7 reads the pseudo-input's maps), half of the report's attention pages
+APPENDIX_INPUTS = {"real"}
+MORE_FIGURES = "Figures on real images"
+
+
+def _figures_of(inp: ReportInputs, report_dir: Path, families: set[str], appendix: bool = False) -> list[Block]:
+    """The figures of these figure families that exist, each family's caption once before its figures: the report's
+    or (`appendix`) the appendix's (`APPENDIX_INPUTS`)."""
+    present = [f for f in inp.figures.get("figures", []) if (inp.figures_dir / f["file"]).is_file()
+               and (f.get("input") in APPENDIX_INPUTS) == appendix]
     blocks: list[Block] = []
     for fam in (f for f in inp.figures.get("families", []) if f["name"] in families):
         figs = [f for f in present if f["family"] == fam["name"]]
@@ -443,8 +451,12 @@ def results_blocks(inp: ReportInputs, report_dir: Path) -> list[Block]:
     blocks += [Heading("Reproduction against the published numbers", 2), *published, *notes,
                *(_table_block(t) for t in inp.tables if t["section"] == "results")]
     for heading, section, table_sections in RESULTS:
-        body = (_figures_of(inp, report_dir, _section(inp, section)) if section else []) + [
-            _table_block(t) for t in inp.tables if t["section"] in table_sections]
+        figs = _figures_of(inp, report_dir, _section(inp, section)) if section else []
+        aside = sum(isinstance(b, FigureBlock) for b in _figures_of(inp, report_dir, _section(inp, section), True))
+        if figs and aside:
+            figs.append(Paragraph(f"The same on a real validation batch: {aside} figure{'s' if aside > 1 else ''}"
+                                  f" in {APPENDIX} ('{MORE_FIGURES}')."))
+        body = figs + [_table_block(t) for t in inp.tables if t["section"] in table_sections]
         blocks += [Heading(heading, 2), *body] if body else []
     absent = [f["file"] for f in figures if not (inp.figures_dir / f["file"]).is_file()]
     if absent:
@@ -474,13 +486,14 @@ def build_report(inp: ReportInputs, report_dir: Path, measures: str = "") -> lis
             *method_blocks(inp), *history_summary(inp.claims), *elsewhere_blocks(inp)]
 
 
-def build_appendix(inp: ReportInputs) -> list[Block]:
+def build_appendix(inp: ReportInputs, report_dir: Path) -> list[Block]:
     """reports/appendix.md: what an auditor checks and a reader skips (module docstring)."""
     runs = [_table_block(t) for t in inp.tables if t["section"] == "appendix"]
+    more = _figures_of(inp, report_dir, {f["name"] for f in inp.figures.get("families", [])}, appendix=True)
     return [Paragraph("The auditor's material of reports/report.md, written by `python -m pipeline report` from the"
                       " same results/tables."),
             *plan_blocks(inp), *history_blocks(inp.claims), *([Heading("Every run"), *runs] if runs else []),
-            *cross_cpu_blocks(inp.cross_cpu)]
+            *cross_cpu_blocks(inp.cross_cpu), *([Heading(MORE_FIGURES), *more] if more else [])]
 
 
 def run_line(inp: ReportInputs) -> str:
@@ -541,7 +554,7 @@ def main(params: Params, args) -> int:
     own = load_confirmatory(paper, inp.ran.get("profile"))
     measures = own.measures if own is not None and own.profile == inp.ran.get("profile") else ""
     paths = write_report(params.report.title, build_report(inp, out, measures), headline_markdown(inp, measures), out,
-                         table, build_appendix(inp))
+                         table, build_appendix(inp, out))
     print(f"report: wrote {', '.join(map(str, paths))} ({len(inp.tables)} tables,"
           f" {len(inp.figures.get('figures', []))} figures listed)")
     return 0
