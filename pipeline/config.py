@@ -66,7 +66,7 @@ class ModelConfig:
     #: `Params`; not a create_model keyword)
     init_options: dict = field(default_factory=dict)
 
-    def validate(self, key: str) -> None:
+    def check(self, key: str) -> None:
         named = {f.name for f in dataclasses.fields(self)} - {"extra", "init_options"}
         both = sorted(k for k in self.extra if k in named and getattr(self, k) is not None)
         if both:
@@ -229,7 +229,7 @@ class TrainConfig:
     MOVED: ClassVar[tuple] = ("compile", "channels_last", "sync_every", "data_on_device", "nproc", "nnodes",
                               "rdzv_endpoint", "rdzv_id", "threads", "workers", "device")
 
-    def validate(self, key: str) -> None:
+    def check(self, key: str) -> None:
         for name in ("epochs", "batch_size", "lr", "eval_every", "sampler_ranks"):
             positive(f"{key}.{name}", getattr(self, name))
         for name in ("warmup_epochs", "cooldown_epochs", "weight_decay", "warmup_lr", "min_lr",

@@ -101,10 +101,8 @@ class CoreParams:
             if not VARIANT_NAME.match(variant):
                 raise PipelineError(f"models: variant name {variant!r} may use only letters, digits, '_' and '.'"
                                     " (it appears in stage names, where '-' separates the fields)")
-            model.validate(f"models.{variant}")
             for arm in model.init_options:
                 self.method_options(arm, variant)
-        self.train.validate("train")
         self.train.check_split("train", self.resources.ranks)
         for key in seed_keys():
             for seed in attribute(self, key):
@@ -116,7 +114,6 @@ class CoreParams:
     def recipe(self, key: str, overrides: dict) -> TrainConfig:
         """`train` updated by a sub-experiment's overrides, validated under `key`."""
         recipe = from_mapping(TrainConfig, dataclasses.asdict(self.train) | overrides, key)
-        recipe.validate(key)
         recipe.check_split(key, self.resources.ranks)
         return recipe
 

@@ -347,7 +347,7 @@ def test_the_cooldown_follows_the_schedule_at_min_lr():
     assert lrs[0] == pytest.approx(1.0) and lrs[5] == pytest.approx(0.01 + 0.99 * 0.5)  # half way: cos(pi / 2)
     assert lrs[9] > 0.01 and lrs[10] == lrs[11] == pytest.approx(0.01)
     with pytest.raises(PipelineError, match="epochs counts the cooldown"):
-        TrainConfig(epochs=10, cooldown_epochs=10, warmup_epochs=0).validate("train")
+        TrainConfig(epochs=10, cooldown_epochs=10, warmup_epochs=0).check("train")
 
 
 def test_evaluation_every_k_epochs_and_always_the_last(tmp_path, capsys):

@@ -104,7 +104,7 @@ class SimpleVitConfig:
     mlp_dim: int = 512
     channels: int | None = None  #: null = the dataset's (1 or 3)
 
-    def validate(self, key: str) -> None:
+    def check(self, key: str) -> None:
         for name in ("image_size", "patch_size", "dim", "depth", "heads", "head_dim", "mlp_dim"):
             value = getattr(self, name)
             if value <= 0:
@@ -134,12 +134,15 @@ def check_fit_loop(fit, key: str) -> None:
 class ImpulseFitConfig(CiFitOptions):
     """code-2401's impulse fit (`impulse16_64_5_0.1_100`; `pipeline.method.options.CiFitOptions`)."""
 
-    def validate(self, key: str, grid: int | None) -> None:
-        """Checks under `key`; `grid` is the token grid's side, which bounds the window (None: no impulse arm)."""
+    def check(self, key: str) -> None:
         check_fit_loop(self, key)
         positive(f"{key}.sigma", self.sigma)
         check_kernel_size(self.window, f"{key}.window")
-        if grid is not None and self.window > 2 * grid - 1:
+
+    def check_window(self, key: str, model: SimpleVitConfig) -> None:
+        """The window fits the model's token grid (at most 2 * side - 1 wide): a check of the fit beside its model."""
+        grid = model.image_size // model.patch_size
+        if self.window > 2 * grid - 1:
             raise PipelineError(f"{key}.window = {self.window}: wider than the {grid}x{grid} token grid allows (at"
                                 f" most {2 * grid - 1}); lower it or raise the model's image_size / patch_size ratio")
 
@@ -172,9 +175,8 @@ class CiAlphaConfig:
                 raise PipelineError(f"{key}.alphas: {alpha!r} must be a number in [0, 1]")
         for arm in self.arms:
             choice(f"{key}.arms", arm, CI_ARMS)
-        self.model.validate(f"{key}.model")
-        grid = self.model.image_size // self.model.patch_size
-        self.impulse_fit.validate(f"{key}.impulse_fit", grid if "impulse" in self.arms else None)
+        if "impulse" in self.arms:
+            self.impulse_fit.check_window(f"{key}.impulse_fit", self.model)
 
 
 @dataclass
@@ -208,10 +210,10 @@ class CiModel3Config:
                                      ("value", self.value, CI_VALUE), ("forms", self.forms, CI_FORMS)):
             for value in values:
                 choice(f"{section}.{key}", value, allowed)
-        self.model.validate(f"{section}.model")
-        grid = self.model.image_size // self.model.patch_size
-        self.impulse_fit.validate(f"{section}.impulse_fit", grid if "impulse" in self.arms else None)
-        self.sensitivity_fit.validate(f"{section}.sensitivity_fit", grid if SENSITIVITY_ARM in self.arms else None)
+        for name, fit, arm in (("impulse_fit", self.impulse_fit, "impulse"),
+                               ("sensitivity_fit", self.sensitivity_fit, SENSITIVITY_ARM)):
+            if arm in self.arms:
+                fit.check_window(f"{section}.{name}", self.model)
         if "novalue" in self.value and self.model.heads * self.model.head_dim != self.model.dim:
             raise PipelineError(f"{section}.value: 'novalue' reads LN(x) as the heads' values, so {section}.model's"
                                 f" heads x head_dim ({self.model.heads} x {self.model.head_dim}) must equal its dim"

@@ -66,7 +66,7 @@ STAGES = [
 class SiaFitConfig(SiaFitOptions):
     """[SIA]'s impulse fit (code-2404's 'impulse3'; `pipeline.method.options.SiaFitOptions`)."""
 
-    def validate(self, key: str) -> None:
+    def check(self, key: str) -> None:
         check_fit_loop(self, key)
         check_kernel_size(self.kernel_size, f"{key}.kernel_size")
 
@@ -94,7 +94,6 @@ class SiaConfig:
             parse_sia_base(arch)
         for name in self.fits:
             parse_sia_fit(name)
-        self.fit.validate(f"{key}.fit")
 
     @property
     def enabled(self) -> bool:

@@ -83,7 +83,7 @@ class TeacherConfig:
     arm: InitMethod = "impulse"  #: the init the teacher is pretrained from (its section, e.g. `impulse`, applies)
     train_size: int = 0  #: the first n images of the pretraining set (a class-stratified shuffle); 0 = all
 
-    def validate(self, key: str) -> None:
+    def check(self, key: str) -> None:
         if isinstance(self.train_size, bool) or self.train_size < 0:
             raise PipelineError(f"{key}.train_size = {self.train_size!r}: give the images of the pretraining set"
                                 " (a positive integer; 0 = the whole split)")
@@ -151,7 +151,6 @@ def validate(params) -> None:
     ws, key = params.weight_selection, "weight_selection"
     params.ws_pretrain_recipe = params.recipe(f"{key}.pretrain", ws.pretrain)
     params.ws_finetune_recipe = params.recipe(f"{key}.finetune", ws.finetune)
-    ws.teacher.validate(f"{key}.teacher")
     if ws.teacher.init_options:
         raise PipelineError(f"{key}.teacher.init_options: not read for teachers; set the arm's own section (e.g."
                             " `impulse`) or leave it {}")
@@ -167,7 +166,6 @@ def validate(params) -> None:
         if not isinstance(name, str) or not VARIANT_NAME.match(name) or name == "scratch":
             raise PipelineError(f"{key}.teachers: name {name!r} may use only letters, digits, '_' and '.' and"
                                 " may not be 'scratch' (it appears in stage names and results folders)")
-        teacher.validate(f"{key}.teachers.{name}")
         split = DATASETS[ws.pretrain_dataset].train_size if ws.pretrain_dataset in DATASETS else None
         if split and teacher.train_size > split:
             raise PipelineError(f"{key}.teachers.{name}.train_size = {teacher.train_size} exceeds the {split}"
