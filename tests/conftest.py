@@ -188,10 +188,22 @@ def pytest_collection_modifyitems(session, config, items):
     (`shares_state`: the SLURM cluster's, which mostly waits on its jobs) first, so that the run does not end on one
     worker alone."""
     skip_slow(config, items)
+    for item in items:
+        if BUILDS.keys() & set(item.fixturenames):
+            timed_without_the_wait(item)
     late = {item.module for item in items if BUILDS.keys() & set(item.fixturenames) and not skipped(item)}
     whole = {m for m in late if shares_state(Path(m.__file__))}
     items[:] = ([i for i in items if i.module not in late] + [i for i in items if i.module in whole]
                 + [i for i in items if i.module in late - whole])
+
+
+def timed_without_the_wait(item) -> None:
+    """A test that uses a background build: pytest-timeout's limit (its own, else the suite's) on the test function
+    only, because its setup may wait for the build (`result_of`, which has its own limit), however long the build has
+    still to go when the test starts (a subset run, or beside other work)."""
+    own = item.get_closest_marker("timeout")
+    seconds = (own.args[0] if own.args else own.kwargs.get("timeout")) if own else None
+    item.add_marker(pytest.mark.timeout(seconds, func_only=True), append=False)
 
 
 def skipped(item) -> bool:
@@ -262,10 +274,18 @@ def builds(request, tmp_path_factory) -> dict[str, Path]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: how long a test waits for a background build, counted from when the build was claimed: many times the minutes it
+#: takes on 2 cores
+BUILD_LIMIT_S = 45 * 60
+
+
 def result_of(folder: Path):
     """A background build's result, once it is there; its failure fails the test that waited for it."""
-    result = folder / RESULT
+    result, deadline = folder / RESULT, folder.stat().st_mtime + BUILD_LIMIT_S
     while not result.exists():
+        if time.time() > deadline:
+            pytest.fail(f"the background build in {folder} has not finished {BUILD_LIMIT_S // 60} min after it"
+                        " started", pytrace=False)
         time.sleep(0.2)
     status, value = pickle.loads(result.read_bytes())
     if status != "ok":
