@@ -274,8 +274,8 @@ def builds(request, tmp_path_factory) -> dict[str, Path]:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-#: how long a test waits for a background build, counted from when the build was claimed: many times the minutes it
-#: takes on 2 cores
+#: how long a test waits for a background build, counted from its folder's last change (its claim, or the build's
+#: first files in it): many times the minutes it takes on 2 cores
 BUILD_LIMIT_S = 45 * 60
 
 

@@ -400,11 +400,17 @@ APPENDIX_INPUTS = {"real"}
 MORE_FIGURES = "Figures on real images"
 
 
+def _present(inp: ReportInputs, families: set[str], appendix: bool = False) -> list[dict]:
+    """The figures.json entries of these families whose files exist: the report's or (`appendix`) the appendix's
+    (`APPENDIX_INPUTS`)."""
+    return [f for f in inp.figures.get("figures", []) if f["family"] in families
+            and (f.get("input") in APPENDIX_INPUTS) == appendix and (inp.figures_dir / f["file"]).is_file()]
+
+
 def _figures_of(inp: ReportInputs, report_dir: Path, families: set[str], appendix: bool = False) -> list[Block]:
-    """The figures of these figure families that exist, each family's caption once before its figures: the report's
-    or (`appendix`) the appendix's (`APPENDIX_INPUTS`)."""
-    present = [f for f in inp.figures.get("figures", []) if (inp.figures_dir / f["file"]).is_file()
-               and (f.get("input") in APPENDIX_INPUTS) == appendix]
+    """The figures of these figure families that exist (`_present`), each family's caption once before its
+    figures."""
+    present = _present(inp, families, appendix)
     blocks: list[Block] = []
     for fam in (f for f in inp.figures.get("families", []) if f["name"] in families):
         figs = [f for f in present if f["family"] == fam["name"]]
@@ -452,7 +458,7 @@ def results_blocks(inp: ReportInputs, report_dir: Path) -> list[Block]:
                *(_table_block(t) for t in inp.tables if t["section"] == "results")]
     for heading, section, table_sections in RESULTS:
         figs = _figures_of(inp, report_dir, _section(inp, section)) if section else []
-        aside = sum(isinstance(b, FigureBlock) for b in _figures_of(inp, report_dir, _section(inp, section), True))
+        aside = len(_present(inp, _section(inp, section), appendix=True)) if section else 0
         if figs and aside:
             figs.append(Paragraph(f"The same on a real validation batch: {aside} figure{'s' if aside > 1 else ''}"
                                   f" in {APPENDIX} ('{MORE_FIGURES}')."))
