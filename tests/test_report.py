@@ -451,7 +451,7 @@ def test_readme_check_catches_an_edited_fidelity_table(built, tmp_path, monkeypa
     shutil.copytree(PAPER, paper)
     readme_md = marked_readme(tmp_path / "README.md", "headline", "coverage", "fidelity", "papers")
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(paper), "--tables",
-            str(tmp_path / "no-run")]
+            str(tmp_path / "no-run"), "--claims", str(built[4])]  # not the working tree's reports/claims.md
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     assert cli(args) == 0
     text = readme_md.read_text()
@@ -514,7 +514,7 @@ def test_readme_writes_each_block_into_the_docs_page_that_holds_its_markers(buil
     (tmp_path / "docs").mkdir()
     pages = {n: marked_readme(tmp_path / "docs" / f"{n}.md", n) for n in ("coverage", "fidelity", "papers")}
     args = ["readme", "--readme", str(readme_md), "--headline", str(built[3]), "--paper", str(PAPER), "--tables",
-            str(built[0] / "results/tables")]
+            str(built[0] / "results/tables"), "--claims", str(built[4])]
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     assert cli(args) == 0 and cli([*args, "--check"]) == 0
     assert "old headline" not in readme_md.read_text() and "old papers" not in pages["papers"].read_text()
