@@ -27,7 +27,8 @@ per-epoch numbers, provenance), config.json (its resolved configuration) and the
 `--partial`, which is for a long run spread over several sittings or machines: it keeps the finished cells and their
 dvc.lock entries (`PARTIAL_LOCK`). `resume` restores them and records in dvc.lock, with `dvc commit`, each cell
 whose recorded code, configuration and data equal what this clone has (`dvc status` then finds only its outs
-changed: the checkpoint the compact form leaves out); a cell whose inputs moved is left stale, so it trains again.
+changed: the checkpoint the compact form leaves out); a cell whose inputs moved is left stale, so it trains again,
+and so do the cells whose checkpoints it loads (`needing_training`).
 `restore` refuses a cell whose resolved configuration is not the one params.yaml now plans (`configs/`), naming it,
 so a committed cell never stands in for another recipe.
 """
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+from pipeline.data.fetch.fingerprint import SOURCES
 from pipeline.errors import PipelineError
 from pipeline.params import Params
 
@@ -175,9 +177,66 @@ def restore(params: Params, root: Path = Path("."), partial: bool = False) -> li
     return moved
 
 
+def producers(recorded: dict) -> dict[str, str]:
+    """{out path: the recorded stage that writes it}."""
+    return {o["path"]: name for name, entry in recorded.items() for o in entry.get("outs", [])}
+
+
+def upstreams(recorded: dict) -> dict[str, set[str]]:
+    """{recorded stage: the recorded stages whose outs it depends on} (e.g. select_finetune@… on pretrain@…)."""
+    made = producers(recorded)
+    return {name: {made[d["path"]] for d in entry.get("deps", []) if made.get(d["path"], name) != name}
+            for name, entry in recorded.items()}
+
+
+def in_order(recorded: dict) -> list[list[str]]:
+    """The recorded stages in levels: each after every recorded stage it depends on."""
+    ups, done, levels = upstreams(recorded), set(), []
+    while len(done) < len(ups):
+        level = sorted(n for n in ups if n not in done and ups[n] <= done)
+        if not level:
+            raise PipelineError(f"{PARTIAL_LOCK}: its stages depend on each other in a cycle:"
+                                f" {sorted(set(ups) - done)}")
+        levels.append(level)
+        done |= set(level)
+    return levels
+
+
+def relink(entry: dict, recorded: dict, lock: dict) -> bool:
+    """Point `entry`'s deps on recorded upstream outs at what the upstream's adoption recorded in `lock`, where the
+    partial run's entry shows it ran on exactly the upstream's recorded out; False where one did not (or the
+    upstream was not adopted): then it is stale. The committed form leaves an out's checkpoint out, so a restored
+    out never hashes as the one recorded, though it is the same cell's."""
+    made = producers(recorded)
+    for dep in entry.get("deps", []):
+        upstream = made.get(dep["path"])
+        if upstream is None:
+            continue
+        ran_on = next(o for o in recorded[upstream]["outs"] if o["path"] == dep["path"])
+        now = next((o for o in (lock.get(upstream) or {}).get("outs", []) if o["path"] == dep["path"]), None)
+        if now is None or ran_on.get("md5") != dep.get("md5"):
+            return False
+        dep.update({k: v for k, v in now.items() if k != "path"})
+    return True
+
+
+def needing_training(stale: set[str], adopted: set[str], recorded: dict) -> set[str]:
+    """The adopted stages a stale one depends on, transitively: it loads their checkpoints, which the committed form
+    leaves out, so they train again too."""
+    ups, found, todo = upstreams(recorded), set(), list(stale)
+    while todo:
+        for upstream in ups.get(todo.pop(), ()):
+            if upstream in adopted and upstream not in found:
+                found.add(upstream)
+                todo.append(upstream)
+    return found
+
+
 def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]]:
     """Restore a partial run's cells and record in dvc.lock those whose inputs are unchanged (module docstring):
-    (the stages recorded, the stages left to train again)."""
+    (the stages recorded, the stages left to train again). Stages are checked upstream first (`in_order`): a
+    cell depending on another's out (a fine-tune on its teacher) is recorded when it ran on that out as recorded
+    (`relink`); a stale one sends the cells it loads from back to training (`needing_training`)."""
     from dvc.repo import Repo
 
     source = root / store(params) / PARTIAL_LOCK
@@ -189,22 +248,40 @@ def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]
     fetch_missing(params)  # every cell depends on its dataset: a fresh clone has none, so every cell would be stale
     moved = restore(params, root, partial=True)
     lock_path = root / "dvc.lock"
-    lock = (yaml.safe_load(lock_path.read_text()) or {}) if lock_path.is_file() else {}
-    lock.setdefault("schema", "2.0")
-    lock["stages"] = (lock.get("stages") or {}) | recorded
+
+    def read_lock() -> dict:
+        lock = (yaml.safe_load(lock_path.read_text()) or {}) if lock_path.is_file() else {}
+        lock.setdefault("schema", "2.0")
+        lock["stages"] = lock.get("stages") or {}
+        return lock
+
+    lock = read_lock()
+    lock["stages"] |= json.loads(json.dumps(recorded))
     lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
     adopted, stale = [], []
-    with Repo(str(root)) as repo:
-        for name in recorded:
-            changes = [k for change in repo.status(targets=[name]).get(name, []) if isinstance(change, dict)
-                       for k in change]
-            if any(k != "changed outs" for k in changes):
-                stale.append(name)
-                continue
-            repo.commit(name, force=True)
-            adopted.append(name)
+    for level in in_order(recorded):
+        lock = read_lock()  # as the previous level's `dvc commit` left it
+        linked = {n for n in level if relink(lock["stages"][n], recorded, lock["stages"])}
+        lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
+        with Repo(str(root)) as repo:
+            for name in level:
+                changes = [k for change in repo.status(targets=[name]).get(name, []) if isinstance(change, dict)
+                           for k in change]
+                if name not in linked or any(k != "changed outs" for k in changes):
+                    stale.append(name)
+                    continue
+                repo.commit(name, force=True)
+                adopted.append(name)
+    again = needing_training(set(stale), set(adopted), recorded)
+    if again:
+        lock = read_lock()
+        lock["stages"] = {k: v for k, v in lock["stages"].items() if k not in again}
+        lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
+        adopted = [n for n in adopted if n not in again]
+        stale += sorted(again)
     print(f"cells: restored {len(moved)} cell(s) of profile {params.profile!r}; recorded {len(adopted)} as done;"
           f" {len(stale)} left to train again (their code, configuration or data changed"
+          + (", or a cell that loads them did" if again else "")
           + (f", e.g. {', '.join(stale[:3])})" if stale else ")"), flush=True)
     return adopted, stale
 
@@ -217,12 +294,13 @@ def run(*argv: str, cwd: Path | None = None) -> None:
 
 
 def fetch_missing(params: Params) -> None:
-    """Fetch each planned dataset this clone lacks, as its dvc.yaml stage does (offline for the default's
-    Fashion-MNIST): the same files, so a restored cell's recorded data dependency matches."""
-    for dataset in params.datasets:
-        if not (Path(params.data.root) / dataset).is_dir():
-            run("-m", "pipeline.stage", "pipeline.data.fetch.fingerprint")
-            run("-m", "pipeline.stage", "pipeline.data.fetch", dataset)
+    """Fetch each dataset a stage of this plan fetches (data/sources/ names them: the grid's and weight selection's)
+    that this clone lacks, as its dvc.yaml stage does (offline for the default's Fashion-MNIST): the same files, so a
+    restored cell's recorded data dependency matches."""
+    run("-m", "pipeline.stage", "pipeline.data.fetch.fingerprint")
+    for source in sorted(SOURCES.glob("*.json")):
+        if not (Path(params.data.root) / source.stem).is_dir():
+            run("-m", "pipeline.stage", "pipeline.data.fetch", source.stem)
 
 
 def rederive(params: Params) -> None:

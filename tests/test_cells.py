@@ -125,3 +125,64 @@ def test_the_committed_laptop_cells_rederive_the_readmes_claims_table(tmp_path):
     claims = (repo / "reports/claims.md").read_text()
     assert claims.startswith("**Every claim in one table: profile")
     sh(ROOT, "python", "-m", "pipeline", "readme", "--check", "--claims", str(repo / "reports/claims.md"))
+
+
+def lock_entry(deps: dict[str, str], outs: dict[str, str]) -> dict:
+    """A dvc.lock entry with these {path: md5} deps and outs."""
+    return {"cmd": "python -m pipeline.cell ...",
+            "deps": [{"path": p, "hash": "md5", "md5": m} for p, m in deps.items()],
+            "outs": [{"path": p, "hash": "md5", "md5": m, "size": 1, "nfiles": 1} for p, m in outs.items()]}
+
+
+def teacher_and_students() -> dict:
+    """A partial run's lock: a teacher and two fine-tunes on it, one of which ran on an earlier teacher."""
+    from pipeline.cells import producers
+
+    recorded = {"pretrain@t": lock_entry({"data/fashion_mnist": "d"}, {"results/pretrain/t": "full"}),
+                "select_finetune@a": lock_entry({"results/pretrain/t": "full"}, {"results/ws/a": "a"}),
+                "select_finetune@b": lock_entry({"results/pretrain/t": "earlier"}, {"results/ws/b": "b"})}
+    assert producers(recorded)["results/pretrain/t"] == "pretrain@t"
+    return recorded
+
+
+def test_resume_checks_a_teacher_before_the_cells_fine_tuned_from_it():
+    from pipeline.cells import in_order, upstreams
+
+    recorded = teacher_and_students()
+    assert upstreams(recorded)["select_finetune@a"] == {"pretrain@t"} and not upstreams(recorded)["pretrain@t"]
+    assert in_order(recorded) == [["pretrain@t"], ["select_finetune@a", "select_finetune@b"]]
+    recorded["pretrain@t"]["deps"].append({"path": "results/ws/a", "md5": "a"})  # a cycle no DVC plan has
+    with pytest.raises(Exception, match="cycle"):
+        in_order(recorded)
+
+
+def test_a_fine_tune_is_recorded_on_its_restored_teacher_only_if_it_ran_on_that_teacher():
+    """The restored teacher lacks its checkpoint, so it hashes anew when adopted: a fine-tune that ran on the
+    recorded teacher is pointed at the new hash; one that ran on another teacher is not (it trains again)."""
+    import copy
+
+    from pipeline.cells import relink
+
+    recorded = teacher_and_students()
+    lock = copy.deepcopy(recorded)
+    lock["pretrain@t"]["outs"][0].update(md5="compact", size=0)  # what `dvc commit` recorded for the restored out
+    assert relink(lock["select_finetune@a"], recorded, lock)
+    assert lock["select_finetune@a"]["deps"][0] == {"path": "results/pretrain/t", "hash": "md5", "md5": "compact",
+                                                     "size": 0, "nfiles": 1}
+    assert not relink(lock["select_finetune@b"], recorded, lock)
+    assert lock["select_finetune@b"]["deps"][0]["md5"] == "earlier"
+    del lock["pretrain@t"]  # a teacher left stale: nothing recorded to point at
+    assert not relink(copy.deepcopy(recorded["select_finetune@a"]), recorded, lock)
+    assert relink(lock["select_finetune@b"] | {"deps": []}, recorded, lock)  # no upstream: nothing to relink
+
+
+def test_a_fine_tune_that_trains_again_sends_its_teacher_back_to_training():
+    """A stale fine-tune loads its teacher's checkpoint, which the committed cells leave out: the teacher trains
+    again too, while a teacher whose fine-tunes are all recorded stays recorded."""
+    from pipeline.cells import needing_training
+
+    recorded = teacher_and_students()
+    everything = set(recorded)
+    assert needing_training({"select_finetune@b"}, everything - {"select_finetune@b"}, recorded) == {"pretrain@t"}
+    assert needing_training(set(), everything, recorded) == set()
+    assert needing_training({"pretrain@t"}, everything - {"pretrain@t"}, recorded) == set()
