@@ -722,6 +722,27 @@ def test_a_table_whose_runs_mix_precision_or_data_path_is_refused(results):
         aggregate(results, PAPER, exp)
 
 
+
+def test_training_configurations_may_differ_in_data_path_but_not_within_one():
+    """Claim 11 compares arms within one training configuration, and RandAugment runs timm's per-image PIL path
+    where the others take the tensor path: the configs table is checked per configuration, not across them."""
+    import pandas as pd
+
+    from pipeline.analysis.aggregate import check_computed_alike
+
+    def row(config, arm, path):
+        return {"dataset": "fashion_mnist", "config": config, "arm": arm, "amp_dtype": "float32", "data_path": path,
+                "folder": f"results/train_config/fashion_mnist/vit3/{config}/{arm}/seed70"}
+
+    rows = [row("lr_half", a, "tensor") for a in ("impulse", "default")]
+    rows += [row("randaug", a, "pil") for a in ("impulse", "default")]
+    check_computed_alike({"configs": pd.DataFrame(rows)})
+    rows[3]["data_path"] = "tensor"  # one randaug run on another path: its comparison would measure the path
+    with pytest.raises(PipelineError, match=r"configs runs of fashion_mnist, randaug mix their data path"):
+        check_computed_alike({"configs": pd.DataFrame(rows)})
+    with pytest.raises(PipelineError, match="vit runs of fashion_mnist mix their data path"):  # no grouping there
+        check_computed_alike({"vit": pd.DataFrame(rows).drop(columns="config")})
+
 def test_the_training_table_says_which_runs_trained(results):
     agg = aggregate(results, PAPER, experiment())
     rows = {r[1]: r for r in table(agg, "training").rows}

@@ -341,15 +341,22 @@ def check_test_images(frames: dict[str, pd.DataFrame]) -> None:
 #: the precision `train.amp: auto` resolved to, and the data path (`resources.data_on_device`: batched augmentation
 #: on the device, or timm's per image through DataLoader workers)
 COMPUTED_BY = {"amp_dtype": "precision", "data_path": "data path"}
+#: the tables whose comparisons stay within one value of a column: claim 11 compares the arms of the configs table
+#: within one training configuration, and a configuration may set the data path itself (RandAugment runs timm's
+#: per-image PIL path, `pipeline.data.load.transforms.resolve_backend`)
+COMPARED_WITHIN = {"configs": "config"}
 
 
 def check_computed_alike(frames: dict[str, pd.DataFrame]) -> None:
-    """The runs of one table (an analysis frame, per dataset) were computed alike: one precision and one data path;
-    else a PipelineError naming a run of each kind and the fix."""
+    """The runs of one table (an analysis frame, per dataset, and per COMPARED_WITHIN group) were computed alike: one
+    precision and one data path; else a PipelineError naming a run of each kind and the fix."""
     for name, frame in frames.items():
         if frame.empty:
             continue
         datasets = frame["dataset"] if "dataset" in frame.columns else pd.Series("", index=frame.index)
+        within = COMPARED_WITHIN.get(name)
+        if within in frame.columns:
+            datasets = datasets.astype(str) + ", " + frame[within].astype(str)
         for dataset in dict.fromkeys(datasets):
             rows = frame[datasets == dataset]
             for key, what in COMPUTED_BY.items():
