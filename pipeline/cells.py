@@ -35,6 +35,7 @@ so a committed cell never stands in for another recipe.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -256,7 +257,7 @@ def resume(params: Params, root: Path = Path(".")) -> tuple[list[str], list[str]
         return lock
 
     lock = read_lock()
-    lock["stages"] |= json.loads(json.dumps(recorded))
+    lock["stages"] |= copy.deepcopy(recorded)  # relink edits the lock's entries, never `recorded`
     lock_path.write_text(yaml.safe_dump(lock, sort_keys=False))
     adopted, stale = [], []
     for level in in_order(recorded):

@@ -722,7 +722,6 @@ def test_a_table_whose_runs_mix_precision_or_data_path_is_refused(results):
         aggregate(results, PAPER, exp)
 
 
-
 def test_training_configurations_may_differ_in_data_path_but_not_within_one():
     """Claim 11 compares arms within one training configuration, and RandAugment runs timm's per-image PIL path
     where the others take the tensor path: the configs table is checked per configuration, not across them."""
@@ -742,6 +741,7 @@ def test_training_configurations_may_differ_in_data_path_but_not_within_one():
         check_computed_alike({"configs": pd.DataFrame(rows)})
     with pytest.raises(PipelineError, match="vit runs of fashion_mnist mix their data path"):  # no grouping there
         check_computed_alike({"vit": pd.DataFrame(rows).drop(columns="config")})
+
 
 def test_the_training_table_says_which_runs_trained(results):
     agg = aggregate(results, PAPER, experiment())
